@@ -1,0 +1,51 @@
+# Two commands on a fresh machine (see README):
+#   make demo   set everything up, then run the main job on the bundled default
+#   make test   set everything up, then run the tests
+# Setup is idempotent: stamps make a second run install nothing.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.deploytool-setup
+WEB_STAMP := web_harness/node_modules/.deploytool-setup
+WORKSPACE ?= runs
+
+.PHONY: setup system python web demo test test-unit test-integration bench clean
+
+setup: system python web
+
+system:
+	@scripts/setup_system.sh
+
+python: $(STAMP)
+
+# torch first and alone: the CPU wheel on disk; anything else would pull a CUDA build.
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "deploytool needs Python 3.11+"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+web: $(WEB_STAMP)
+
+$(WEB_STAMP): web_harness/package-lock.json
+	cd web_harness && npm ci --no-audit --no-fund --loglevel=error
+	touch $(WEB_STAMP)
+
+demo: setup
+	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE)
+
+test: setup
+	$(BIN)/python -m pytest tests
+
+test-unit: python
+	$(BIN)/python -m pytest tests/unit
+
+bench: setup
+	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) web_harness/node_modules runs

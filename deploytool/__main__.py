@@ -1,0 +1,3 @@
+from deploytool.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""`Artifact`: a model file on disk with everything needed to run it and to
+know where it came from. Written as `artifact.json` beside the file; this
+module never converts or loads models itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Formats an artifact can have. "keras" and "torch" are the PC originals.
+FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: Path  # a file, or a directory for SavedModel / TF.js
+    format: str
+    framework: str  # the framework the model was born in: "keras" or "torch"
+    layout: str  # "NHWC" or "NCHW": how inputs must be fed
+    input_shape: tuple[int, ...]  # one sample, in `layout`
+    num_outputs: int  # size of the output vector per sample
+    quantize: str = "none"  # the user's word: none, fp16, dynamic, int8, int8-io, uint8, uint16
+    converter: str = ""
+    converter_version: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    source_sha256: str = ""
+    sha256: str = ""
+    size_bytes: int = 0
+    notes: tuple[str, ...] = ()  # e.g. what was done instead of an impossible mode
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        d["input_shape"] = list(self.input_shape)
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Artifact":
+        d = dict(d)
+        d["path"] = Path(d["path"])
+        d["input_shape"] = tuple(d["input_shape"])
+        d["notes"] = tuple(d.get("notes", ()))
+        return cls(**d)
+
+    def save(self, meta_path: Path) -> None:
+        meta_path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True))
+
+    @classmethod
+    def load(cls, meta_path: Path) -> "Artifact":
+        return cls.from_json(json.loads(Path(meta_path).read_text()))
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of a file, or of a directory's files (names and bytes, sorted)."""
+    h = hashlib.sha256()
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def size_on_disk(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

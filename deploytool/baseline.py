@@ -1,0 +1,88 @@
+"""The PC baseline: the trained model run in its own framework over the whole
+test set. Every migrated model is compared against this. Saved beside the
+model as baseline.json (+ per-sample outputs as .npy) and reused while the
+model, the data and the measurement settings are unchanged."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.data import Dataset
+from deploytool.provenance import host_facts
+from deploytool.runtimes import make_runtime
+from deploytool.runtimes.base import LatencyStats, Outputs
+from deploytool.workspace import stable_hash
+
+
+@dataclass
+class Baseline:
+    model: str
+    framework: str
+    artifact_sha256: str
+    dataset_sha256: str
+    accuracy: float
+    num_samples: int
+    outputs_path: str
+    latency: dict[str, float]
+    throughput_sps: float | None
+    memory_bytes: dict[str, float]
+    load_ms: float | None
+    first_inference_ms: float | None
+    size_bytes: int
+    provenance: dict[str, Any] = field(default_factory=dict)
+    settings_key: str = ""
+    cached: bool = False
+
+    def outputs(self) -> np.ndarray:
+        return np.load(self.outputs_path, allow_pickle=False)
+
+    @property
+    def predictions(self) -> np.ndarray:
+        return self.outputs().argmax(1)
+
+
+def _paths(artifact: Artifact) -> tuple[Path, Path]:
+    d = Path(artifact.path).parent
+    return d / "baseline.json", d / "baseline_outputs.npy"
+
+
+def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
+                 latency_samples: int | None = None, threads: int = 1, force: bool = False) -> Baseline:
+    settings = {"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
+                "data": dataset.sha256, "artifact": artifact.sha256}
+    key = stable_hash(settings)
+    meta, npy = _paths(artifact)
+    if meta.exists() and not force:
+        b = Baseline(**json.loads(meta.read_text()))
+        if b.settings_key == key and Path(b.outputs_path).exists():
+            b.cached = True
+            return b
+    x = dataset.in_layout(dataset.x_test, artifact.layout)
+    rt = make_runtime("pc", artifact.format, warmup_runs=warmup_runs, latency_samples=latency_samples,
+                      threads=threads)
+    with rt:
+        rt.load(artifact)
+        out: Outputs = rt.run(x)
+    np.save(npy, out.outputs)
+    b = Baseline(
+        model=model_name, framework=artifact.framework, artifact_sha256=artifact.sha256,
+        dataset_sha256=dataset.sha256, accuracy=float(np.mean(out.outputs.argmax(1) == dataset.y_test)),
+        num_samples=len(x), outputs_path=str(npy), latency=asdict(out.latency),
+        throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes, load_ms=out.load_ms,
+        first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
+        provenance={**host_facts(), "runtime": out.environment, "dataset": dataset.name,
+                    "dataset_origin": dataset.origin, "seed": artifact.options.get("seed")},
+        settings_key=key,
+    )
+    meta.write_text(json.dumps(asdict(b), indent=2, default=float))
+    return b
+
+
+def latency_of(b: Baseline) -> LatencyStats:
+    return LatencyStats(**b.latency)

@@ -1,0 +1,164 @@
+"""Command line: parses arguments into library calls and prints what they
+return. No measurement or decision lives here, and nothing heavy is imported
+at module level, so `deploytool --help` stays fast. Every user mistake arrives
+as a DeploytoolError and leaves as one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from deploytool.errors import DeploytoolError
+
+
+def _examples(*lines: str) -> str:
+    return "example:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workspace", type=Path, default=None,
+                   help="where models, artifacts, results and reports live (default: ./runs or $DEPLOYTOOL_WORKSPACE)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> None:
+    p.add_argument("--model", default="lenet5", help="a model name from `deploytool models` or a .toml manifest (default: lenet5)")
+    p.add_argument("--framework", default=framework_default, choices=["keras", "torch", "all"],
+                   help=f"which twin to use (default: {framework_default})")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="official dataset files (MNIST IDX, CIFAR-10 batches) instead of the bundled data")
+    p.add_argument("--epochs", type=int, default=None, help="override the manifest's epochs (changes the cache key)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deploytool",
+        description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "
+                    "in headless Chromium and on Android, and compare with the PC baseline.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_examples("deploytool migrate --model lenet5 --target host --format all --quantize all"),
+    )
+    from deploytool import __version__
+
+    parser.add_argument("--version", action="version", version=f"deploytool {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, *examples: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_, epilog=_examples(*examples),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(p)
+        return p
+
+    add("models", "list the model manifests in models/", "deploytool models")
+
+    p = add("train", "train a model of the zoo on the PC (cached: the same inputs never retrain)",
+            "deploytool train --model lenet5 --framework keras",
+            "deploytool train --model resnet20 --framework torch --data-dir ~/data/cifar-10-batches-py")
+    _model_args(p, "all")
+
+    p = add("baseline", "measure the PC baseline: accuracy, latency, throughput, memory, size (trains if needed)",
+            "deploytool baseline --model lenet5 --framework torch")
+    _model_args(p, "all")
+    p.add_argument("--latency-samples", type=int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up inferences before timing (default: 10)")
+    return parser
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from deploytool.spec import manifest_paths, parse_spec
+
+    rows = []
+    for path in manifest_paths():
+        s = parse_spec(path)
+        lo = s.expected_accuracy[0]
+        rows.append((s.name, s.architecture, s.dataset, "x".join(map(str, s.input_shape)), ",".join(s.frameworks),
+                     f">= {lo:.0%}", s.description))
+    _print_table(("model", "architecture", "dataset", "input", "frameworks", "expected", "description"), rows)
+    return 0
+
+
+def _frameworks(spec, choice: str) -> list[str]:  # noqa: ANN001
+    return list(spec.frameworks) if choice == "all" else [choice]
+
+
+def _train_all(args: argparse.Namespace):  # noqa: ANN202
+    from deploytool.data import load_dataset
+    from deploytool.spec import load_spec
+    from deploytool.train import train
+    from deploytool.workspace import Workspace
+
+    spec = load_spec(args.model)
+    ws = Workspace.open(args.workspace)
+    dataset = load_dataset(spec, args.data_dir)
+    results = []
+    for fw in _frameworks(spec, args.framework):
+        r = train(spec, fw, dataset, ws, epochs=args.epochs, progress=not args.quiet)
+        if r.cached:
+            print(f"{spec.name} [{fw}]: reusing the cached model ({r.key}); nothing to train")
+        else:
+            per_epoch = sum(r.seconds_per_epoch) / len(r.seconds_per_epoch)
+            print(f"{spec.name} [{fw}]: trained {r.epochs} epochs, {per_epoch:.1f} s/epoch, "
+                  f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB, CPU {r.cpu_utilisation_percent:.0f}%")
+        lo, hi = spec.expected_accuracy
+        flag = "" if lo <= r.test_accuracy <= hi else f"  (outside the expected range {lo:.0%}-{hi:.0%})"
+        print(f"  test accuracy {r.test_accuracy:.2%}{flag}; model: {r.get_artifact().path}")
+        results.append(r)
+    return spec, dataset, results
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    _train_all(args)
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from deploytool.baseline import run_baseline
+
+    spec, dataset, results = _train_all(args)
+    rows = []
+    for r in results:
+        b = run_baseline(spec.name, r.get_artifact(), dataset, warmup_runs=args.warmup,
+                         latency_samples=args.latency_samples)
+        lat = b.latency
+        peak = b.memory_bytes.get("process_peak_rss_bytes") or b.memory_bytes.get("process_lifetime_peak_rss_bytes", 0)
+        rows.append((f"{spec.name} [{r.framework}]", f"{b.accuracy:.2%}", str(b.num_samples),
+                     f"{lat['p50_ms']:.3f}", f"{lat['p90_ms']:.3f}", f"{lat['p99_ms']:.3f}", f"{lat['mean_ms']:.3f}",
+                     f"{b.throughput_sps:.0f}" if b.throughput_sps else "-", f"{peak / 2**20:.0f}",
+                     f"{b.size_bytes / 1024:.0f}", "cached" if b.cached else "measured"))
+    _print_table(("PC baseline", "accuracy", "samples", "p50 ms", "p90 ms", "p99 ms", "mean ms", "samples/s",
+                  "peak RSS MiB", "size KiB", ""), rows)
+    print(f"baseline JSON beside each model in {Path(results[0].get_artifact().path).parent.parent}")
+    return 0
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    for line in (header, *rows):
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+
+
+COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 0
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the user's screen
+    try:
+        return COMMANDS[args.command](args)
+    except DeploytoolError as e:
+        print(f"deploytool: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("deploytool: interrupted; results measured so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""`Dataset`: the train and test arrays of one model, preprocessed once, here.
+
+Loaders return raw images (NHWC, as stored) and labels; `load_dataset` checks
+their shape against the manifest, applies the manifest's preprocessing in one
+place and records a checksum of the resulting bytes. Every later stage (the PC
+baseline, each converter's calibration, every runtime, browser and phone)
+receives exactly these bytes. Nothing here trains or converts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deploytool.errors import DataError, ShapeError
+from deploytool.spec import ModelSpec, Preprocess
+
+
+@dataclass(frozen=True)
+class RawData:
+    x_train: np.ndarray  # NHWC, any numeric dtype
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    origin: str
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    x_train: np.ndarray  # float32, NHWC, preprocessed
+    y_train: np.ndarray  # int64
+    x_test: np.ndarray
+    y_test: np.ndarray
+    labels: tuple[str, ...]
+    preprocess: Preprocess
+    origin: str
+    sha256: str  # of the preprocessed bytes (test and train)
+
+    def in_layout(self, x: np.ndarray, layout: str) -> np.ndarray:
+        """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape."""
+        if layout == "NHWC":
+            return x
+        if layout == "NCHW":
+            return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        raise ValueError(f"unknown layout {layout}")
+
+    def images(self, x: np.ndarray) -> np.ndarray:
+        """Undo the preprocessing for display (gallery): returns values in [0, 1]."""
+        p = self.preprocess
+        raw = (x * np.asarray(p.std, np.float32) + np.asarray(p.mean, np.float32)) / p.scale
+        hi = 255.0 if p.scale < 0.5 else 1.0 / p.scale
+        return np.clip(raw / hi, 0.0, 1.0)
+
+    def calibration(self, n: int = 200, seed: int = 0) -> np.ndarray:
+        """A fixed sample of the training split: representative data for int8 calibration."""
+        rng = np.random.default_rng(seed)
+        idx = np.sort(rng.choice(len(self.x_train), size=min(n, len(self.x_train)), replace=False))
+        return self.x_train[idx]
+
+
+def apply_preprocess(x: np.ndarray, p: Preprocess) -> np.ndarray:
+    x = x.astype(np.float32) * np.float32(p.scale)
+    return ((x - np.asarray(p.mean, np.float32)) / np.asarray(p.std, np.float32)).astype(np.float32)
+
+
+def _checksum(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _as_nhwc(x: np.ndarray, shape: tuple[int, int, int], where: str) -> np.ndarray:
+    if x.ndim == 3 and shape[2] == 1:
+        x = x[..., None]
+    if x.ndim != 4 or tuple(x.shape[1:]) != tuple(shape):
+        got = tuple(x.shape[1:])
+        hint = ""
+        if x.ndim == 4 and tuple(x.shape[1:]) == (shape[2], shape[0], shape[1]):
+            hint = " (it looks NCHW; store it NHWC: x.transpose(0, 2, 3, 1))"
+        raise ShapeError(f"{where}: samples have shape {got}, the model expects {tuple(shape)} "
+                         f"(height, width, channels){hint}")
+    return x
+
+
+def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
+    if dataset == "mnist":
+        from deploytool.data import mnist
+        return mnist.load(data_dir)
+    if dataset == "cifar10":
+        from deploytool.data import cifar
+        return cifar.load(data_dir)
+    if dataset == "digits":
+        from deploytool.data import synthetic
+        return synthetic.digits()
+    if dataset == "synthetic":
+        from deploytool.data import synthetic
+        return synthetic.generate(spec.input_shape, spec.num_classes, seed=spec.train.seed)
+    raise DataError(f"unknown dataset {dataset!r}")
+
+
+def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path | None = None,
+                 limit_train: int | None = None, limit_test: int | None = None) -> Dataset:
+    """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed."""
+    if test_npz is not None:
+        from deploytool.data import npz
+        raw = npz.load(test_npz)
+        name = f"npz:{Path(test_npz).name}"
+    else:
+        raw = load_raw(spec.dataset, spec, data_dir)
+        name = spec.dataset
+    where = str(test_npz) if test_npz else name
+    x_test = _as_nhwc(raw.x_test, spec.input_shape, where)
+    x_train = _as_nhwc(raw.x_train, spec.input_shape, where) if len(raw.x_train) else x_test[:0]
+    y_test, y_train = raw.y_test.astype(np.int64).ravel(), raw.y_train.astype(np.int64).ravel()
+    for y, x in ((y_test, x_test), (y_train, x_train)):
+        if len(y) != len(x):
+            raise ShapeError(f"{where}: {len(x)} samples but {len(y)} labels")
+        if len(y) and (y.min() < 0 or y.max() >= spec.num_classes):
+            raise DataError(f"{where}: labels must be in 0..{spec.num_classes - 1} "
+                            f"(the manifest lists {spec.num_classes} classes), found {y.min()}..{y.max()}")
+    if limit_train is not None:
+        x_train, y_train = x_train[:limit_train], y_train[:limit_train]
+    if limit_test is not None:
+        x_test, y_test = x_test[:limit_test], y_test[:limit_test]
+    xtr, xte = apply_preprocess(x_train, spec.preprocess), apply_preprocess(x_test, spec.preprocess)
+    return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
+                   labels=spec.labels, preprocess=spec.preprocess, origin=raw.origin,
+                   sha256=_checksum(xte, y_test, xtr, y_train))

@@ -1,0 +1,49 @@
+"""Provenance: the facts that make a number reproducible — versions of every
+framework and converter, the host CPU, thread settings. Versions are read from
+package metadata, so nothing heavy is imported to learn them."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from functools import lru_cache
+from importlib import metadata
+from typing import Any
+
+PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs", "tf2onnx", "onnx",
+            "onnxruntime", "ai-edge-litert", "litert-torch", "playwright", "adbutils")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_facts() -> dict[str, Any]:
+    from deploytool import __version__
+
+    return {
+        "deploytool": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                                                   "TF_NUM_INTEROP_THREADS", "MKL_NUM_THREADS") if k in os.environ},
+        "versions": {p: v for p in PACKAGES if (v := package_version(p))},
+    }

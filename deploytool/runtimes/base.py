@@ -1,0 +1,124 @@
+"""The runtime protocol and the `Outputs` value object every runtime returns.
+
+A runtime loads one `Artifact`, runs the whole (already preprocessed) test set
+and returns `Outputs`. It never compares, stores or reports: that is the job of
+later stages. Measurement is part of the contract: every runtime reports
+per-sample latency at batch 1 after warm-up, and memory figures named for what
+they measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import time
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.runtimes.measure import PeakRss
+
+
+@dataclass
+class LatencyStats:
+    n: int
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+    @classmethod
+    def from_samples(cls, samples_ms: np.ndarray) -> "LatencyStats":
+        s = np.asarray(samples_ms, dtype=np.float64)
+        if s.size == 0:
+            nan = float("nan")
+            return cls(0, nan, nan, nan, nan, nan, nan)
+        p50, p90, p99 = np.percentile(s, [50, 90, 99])
+        return cls(int(s.size), float(s.mean()), float(p50), float(p90), float(p99),
+                   float(s.min()), float(s.max()))
+
+
+@dataclass
+class Outputs:
+    """What one runtime produced for one artifact over the whole test set."""
+
+    outputs: np.ndarray  # (N, num_outputs) float32: the model's outputs, dequantized
+    latency_ms: np.ndarray  # per-sample latency at batch 1, after warm-up
+    # name -> bytes; each name says what was measured, e.g.
+    # "process_peak_rss_delta_bytes", "renderer_peak_rss_bytes", "js_heap_bytes".
+    memory_bytes: dict[str, float] = field(default_factory=dict)
+    load_ms: float | None = None
+    first_inference_ms: float | None = None
+    throughput_sps: float | None = None  # samples/s at the larger batch
+    environment: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def latency(self) -> LatencyStats:
+        return LatencyStats.from_samples(self.latency_ms)
+
+
+class Runtime:
+    """Base class: `load(artifact)`, `run(inputs) -> Outputs`, `close()`.
+
+    Usable as a context manager. Subclasses implement `_load`, `_run`, `_close`.
+    `inputs` are float32 in the artifact's layout, one row per sample; quantized
+    I/O is handled by the runtime (quantize in, dequantize out).
+    """
+
+    name = "base"
+    formats: tuple[str, ...] = ()
+    # In-process runtimes get load time and this process's peak RSS measured by
+    # the base class; out-of-process ones (browser, phone) measure their own.
+    in_process = True
+
+    def __init__(self, **options: Any):
+        self.options = options
+        self.artifact: Artifact | None = None
+        self._peak: PeakRss | None = None
+        self._load_ms: float | None = None
+
+    def load(self, artifact: Artifact) -> None:
+        if artifact.format not in self.formats:
+            raise ValueError(f"{self.name} cannot run {artifact.format} artifacts")
+        self.artifact = artifact
+        if self.in_process:
+            self._peak = PeakRss().start()
+        t0 = time.perf_counter()
+        self._load(artifact)
+        self._load_ms = (time.perf_counter() - t0) * 1e3
+
+    def run(self, inputs: np.ndarray) -> Outputs:
+        if self.artifact is None:
+            raise RuntimeError("load() an artifact before run()")
+        expected = tuple(self.artifact.input_shape)
+        if tuple(inputs.shape[1:]) != expected:
+            raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
+        out = self._run(np.ascontiguousarray(inputs, dtype=np.float32))
+        if self.in_process:
+            if out.load_ms is None:
+                out.load_ms = self._load_ms
+            if self._peak is not None:
+                out.memory_bytes.update(self._peak.stop())
+        return out
+
+    def close(self) -> None:
+        self._close()
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # hooks
+    def _load(self, artifact: Artifact) -> None:
+        raise NotImplementedError
+
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass

@@ -1,0 +1,52 @@
+"""The PC baseline runtime for Keras-born models: a `.keras` file or a
+SavedModel directory, run by TensorFlow itself through one traced function
+(the serving path), batch 1 for latency and larger batches for outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import BadModelFile
+from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.measure import run_batched, time_batch1
+
+
+class KerasRuntime(Runtime):
+    name = "keras"
+    formats = ("keras", "saved_model")
+
+    def _load(self, artifact: Artifact) -> None:
+        import tensorflow as tf
+
+        try:
+            if artifact.format == "keras":
+                import keras
+
+                model = keras.saving.load_model(artifact.path, compile=False)
+                call = lambda x: model(x, training=False)  # noqa: E731
+            else:
+                loaded = tf.saved_model.load(str(artifact.path))
+                sig = loaded.signatures["serving_default"]
+                key = next(iter(sig.structured_outputs))
+                call = lambda x: sig(x)[key]  # noqa: E731
+        except Exception as e:  # a user's file can fail in many ways; all mean the same to them
+            raise BadModelFile(f"{artifact.path}: cannot be loaded as a {artifact.format} model "
+                               f"({str(e).splitlines()[0][:200]}); check the file or re-export it") from None
+        spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
+        self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
+        self._tf = tf
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        return self._fn(self._tf.constant(x)).numpy()
+
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        batch = int(self.options.get("batch_size", 256))
+        lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
+                                    self.options.get("latency_samples"))
+        outputs, seconds = run_batched(self._predict, inputs, batch)
+        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
+                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
+                       environment={"runtime": "tensorflow", "version": self._tf.__version__,
+                                    "intra_op_threads": self._tf.config.threading.get_intra_op_parallelism_threads(),
+                                    "throughput_batch": batch})

@@ -1,0 +1,50 @@
+"""Quantized input/output of TFLite models: read the tensors' scale and zero
+point and convert float inputs to the model's integer type and integer outputs
+back to float. Every TFLite runtime (LiteRT on the host, the browser, the
+phone) goes through here, so a user never has to remember it (tensorflow#53278).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorQuant:
+    name: str
+    dtype: str  # numpy dtype name: float32, int8, uint8, ...
+    shape: tuple[int, ...]
+    scale: float  # 0.0 when the tensor is not quantized
+    zero_point: int
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype in ("int8", "uint8", "int16") and self.scale != 0.0
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        if not self.quantized:
+            return np.ascontiguousarray(x, dtype=self.dtype)
+        info = np.iinfo(self.dtype)
+        q = np.round(x / self.scale) + self.zero_point
+        return np.clip(q, info.min, info.max).astype(self.dtype)
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        if not self.quantized:
+            return np.asarray(q, dtype=np.float32)
+        return ((q.astype(np.float32) - self.zero_point) * self.scale).astype(np.float32)
+
+
+def _from_detail(d: dict) -> TensorQuant:
+    scale, zp = d.get("quantization", (0.0, 0))
+    return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
+
+
+def read_io(model_path: str) -> tuple[list[TensorQuant], list[TensorQuant]]:
+    """(inputs, outputs) of a .tflite file, read with the LiteRT interpreter."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(model_path))
+    return ([_from_detail(d) for d in it.get_input_details()],
+            [_from_detail(d) for d in it.get_output_details()])

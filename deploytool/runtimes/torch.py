@@ -1,0 +1,51 @@
+"""The PC baseline runtime for PyTorch-born models: a `.pt2` ExportedProgram
+(torch.export; no pickled code is executed), run in eager mode under
+inference_mode with an explicit intra-op thread count (one by default: on a
+busy small machine OpenMP spinning makes more threads slower)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import BadModelFile
+from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.measure import run_batched, time_batch1
+
+
+def load_exported(path: str):  # noqa: ANN201
+    """The nn.Module of a .pt2 file; torch.export.load reads a serialized graph, not pickled code."""
+    import torch
+
+    try:
+        return torch.export.load(str(path)).module()
+    except Exception as e:
+        raise BadModelFile(f"{path}: cannot be loaded as a torch.export .pt2 program "
+                           f"({str(e).splitlines()[0][:200]}); save it with torch.export.save") from None
+
+
+class TorchRuntime(Runtime):
+    name = "torch"
+    formats = ("torch",)
+
+    def _load(self, artifact: Artifact) -> None:
+        import torch
+
+        self._torch = torch
+        self._threads = int(self.options.get("threads", 1))
+        torch.set_num_threads(self._threads)
+        self._module = load_exported(str(artifact.path))
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        with self._torch.inference_mode():
+            return self._module(self._torch.from_numpy(x)).numpy()
+
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        batch = int(self.options.get("batch_size", 256))
+        lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
+                                    self.options.get("latency_samples"))
+        outputs, seconds = run_batched(self._predict, inputs, batch)
+        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
+                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
+                       environment={"runtime": "torch", "version": self._torch.__version__,
+                                    "intra_op_threads": self._threads, "throughput_batch": batch})

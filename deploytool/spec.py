@@ -1,0 +1,215 @@
+"""`ModelSpec`: a model manifest (`models/*.toml`) read and validated.
+
+Everything that affects a number is written in the manifest — architecture,
+dataset, input shape and layout, preprocessing, labels, training
+hyperparameters, the accuracy it is expected to reach and the tolerances a
+migrated model is judged by. This module only reads and checks manifests; it
+never trains or loads data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploytool.errors import SpecError, UnknownModel
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+LAYOUTS = ("NHWC", "NCHW")
+FRAMEWORKS = ("keras", "torch")
+OPTIMIZERS = ("adam", "sgd")
+DATASETS = ("mnist", "cifar10", "digits", "synthetic")
+# Tolerance metrics and the direction that is good: each limit is a pair
+# [pass_limit, fail_limit]; a value between the two is "degraded".
+TOLERANCE_METRICS = {
+    "accuracy_drop_points": "max",  # baseline accuracy - target accuracy, in points
+    "agreement": "min",  # share of samples whose top-1 equals the baseline's
+    "max_abs_error": "max",  # largest |output - baseline output|
+}
+TOLERANCE_GROUPS = ("none", "quantized")
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """x = (raw * scale - mean[c]) / std[c], per channel, on float32."""
+
+    scale: float = 1.0
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    epochs: int
+    batch_size: int
+    optimizer: str
+    learning_rate: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    architecture: str
+    frameworks: tuple[str, ...]
+    dataset: str
+    input_shape: tuple[int, int, int]  # H, W, C (the layout below says how it is fed)
+    layout: str
+    labels: tuple[str, ...]
+    preprocess: Preprocess
+    train: TrainSpec
+    expected_accuracy: tuple[float, float]
+    tolerances: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    description: str = ""
+    source: str = ""  # the manifest file
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    def tolerance_for(self, quantize: str) -> dict[str, tuple[float, float]]:
+        return self.tolerances["none" if quantize == "none" else "quantized"]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("source")
+        return d
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()
+
+
+DEFAULT_TOLERANCES = {
+    "none": {"accuracy_drop_points": (0.0, 0.5), "agreement": (1.0, 0.99), "max_abs_error": (1e-4, 1e-2)},
+    "quantized": {"accuracy_drop_points": (1.0, 3.0), "agreement": (0.98, 0.95)},
+}
+
+
+class _Reader:
+    """Typed field access that names the file and field on every error."""
+
+    def __init__(self, path: Path, data: dict[str, Any]):
+        self.path, self.data = path, data
+
+    def fail(self, fld: str, problem: str) -> SpecError:
+        return SpecError(f"{self.path}: field '{fld}' {problem}")
+
+    def get(self, dotted: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                if default is ...:
+                    raise self.fail(dotted, "is missing")
+                return default
+            node = node[part]
+        if kind is float and isinstance(node, int) and not isinstance(node, bool):
+            node = float(node)
+        if not isinstance(node, kind) or isinstance(node, bool) and kind is not bool:
+            name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self.fail(dotted, f"must be {name}, got {node!r}")
+        return node
+
+    def choice(self, dotted: str, allowed: tuple[str, ...], default: Any = ...) -> str:
+        v = self.get(dotted, str, default)
+        if v not in allowed:
+            raise self.fail(dotted, f"is {v!r}; expected one of {', '.join(allowed)}")
+        return v
+
+    def numbers(self, dotted: str, length: int | None = None, default: Any = ...) -> tuple[float, ...]:
+        v = self.get(dotted, list, default)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            raise self.fail(dotted, f"must be a list of numbers, got {v!r}")
+        if length is not None and len(v) != length:
+            raise self.fail(dotted, f"must have {length} numbers, got {len(v)}")
+        return tuple(float(x) for x in v)
+
+
+def parse_spec(path: Path) -> ModelSpec:
+    from deploytool import zoo
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: manifest not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML ({e}); fix the syntax") from None
+    r = _Reader(path, data)
+    arch = r.get("model.architecture", str)
+    if arch not in zoo.ARCHITECTURES:
+        raise r.fail("model.architecture", f"is {arch!r}; known architectures: {', '.join(zoo.ARCHITECTURES)}")
+    frameworks = tuple(r.get("model.frameworks", list, ["keras", "torch"]))
+    for fw in frameworks:
+        if fw not in FRAMEWORKS:
+            raise r.fail("model.frameworks", f"names {fw!r}; expected any of {', '.join(FRAMEWORKS)}")
+    shape = r.numbers("data.input_shape", 3)
+    if any(s <= 0 or s != int(s) for s in shape):
+        raise r.fail("data.input_shape", "must be three positive integers [height, width, channels]")
+    channels = int(shape[2])
+    labels = tuple(str(x) for x in r.get("data.labels", list))
+    if len(labels) < 2:
+        raise r.fail("data.labels", "must list at least two class names")
+    mean = r.numbers("preprocess.mean", None, [0.0])
+    std = r.numbers("preprocess.std", None, [1.0])
+    for fld, v in (("preprocess.mean", mean), ("preprocess.std", std)):
+        if len(v) not in (1, channels):
+            raise r.fail(fld, f"must have 1 or {channels} values (one per channel)")
+    if any(s == 0 for s in std):
+        raise r.fail("preprocess.std", "must not contain 0")
+    train = TrainSpec(
+        epochs=r.get("train.epochs", int),
+        batch_size=r.get("train.batch_size", int),
+        optimizer=r.choice("train.optimizer", OPTIMIZERS),
+        learning_rate=r.get("train.learning_rate", float),
+        seed=r.get("train.seed", int),
+    )
+    if train.epochs < 1 or train.batch_size < 1 or train.learning_rate <= 0:
+        raise r.fail("train", "epochs, batch_size and learning_rate must be positive")
+    acc = r.numbers("expect.accuracy", 2)
+    if not 0 <= acc[0] <= acc[1] <= 1:
+        raise r.fail("expect.accuracy", "must be [low, high] with 0 <= low <= high <= 1")
+    tolerances = {g: dict(v) for g, v in DEFAULT_TOLERANCES.items()}
+    for group, metrics in r.get("tolerance", dict, {}).items():
+        if group not in TOLERANCE_GROUPS:
+            raise r.fail(f"tolerance.{group}", f"is unknown; groups are {', '.join(TOLERANCE_GROUPS)}")
+        for metric in metrics:
+            if metric not in TOLERANCE_METRICS:
+                raise r.fail(f"tolerance.{group}.{metric}", f"is unknown; metrics are {', '.join(TOLERANCE_METRICS)}")
+            pair = r.numbers(f"tolerance.{group}.{metric}", 2)
+            tolerances[group][metric] = (pair[0], pair[1])
+    return ModelSpec(
+        name=r.get("model.name", str),
+        architecture=arch,
+        frameworks=frameworks,
+        dataset=r.choice("data.dataset", DATASETS),
+        input_shape=(int(shape[0]), int(shape[1]), channels),
+        layout=r.choice("data.layout", LAYOUTS, "NHWC"),
+        labels=labels,
+        preprocess=Preprocess(r.get("preprocess.scale", float, 1.0), mean, std),
+        train=train,
+        expected_accuracy=(acc[0], acc[1]),
+        tolerances=tolerances,
+        description=r.get("model.description", str, ""),
+        source=str(path),
+    )
+
+
+def manifest_paths(models_dir: Path = MODELS_DIR) -> list[Path]:
+    return sorted(Path(models_dir).glob("*.toml"))
+
+
+def load_spec(name_or_path: str, models_dir: Path = MODELS_DIR) -> ModelSpec:
+    """A manifest by model name (models/<name>.toml) or by path to a .toml file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml":
+        return parse_spec(p)
+    candidate = Path(models_dir) / f"{name_or_path}.toml"
+    if candidate.exists():
+        return parse_spec(candidate)
+    known = ", ".join(x.stem for x in manifest_paths(models_dir)) or "(none)"
+    raise UnknownModel(f"unknown model {name_or_path!r}: known models are {known} "
+                       f"(see `deploytool models`), or pass a model file or a .toml manifest")

@@ -1,0 +1,195 @@
+"""Training on the PC: builds the manifest's architecture in Keras or PyTorch,
+trains it seeded with the manifest's hyperparameters, measures what the seed
+studies measured on the training side (seconds per epoch, peak RSS, CPU
+utilisation, final test accuracy) and saves the model as an `Artifact` in the
+workspace, cached by a content hash of everything that affects it.
+
+It never converts, compares or reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.data import Dataset
+from deploytool.errors import UnknownOption
+from deploytool.provenance import host_facts, package_version
+from deploytool.runtimes.measure import PeakRss
+from deploytool.spec import FRAMEWORKS, ModelSpec
+from deploytool.workspace import Workspace, fresh_dir, stable_hash
+
+FRAMEWORK_PACKAGES = {"keras": ("tensorflow", "keras"), "torch": ("torch",)}
+FILE_NAMES = {"keras": "model.keras", "torch": "model.pt2"}
+
+
+@dataclass
+class TrainResult:
+    model: str
+    framework: str
+    key: str
+    epochs: int
+    seconds_per_epoch: list[float]
+    test_accuracy: float
+    peak_rss_bytes: float
+    cpu_utilisation_percent: float  # process CPU time / wall time; 100 = one core busy
+    artifact: dict[str, Any]
+    dataset_sha256: str
+    provenance: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+
+    def get_artifact(self) -> Artifact:
+        return Artifact.from_json(self.artifact)
+
+
+def train_key(spec: ModelSpec, framework: str, dataset: Dataset, epochs: int) -> str:
+    versions = {p: package_version(p) for p in FRAMEWORK_PACKAGES[framework]}
+    return stable_hash({"spec": spec.content_hash(), "data": dataset.sha256, "framework": framework,
+                        "epochs": epochs, "seed": spec.train.seed, "versions": versions})
+
+
+def find_trained(spec: ModelSpec, framework: str, dataset: Dataset, ws: Workspace,
+                 epochs: int | None = None) -> TrainResult | None:
+    epochs = epochs or spec.train.epochs
+    meta = ws.model_dir(spec.name, framework, train_key(spec, framework, dataset, epochs)) / "train.json"
+    if not meta.exists():
+        return None
+    result = TrainResult(**json.loads(meta.read_text()))
+    result.cached = True
+    return result
+
+
+def train(spec: ModelSpec, framework: str, dataset: Dataset, ws: Workspace,
+          epochs: int | None = None, progress: bool = True) -> TrainResult:
+    """Train (or reuse the cached model for exactly these inputs)."""
+    if framework not in FRAMEWORKS:
+        raise UnknownOption(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")
+    if framework not in spec.frameworks:
+        raise UnknownOption(f"{spec.source}: model {spec.name} is not declared for {framework} "
+                            f"(model.frameworks = {list(spec.frameworks)})")
+    epochs = epochs or spec.train.epochs
+    cached = find_trained(spec, framework, dataset, ws, epochs)
+    if cached is not None:
+        return cached
+    key = train_key(spec, framework, dataset, epochs)
+    out = fresh_dir(ws.model_dir(spec.name, framework, key))
+    fit = _fit_keras if framework == "keras" else _fit_torch
+    peak = PeakRss().start()
+    cpu0, wall0 = os.times(), time.perf_counter()
+    path, layout, input_shape, seconds, test_logits = fit(spec, dataset, epochs, out / FILE_NAMES[framework], progress)
+    cpu1, wall = os.times(), time.perf_counter() - wall0
+    cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    memory = peak.stop()
+    artifact = Artifact(path=path, format=framework, framework=framework, layout=layout,
+                        input_shape=input_shape, num_outputs=spec.num_classes, converter=framework,
+                        converter_version=package_version(FRAMEWORK_PACKAGES[framework][-1]) or "",
+                        options={"epochs": epochs, **asdict(spec.train)},
+                        sha256=content_hash(path), size_bytes=size_on_disk(path))
+    artifact.save(out / "artifact.json")
+    result = TrainResult(
+        model=spec.name, framework=framework, key=key, epochs=epochs, seconds_per_epoch=seconds,
+        test_accuracy=float(np.mean(test_logits.argmax(1) == dataset.y_test)),
+        peak_rss_bytes=max(memory.values()) if memory else 0.0,
+        cpu_utilisation_percent=100.0 * cpu_s / wall if wall > 0 else 0.0,
+        artifact=artifact.to_json(), dataset_sha256=dataset.sha256,
+        provenance={**host_facts(), "seed": spec.train.seed, "dataset": dataset.name, "dataset_origin": dataset.origin},
+    )
+    (out / "train.json").write_text(json.dumps(asdict(result), indent=2, default=float))
+    return result
+
+
+def _progress(total: int, desc: str, enabled: bool):  # noqa: ANN202
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=False, dynamic_ncols=True)
+
+
+def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):  # noqa: ANN202
+    import keras
+
+    from deploytool import zoo
+
+    keras.utils.set_random_seed(spec.train.seed)
+    model = zoo.build_keras(spec.architecture, spec.input_shape, spec.num_classes)
+    opt = (keras.optimizers.Adam(spec.train.learning_rate) if spec.train.optimizer == "adam"
+           else keras.optimizers.SGD(spec.train.learning_rate, momentum=0.9))
+    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    steps = -(-len(ds.x_train) // spec.train.batch_size)
+    seconds: list[float] = []
+
+    class Measure(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):  # noqa: ANN001
+            self.bar = _progress(steps, f"train {spec.name} keras epoch {epoch + 1}/{epochs}", progress)
+            self.t0 = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):  # noqa: ANN001
+            self.bar.update(1)
+            if logs and "loss" in logs:
+                self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
+
+        def on_epoch_end(self, epoch, logs=None):  # noqa: ANN001
+            seconds.append(time.perf_counter() - self.t0)
+            self.bar.close()
+
+    model.fit(ds.x_train, ds.y_train, batch_size=spec.train.batch_size, epochs=epochs, shuffle=True,
+              verbose=0, callbacks=[Measure()])
+    model.save(path)
+    logits = model.predict(ds.x_test, batch_size=512, verbose=0)
+    return path, "NHWC", tuple(spec.input_shape), seconds, logits
+
+
+def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):  # noqa: ANN202
+    import torch
+
+    from deploytool import zoo
+
+    torch.manual_seed(spec.train.seed)
+    torch.set_num_threads(1)  # see notes: OpenMP spin makes 2 threads far slower on a busy small box
+    model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes)
+    opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
+    x = torch.from_numpy(ds.in_layout(ds.x_train, "NCHW"))
+    y = torch.from_numpy(ds.y_train)
+    gen = torch.Generator().manual_seed(spec.train.seed)
+    bs = spec.train.batch_size
+    loss_fn = torch.nn.CrossEntropyLoss()
+    seconds: list[float] = []
+    for epoch in range(epochs):
+        model.train()
+        perm = torch.randperm(len(x), generator=gen)
+        bar = _progress(-(-len(x) // bs), f"train {spec.name} torch epoch {epoch + 1}/{epochs}", progress)
+        t0 = time.perf_counter()
+        for i in range(0, len(x), bs):
+            idx = perm[i : i + bs]
+            opt.zero_grad()
+            loss = loss_fn(model(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+        seconds.append(time.perf_counter() - t0)
+        bar.close()
+    model.eval()
+    x_test = torch.from_numpy(ds.in_layout(ds.x_test, "NCHW"))
+    with torch.inference_mode():
+        logits = torch.cat([model(x_test[i : i + 512]) for i in range(0, len(x_test), 512)]).numpy()
+    export_torch(model, (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), path)
+    torch.save(model.state_dict(), path.with_name("weights.pt"))
+    return path, "NCHW", (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), seconds, logits
+
+
+def export_torch(model, input_chw: tuple[int, int, int], path: Path) -> None:  # noqa: ANN001
+    """Save an nn.Module as a .pt2 ExportedProgram with a dynamic batch dimension."""
+    import torch
+
+    example = torch.zeros(2, *input_chw)
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    ep = torch.export.export(model.eval(), (example,), dynamic_shapes=({0: batch},))
+    torch.export.save(ep, str(path))
