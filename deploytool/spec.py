@@ -22,6 +22,7 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 LAYOUTS = ("NHWC", "NCHW")
 FRAMEWORKS = ("keras", "torch")
 OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("constant", "cosine")
 DATASETS = ("mnist", "cifar10", "digits", "synthetic")
 # Tolerance metrics and the direction that is good: each limit is a pair
 # [pass_limit, fail_limit]; a value between the two is "degraded".
@@ -49,6 +50,7 @@ class TrainSpec:
     optimizer: str
     learning_rate: float
     seed: int
+    schedule: str = "constant"  # or "cosine": decay to 0 over all steps, per batch
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ def parse_spec(path: Path) -> ModelSpec:
         optimizer=r.choice("train.optimizer", OPTIMIZERS),
         learning_rate=r.get("train.learning_rate", float),
         seed=r.get("train.seed", int),
+        schedule=r.choice("train.schedule", SCHEDULES, "constant"),
     )
     if train.epochs < 1 or train.batch_size < 1 or train.learning_rate <= 0:
         raise r.fail("train", "epochs, batch_size and learning_rate must be positive")

@@ -118,10 +118,13 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
 
     keras.utils.set_random_seed(spec.train.seed)
     model = zoo.build_keras(spec.architecture, spec.input_shape, spec.num_classes)
-    opt = (keras.optimizers.Adam(spec.train.learning_rate) if spec.train.optimizer == "adam"
-           else keras.optimizers.SGD(spec.train.learning_rate, momentum=0.9))
-    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     steps = -(-len(ds.x_train) // spec.train.batch_size)
+    lr = spec.train.learning_rate
+    if spec.train.schedule == "cosine":
+        lr = keras.optimizers.schedules.CosineDecay(lr, decay_steps=steps * epochs)
+    opt = (keras.optimizers.Adam(lr) if spec.train.optimizer == "adam"
+           else keras.optimizers.SGD(lr, momentum=0.9))
+    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     seconds: list[float] = []
 
     class Measure(keras.callbacks.Callback):
@@ -160,6 +163,8 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     gen = torch.Generator().manual_seed(spec.train.seed)
     bs = spec.train.batch_size
     loss_fn = torch.nn.CrossEntropyLoss()
+    steps = -(-len(x) // bs) * epochs
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if spec.train.schedule == "cosine" else None
     seconds: list[float] = []
     for epoch in range(epochs):
         model.train()
@@ -172,6 +177,8 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         seconds.append(time.perf_counter() - t0)

@@ -1,0 +1,146 @@
+"""Copies weights between the Keras and PyTorch twins of a zoo model, in place,
+with every layout difference handled explicitly: conv kernels are HWIO in
+Keras and OIHW in torch; Dense kernels are (in, out) vs (out, in); a Dense fed
+by Flatten sees features flattened in (H, W, C) order in Keras and (C, H, W)
+order in torch, so its input rows are permuted; BatchNorm carries its running
+statistics. Layers are paired by name (torch "s2b0.conv1" = Keras
+"s2b0_conv1"). It must refuse, with an error naming the layer, anything it
+does not know how to copy, rather than skip it and leave a silently wrong model.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+from torch import nn
+
+from deploytool.errors import BadModelFile
+
+_PAIRS = (
+    (keras.layers.Conv2D, nn.Conv2d),
+    (keras.layers.Dense, nn.Linear),
+    (keras.layers.BatchNormalization, nn.BatchNorm2d),
+)
+_FIX = "build both twins with the same architecture, input shape and num_classes"
+
+
+def _mismatch(problem: str) -> BadModelFile:
+    return BadModelFile(f"cannot transfer weights: {problem}; {_FIX}")
+
+
+def _keras_layers(kmodel: keras.Model) -> dict:
+    layers = {}
+    for layer in kmodel.layers:
+        if not layer.weights:
+            continue
+        if not isinstance(layer, tuple(k for k, _ in _PAIRS)):
+            raise _mismatch(f"Keras layer {layer.name!r} ({type(layer).__name__}) has weights of an unsupported kind")
+        layers[layer.name] = layer
+    return layers
+
+
+def _torch_modules(tmodel: nn.Module) -> dict:
+    modules = {}
+    for path, module in tmodel.named_modules():
+        own = list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
+        if not own:
+            continue
+        if not isinstance(module, tuple(t for _, t in _PAIRS)):
+            raise _mismatch(f"torch module {path!r} ({type(module).__name__}) has weights of an unsupported kind")
+        modules[path.replace(".", "_")] = module
+    return modules
+
+
+def _paired(kmodel: keras.Model, tmodel: nn.Module) -> list:
+    klayers, tmodules = _keras_layers(kmodel), _torch_modules(tmodel)
+    if klayers.keys() != tmodules.keys():
+        only_k = sorted(klayers.keys() - tmodules.keys())
+        only_t = sorted(tmodules.keys() - klayers.keys())
+        raise _mismatch(f"layers only in Keras {only_k}, only in torch {only_t}")
+    pairs = []
+    for name, klayer in klayers.items():
+        tmodule = tmodules[name]
+        if not any(isinstance(klayer, k) and isinstance(tmodule, t) for k, t in _PAIRS):
+            raise _mismatch(f"layer {name!r} is {type(klayer).__name__} in Keras but {type(tmodule).__name__} in torch")
+        pairs.append((name, klayer, tmodule))
+    return pairs
+
+
+def _flattened_hwc(kmodel: keras.Model, dense) -> tuple[int, int, int] | None:
+    """(H, W, C) of the feature map a Flatten turns into `dense`'s input, if any."""
+    for layer in kmodel.layers:
+        if isinstance(layer, keras.layers.Flatten) and dense.input is layer.output:
+            h, w, c = layer.input.shape[1:]
+            return int(h), int(w), int(c)
+    return None
+
+
+def _check_shape(name: str, what: str, got, want) -> None:
+    if tuple(got) != tuple(want):
+        raise _mismatch(f"{what} of layer {name!r} has shape {tuple(got)} but the target expects {tuple(want)}")
+
+
+def _check_bn(name: str, klayer, tmodule: nn.BatchNorm2d) -> None:
+    if not (klayer.center and klayer.scale and tmodule.affine and tmodule.track_running_stats):
+        raise _mismatch(f"BatchNorm {name!r} must have scale, offset and running statistics on both sides")
+    if not np.isclose(klayer.epsilon, tmodule.eps, rtol=1e-6, atol=0.0):
+        raise _mismatch(f"BatchNorm {name!r} has epsilon {klayer.epsilon} in Keras but {tmodule.eps} in torch")
+
+
+# ---- per-kind layout conversion, both directions -------------------------------
+
+
+def _dense_k2t(kernel: np.ndarray, hwc) -> np.ndarray:
+    if hwc is None:
+        return kernel.T
+    h, w, c = hwc
+    # Keras row index = (h*W + w)*C + c; torch column index = (c*H + h)*W + w.
+    return kernel.reshape(h, w, c, -1).transpose(3, 2, 0, 1).reshape(kernel.shape[1], -1)
+
+
+def _dense_t2k(weight: np.ndarray, hwc) -> np.ndarray:
+    if hwc is None:
+        return weight.T
+    h, w, c = hwc
+    return weight.reshape(-1, c, h, w).transpose(2, 3, 1, 0).reshape(h * w * c, weight.shape[0])
+
+
+def keras_to_torch(kmodel: keras.Model, tmodel: nn.Module) -> None:
+    with torch.no_grad():
+        for name, klayer, tmodule in _paired(kmodel, tmodel):
+            weights = [np.asarray(w, dtype=np.float32) for w in klayer.get_weights()]
+            if isinstance(tmodule, nn.BatchNorm2d):
+                _check_bn(name, klayer, tmodule)
+                targets = [tmodule.weight, tmodule.bias, tmodule.running_mean, tmodule.running_var]
+            else:
+                if (tmodule.bias is None) != (len(weights) == 1):
+                    raise _mismatch(f"layer {name!r} has a bias on one side only")
+                if isinstance(tmodule, nn.Conv2d):
+                    weights[0] = weights[0].transpose(3, 2, 0, 1)  # HWIO -> OIHW
+                else:
+                    weights[0] = _dense_k2t(weights[0], _flattened_hwc(kmodel, klayer))
+                targets = [tmodule.weight] + ([] if tmodule.bias is None else [tmodule.bias])
+            for i, (src, dst) in enumerate(zip(weights, targets)):
+                _check_shape(name, f"weight {i}", src.shape, dst.shape)
+                dst.copy_(torch.from_numpy(np.ascontiguousarray(src)))
+
+
+def torch_to_keras(tmodel: nn.Module, kmodel: keras.Model) -> None:
+    for name, klayer, tmodule in _paired(kmodel, tmodel):
+        if isinstance(tmodule, nn.BatchNorm2d):
+            _check_bn(name, klayer, tmodule)
+            sources = [tmodule.weight, tmodule.bias, tmodule.running_mean, tmodule.running_var]
+        else:
+            sources = [tmodule.weight] + ([] if tmodule.bias is None else [tmodule.bias])
+        arrays = [s.detach().cpu().numpy().astype(np.float32) for s in sources]
+        if isinstance(tmodule, nn.Conv2d):
+            arrays[0] = arrays[0].transpose(2, 3, 1, 0)  # OIHW -> HWIO
+        elif isinstance(tmodule, nn.Linear):
+            arrays[0] = _dense_t2k(arrays[0], _flattened_hwc(kmodel, klayer))
+        current = klayer.get_weights()
+        if len(current) != len(arrays):
+            raise _mismatch(f"layer {name!r} has {len(current)} weights in Keras but {len(arrays)} in torch")
+        for i, (src, dst) in enumerate(zip(arrays, current)):
+            _check_shape(name, f"weight {i}", src.shape, dst.shape)
+        klayer.set_weights([np.ascontiguousarray(a) for a in arrays])
