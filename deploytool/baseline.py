@@ -29,6 +29,7 @@ class Baseline:
     accuracy: float
     num_samples: int
     outputs_path: str
+    latency_samples_path: str
     latency: dict[str, float]
     throughput_sps: float | None
     memory_bytes: dict[str, float]
@@ -47,9 +48,9 @@ class Baseline:
         return self.outputs().argmax(1)
 
 
-def _paths(artifact: Artifact) -> tuple[Path, Path]:
+def _paths(artifact: Artifact) -> tuple[Path, Path, Path]:
     d = Path(artifact.path).parent
-    return d / "baseline.json", d / "baseline_outputs.npy"
+    return d / "baseline.json", d / "baseline_outputs.npy", d / "baseline_latency_ms.npy"
 
 
 def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
@@ -57,7 +58,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     settings = {"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
                 "data": dataset.sha256, "artifact": artifact.sha256}
     key = stable_hash(settings)
-    meta, npy = _paths(artifact)
+    meta, npy, lat_npy = _paths(artifact)
     if meta.exists() and not force:
         b = Baseline(**json.loads(meta.read_text()))
         if b.settings_key == key and Path(b.outputs_path).exists():
@@ -70,10 +71,11 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
         rt.load(artifact)
         out: Outputs = rt.run(x)
     np.save(npy, out.outputs)
+    np.save(lat_npy, out.latency_ms)
     b = Baseline(
         model=model_name, framework=artifact.framework, artifact_sha256=artifact.sha256,
         dataset_sha256=dataset.sha256, accuracy=float(np.mean(out.outputs.argmax(1) == dataset.y_test)),
-        num_samples=len(x), outputs_path=str(npy), latency=asdict(out.latency),
+        num_samples=len(x), outputs_path=str(npy), latency_samples_path=str(lat_npy), latency=asdict(out.latency),
         throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes, load_ms=out.load_ms,
         first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
         provenance={**host_facts(), "runtime": out.environment, "dataset": dataset.name,

@@ -64,6 +64,39 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(p, "all")
     p.add_argument("--latency-samples", type=int, default=None, help="samples timed at batch 1 (default: all)")
     p.add_argument("--warmup", type=int, default=10, help="warm-up inferences before timing (default: 10)")
+
+    p = add("migrate", "convert/quantize, run on the targets, compare with the PC baseline, store, report",
+            "deploytool migrate --model lenet5 --target host --format tflite --quantize int8",
+            "deploytool migrate --model lenet5 --target host,web --format all --quantize all",
+            "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack")
+    _model_args(p, "all")
+    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
+    p.add_argument("--format", default="all", help="tflite, tfjs, onnx (comma-separated, or all; default: all)")
+    p.add_argument("--quantize", default="all",
+                   help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
+    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--backend", default="wasm", help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: wasm)")
+    p.add_argument("--device", action="append", default=[], help="android: a serial (repeatable); default $ANDROID_SERIAL or every ready device")
+    p.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
+    p.add_argument("--benchmark-model", type=Path, default=None,
+                   help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
+    p.add_argument("--threads", type=int, default=1, help="inference threads on every runtime (default: 1)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up inferences before timing (default: 10)")
+    p.add_argument("--latency-samples", type=int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one combination may run (default: 600)")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=PASS[,FAIL]",
+                   help="override a manifest tolerance, e.g. agreement=0.99,0.97 or accuracy_drop_points=1,2")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
+    p.add_argument("--run-id", default=None, help="name the run (default: derived from the request, so a re-run resumes)")
+    p.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
+
+    p = add("report", "write (again) the HTML, JSON, Markdown and JUnit report of a stored run",
+            "deploytool report lenet5-3f2a9c1b7d4e", "deploytool report --list")
+    p.add_argument("run", nargs="?", help="a run id (or a unique prefix) from `deploytool report --list`")
+    p.add_argument("--list", action="store_true", help="list stored runs")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
+
+    add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
     return parser
 
 
@@ -140,7 +173,76 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
 
 
-COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline}
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from deploytool.compare import parse_tolerance_overrides
+    from deploytool.migrate import MigrateRequest, migrate
+
+    req = MigrateRequest(
+        model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
+        targets=(args.target,), data_dir=args.data_dir, test_npz=args.data, epochs=args.epochs,
+        backends=(args.backend,), devices=tuple(args.device), delegate=args.delegate, threads=args.threads,
+        warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
+        tolerances=parse_tolerance_overrides(args.tolerance), benchmark_binary=args.benchmark_model,
+        run_id=args.run_id, fresh=args.fresh,
+    )
+    out = migrate(req, args.workspace, args.db, progress=not args.quiet)
+    _print_results(out.results)
+    if out.report_paths is not None:
+        print(f"report: {out.report_paths.html}")
+    bad = out.failing
+    print(f"run {out.run_id}: {len(out.results)} combinations, {len(bad)} failing")
+    return 1 if bad else 0
+
+
+def _fmt(v, spec: str, scale: float = 1.0) -> str:  # noqa: ANN001
+    return "-" if v is None else format(v * scale, spec)
+
+
+def _print_results(results) -> None:  # noqa: ANN001
+    rows = []
+    for r in results:
+        m = r.metrics
+        rows.append((r.combo.framework, r.combo.format, r.combo.quantize,
+                     r.combo.target + (f":{r.combo.backend}" if r.combo.backend else "") + (f"@{r.combo.device}" if r.combo.device else ""),
+                     _fmt(m.get("accuracy"), ".2%"), _fmt(m.get("accuracy_delta_points"), "+.2f"),
+                     _fmt(m.get("agreement"), ".2%"), _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
+                     _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
+                     r.verdict if r.status == "measured" else f"{r.status}: {r.reason[:70]}"))
+    _print_table(("framework", "format", "quantize", "target", "accuracy", "delta", "agree", "p50 ms", "p90 ms",
+                  "KiB", "verdict"), rows)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from deploytool.errors import UnknownOption
+    from deploytool.migrate import rebuild_report
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+
+    ws = Workspace.open(args.workspace)
+    store = open_store(args.db, ws.default_db_url)
+    if args.list or not args.run:
+        runs = store.list_runs()
+        _print_table(("run", "model", "status", "created", "host"),
+                     [(r["run_id"], r["model"], r["status"], r["created_at"], r["host"]) for r in runs])
+        return 0
+    run = store.get_run(args.run)
+    if run is None:
+        raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
+    paths, results = rebuild_report(run, store, ws)
+    _print_results(results)
+    print(f"report: {paths.html}")
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from deploytool.devices import adb
+
+    print(adb.format_device_table(adb.describe_devices()))
+    return 0
+
+
+COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
+            "report": cmd_report, "devices": cmd_devices}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,366 @@
+"""The migrate pipeline, end to end: for each source framework, train (cached)
+and measure the PC baseline (cached); then for every combination of format x
+quantization x target (x backend / device): convert (cached), run, compare,
+store — each result committed as soon as it exists — and finally report.
+
+A fault in one combination is that combination's result; the matrix goes on.
+This module orchestrates; converting, running, comparing, storing and
+reporting each live in their own module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.baseline import Baseline, run_baseline
+from deploytool.compare import compare, primary_memory
+from deploytool.data import Dataset, load_dataset
+from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
+from deploytool.provenance import PACKAGES, host_facts, package_version
+from deploytool.result import FINAL_STATUSES, Combo, Result
+from deploytool.runtimes import TARGETS, runtime_class, make_runtime
+from deploytool.spec import ModelSpec, load_spec
+from deploytool.store import Store, open_store
+from deploytool.train import train
+from deploytool.workspace import Workspace, fresh_dir, stable_hash
+
+WEB_BACKENDS = ("wasm", "cpu", "webgl")
+ANDROID_DELEGATES = ("cpu", "xnnpack", "gpu", "nnapi")
+
+
+@dataclass
+class MigrateRequest:
+    model: str = "lenet5"
+    frameworks: tuple[str, ...] = ("all",)
+    formats: tuple[str, ...] = ("all",)
+    quantize: tuple[str, ...] = ("all",)
+    targets: tuple[str, ...] = ("host",)
+    data_dir: Path | None = None
+    test_npz: Path | None = None
+    epochs: int | None = None
+    backends: tuple[str, ...] = ("wasm",)  # web
+    devices: tuple[str, ...] = ()  # android serials; empty = $ANDROID_SERIAL or every ready device
+    delegate: str = "cpu"  # android
+    threads: int = 1
+    warmup_runs: int = 10
+    latency_samples: int | None = None
+    timeout_s: float = 600.0
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    benchmark_binary: Path | None = None
+    run_id: str | None = None
+    fresh: bool = False
+    limit_test: int | None = None
+
+    def describe(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+@dataclass
+class Source:
+    framework: str
+    artifact: Artifact
+    baseline: Baseline
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    results: list[Result]
+    report_paths: Any  # report.ReportPaths, or None when reporting failed
+    reused: int  # combinations taken from the store instead of measured again
+    seconds_total: float
+    seconds_in_runtimes: float
+    seconds_converting: float
+    seconds_report: float
+
+    @property
+    def failing(self) -> list[Result]:
+        return [r for r in self.results if r.failing]
+
+
+def _expand(values: tuple[str, ...], allowed: tuple[str, ...], what: str) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        for item in v.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if item == "all":
+                out.extend(allowed)
+            elif item not in allowed:
+                raise UnknownOption(f"unknown {what} {item!r}; choose from {', '.join(allowed)} or all")
+            else:
+                out.append(item)
+    return list(dict.fromkeys(out))
+
+
+def plan_matrix(req: MigrateRequest, spec: ModelSpec, devices: list[str]) -> list[Combo]:
+    """Every combination the request names, in a stable order."""
+    from deploytool import convert
+
+    frameworks = _expand(req.frameworks, spec.frameworks, "framework")
+    formats = _expand(req.formats, convert.FORMATS, "format")
+    targets = _expand(req.targets, tuple(t for t in TARGETS if t != "pc"), "target")
+    backends = _expand(req.backends, WEB_BACKENDS, "web backend")
+    if req.delegate not in ANDROID_DELEGATES:
+        raise UnknownOption(f"unknown delegate {req.delegate!r}; choose from {', '.join(ANDROID_DELEGATES)}")
+    all_quant = "all" in req.quantize
+    words = [] if all_quant else _expand(req.quantize, convert.QUANTIZE_WORDS, "quantization")
+    combos: list[Combo] = []
+    for fw in frameworks:
+        for fmt in formats:
+            available = convert.quantize_modes(fw, fmt)
+            if not available and "all" in req.formats:
+                continue  # `--format all` means the formats this source has
+            modes = (available or ("none",)) if all_quant else words
+            for q in modes:
+                for target in targets:
+                    artifact_format = convert.ARTIFACT_FORMAT[fmt]
+                    if target == "web":
+                        kinds = backends if artifact_format == "tfjs_graph" else ["wasm"]
+                        combos += [Combo(fw, fmt, q, target, "", b) for b in kinds]
+                    elif target == "android":
+                        combos += [Combo(fw, fmt, q, target, d, req.delegate) for d in devices]
+                    else:
+                        combos.append(Combo(fw, fmt, q, target))
+    return combos
+
+
+def resolve_devices(req: MigrateRequest) -> list[str]:
+    """Android serials for the matrix; no device is a user error before anything runs."""
+    import os
+
+    from deploytool.devices import adb
+
+    wanted = list(req.devices) or ([os.environ["ANDROID_SERIAL"]] if os.environ.get("ANDROID_SERIAL") else [])
+    return adb.select_serials(wanted)
+
+
+class Pipeline:
+    """One migrate run over its matrix."""
+
+    def __init__(self, req: MigrateRequest, ws: Workspace, store: Store, progress: bool = True,
+                 log: Callable[[str], None] = print):
+        self.req, self.ws, self.store, self.progress, self.log = req, ws, store, progress, log
+
+    # -- preparation ---------------------------------------------------------
+    def prepare(self, with_devices: bool = True) -> None:
+        req = self.req
+        self.spec = load_spec(req.model)
+        self.dataset: Dataset = load_dataset(self.spec, req.data_dir, req.test_npz, limit_test=req.limit_test)
+        wants_android = any("android" in t or "all" in t for t in req.targets)
+        self.devices = resolve_devices(req) if wants_android and with_devices else list(req.devices)
+        self.combos = plan_matrix(req, self.spec, self.devices)
+        if not self.combos:
+            raise UnknownOption("the request names no combination to run; check --format/--quantize/--target")
+        ident = {"spec": self.spec.content_hash(), "data": self.dataset.sha256, "request": req.describe()}
+        ident["request"].pop("fresh")
+        ident["request"].pop("run_id")
+        if req.run_id:
+            self.run_id = req.run_id
+        elif req.fresh:
+            self.run_id = f"{self.spec.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+        else:
+            self.run_id = f"{self.spec.name}-{stable_hash(ident, 12)}"
+        self.tolerances = {g: {**self.spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
+        self.sources: dict[str, Source] = {}
+
+    def source(self, framework: str) -> Source:
+        if framework not in self.sources:
+            tr = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs, progress=self.progress)
+            art = tr.get_artifact()
+            b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
+                             latency_samples=self.req.latency_samples, threads=self.req.threads)
+            self.sources[framework] = Source(framework, art, b)
+        return self.sources[framework]
+
+    # -- one combination -----------------------------------------------------
+    def convert_cached(self, src: Source, combo: Combo) -> Artifact:
+        from deploytool import convert
+
+        calib = self.dataset.in_layout(self.dataset.calibration(), src.artifact.layout)
+        key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
+                           "calibration": hashlib.sha256(calib.tobytes()).hexdigest(),
+                           "versions": {p: package_version(p) for p in PACKAGES}})
+        out = self.ws.artifact_dir(key)
+        meta = out / "artifact.json"
+        if meta.exists():
+            return Artifact.load(meta)
+        fresh_dir(out)
+        art = convert.convert(src.artifact, combo.format, combo.quantize, out, calib)
+        return art
+
+    def runtime_options(self, combo: Combo) -> dict[str, Any]:
+        req = self.req
+        opts: dict[str, Any] = {"threads": req.threads, "warmup_runs": req.warmup_runs,
+                                "latency_samples": req.latency_samples, "timeout_s": req.timeout_s}
+        if combo.target == "web":
+            opts["backend"] = combo.backend
+        if combo.target == "android":
+            opts.update(serial=combo.device, delegate=combo.backend, benchmark_binary=req.benchmark_binary)
+        return opts
+
+    def run_combo(self, combo: Combo, key: str) -> Result:
+        from deploytool import convert
+
+        seconds: dict[str, float] = {}
+        details: dict[str, Any] = {"stage_seconds": seconds}
+        base = dict(run_id=self.run_id, combo_key=key, model=self.spec.name, dataset=self.dataset.name, combo=combo)
+        artifact: Artifact | None = None
+        try:
+            plan = convert.plan(combo.framework, combo.format, combo.quantize)
+            details["plan"] = asdict(plan)
+            runtime_class(combo.target, convert.ARTIFACT_FORMAT[combo.format])  # not_applicable before converting
+            src = self.source(combo.framework)
+            t = time.perf_counter()
+            artifact = self.convert_cached(src, combo)
+            seconds["convert"] = time.perf_counter() - t
+            details["artifact"] = artifact.to_json()
+            t = time.perf_counter()
+            with make_runtime(combo.target, artifact.format, **self.runtime_options(combo)) as rt:
+                rt.load(artifact)
+                outputs = rt.run(self.dataset.in_layout(self.dataset.x_test, artifact.layout))
+            seconds["runtime"] = time.perf_counter() - t
+        except StageFailed as e:
+            if artifact is not None:
+                details["artifact"] = artifact.to_json()
+            return Result(**base, status=e.status, reason=e.reason, details=details)
+        except DeploytoolError as e:
+            # A user-level problem confined to this combination (e.g. a device refusing one model).
+            return Result(**base, status="error", reason=str(e), details=details)
+        except Exception as e:  # a crash inside a converter or runtime is a finding, not the end of the run
+            details["traceback"] = traceback.format_exc(limit=20)
+            return Result(**base, status="error", reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                          details=details)
+        t = time.perf_counter()
+        result = self.judge(combo, base, src, artifact, outputs, details)
+        seconds["compare"] = time.perf_counter() - t
+        return result
+
+    def judge(self, combo: Combo, base: dict[str, Any], src: Source, artifact: Artifact, outputs: Any,
+              details: dict[str, Any]) -> Result:
+        b = src.baseline
+        lat = outputs.latency
+        tol = self.tolerances["none" if combo.quantize == "none" else "quantized"]
+        c = compare(outputs.outputs, b.outputs(), self.dataset.y_test, tol,
+                    latency_p50_ms=lat.p50_ms, latency_p90_ms=lat.p90_ms,
+                    baseline_p50_ms=b.latency["p50_ms"], baseline_p90_ms=b.latency["p90_ms"],
+                    memory_bytes=outputs.memory_bytes, baseline_memory_bytes=b.memory_bytes,
+                    size_bytes=artifact.size_bytes, baseline_size_bytes=b.size_bytes)
+        out_path = self.ws.outputs_path(self.run_id, base["combo_key"])
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out_path, outputs.outputs)
+        lat_path = out_path.with_suffix(".latency.npy")
+        np.save(lat_path, outputs.latency_ms)
+        mem = primary_memory(outputs.memory_bytes)
+        metrics = {
+            "accuracy": c.accuracy, "baseline_accuracy": c.baseline_accuracy,
+            "accuracy_delta_points": c.accuracy_delta_points, "agreement": c.agreement,
+            "flipped_count": len(c.flipped), "max_abs_error": c.max_abs_error, "mean_abs_error": c.mean_abs_error,
+            "p50_ms": lat.p50_ms, "p90_ms": lat.p90_ms, "p99_ms": lat.p99_ms, "mean_ms": lat.mean_ms,
+            "latency_samples": lat.n, "latency_ratio_p50": c.latency_ratio_p50, "latency_ratio_p90": c.latency_ratio_p90,
+            "memory_bytes": mem[1] if mem else None, "memory_ratio": c.memory_ratio,
+            "size_bytes": artifact.size_bytes, "size_ratio": c.size_ratio,
+            "load_ms": outputs.load_ms, "first_inference_ms": outputs.first_inference_ms,
+            "throughput_sps": outputs.throughput_sps,
+        }
+        notes = list(artifact.notes) + list(outputs.notes)
+        details.update(comparison=c.to_json(), memory_bytes=outputs.memory_bytes, environment=outputs.environment,
+                       notes=notes, tolerances={k: list(v) for k, v in tol.items()},
+                       latency_samples_path=str(lat_path), baseline_framework=src.framework)
+        return Result(**base, status="measured", verdict=c.verdict, metrics=metrics, details=details,
+                      outputs_path=str(out_path))
+
+    # -- the run ---------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        from tqdm import tqdm
+
+        t_start = time.perf_counter()
+        self.prepare()
+        keys = {c: c.key(self.spec.name, self.dataset.sha256) for c in self.combos}
+        done = self.store.final_keys(self.run_id)
+        self.store.start_run(self.run_id, self.spec.name, {**self.req.describe(), "host": host_facts(),
+                                                          "combos": len(self.combos)})
+        todo = [c for c in self.combos if keys[c] not in done]
+        reused = len(self.combos) - len(todo)
+        if reused:
+            self.log(f"run {self.run_id}: {reused} of {len(self.combos)} combinations already measured; "
+                     f"running the other {len(todo)}")
+        in_runtimes = converting = 0.0
+        bar = tqdm(todo, desc="migrate", unit="combo", disable=not self.progress, dynamic_ncols=True)
+        try:
+            for combo in bar:
+                bar.set_postfix_str(combo.label, refresh=True)
+                result = self.run_combo(combo, keys[combo])
+                t = time.perf_counter()
+                self.store.save(result)
+                result.details["stage_seconds"]["store"] = time.perf_counter() - t
+                in_runtimes += result.details["stage_seconds"].get("runtime", 0.0)
+                converting += result.details["stage_seconds"].get("convert", 0.0)
+        except KeyboardInterrupt:
+            self.store.finish_run(self.run_id, "interrupted")
+            raise
+        finally:
+            bar.close()
+        self.store.finish_run(self.run_id)
+        results = self.store.results_for(self.run_id)
+        order = {keys[c]: i for i, c in enumerate(self.combos)}
+        results = sorted((r for r in results if r.combo_key in order), key=lambda r: order[r.combo_key])
+        t = time.perf_counter()
+        paths = self.write_report(results)
+        t_report = time.perf_counter() - t
+        return RunOutcome(self.run_id, results, paths, reused, time.perf_counter() - t_start,
+                          in_runtimes, converting, t_report)
+
+    def write_report(self, results: list[Result]):  # noqa: ANN201
+        from deploytool import report
+
+        for fw in {r.combo.framework for r in results}:
+            self.source(fw)  # cached: the baseline is needed for the report even on a resumed run
+        history = self.store.history(self.spec.name, [r.combo_key for r in results], self.run_id)
+        inp = report.ReportInput(
+            run_id=self.run_id, model=self.spec.name, dataset=self.dataset.name,
+            run_info={**self.req.describe(), "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      "host": host_facts(), "dataset_sha256": self.dataset.sha256, "dataset_origin": self.dataset.origin},
+            results=results, baselines={fw: asdict(s.baseline) for fw, s in self.sources.items()},
+            labels=list(self.spec.labels), y_true=self.dataset.y_test,
+            images=self.dataset.images(self.dataset.x_test), history=history)
+        return report.write_report(inp, self.ws.report_dir(self.run_id))
+
+
+def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
+    """Write the report of a stored run again, from the database and the workspace."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(MigrateRequest)}
+    kw = {k: v for k, v in (run.get("request") or {}).items() if k in names}
+    for k in ("data_dir", "test_npz", "benchmark_binary"):
+        if kw.get(k):
+            kw[k] = Path(kw[k])
+    for k in ("frameworks", "formats", "quantize", "targets", "backends", "devices"):
+        if k in kw:
+            kw[k] = tuple(kw[k])
+    if "tolerances" in kw:
+        kw["tolerances"] = {m: tuple(v) for m, v in kw["tolerances"].items()}
+    p = Pipeline(MigrateRequest(**kw), ws, store, progress=False)
+    p.prepare(with_devices=False)
+    p.run_id = run["run_id"]
+    results = store.results_for(run["run_id"])
+    return p.write_report(results), results
+
+
+def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: str | None = None,
+            progress: bool = True, log: Callable[[str], None] = print) -> RunOutcome:
+    ws = Workspace.open(workspace)
+    store = open_store(db_url, ws.default_db_url)
+    return Pipeline(req, ws, store, progress, log).run()

@@ -1,0 +1,58 @@
+import subprocess
+import sys
+
+import pytest
+
+from deploytool.cli import COMMANDS, build_parser
+from tests.conftest import run_cli
+
+HEAVY = ("tensorflow", "torch", "keras", "onnxruntime", "jax", "playwright", "adbutils", "sqlalchemy")
+
+
+def test_help_imports_nothing_heavy():
+    code = ("import sys, io, contextlib; from deploytool.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])\n"
+            f"print([m for m in {HEAVY!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help_with_an_example(command):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    text = sub.format_help()
+    assert "example:" in text and f"deploytool {command}" in text
+    assert sub.description
+
+
+def test_top_level_help_lists_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for c in COMMANDS:
+        assert c in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["train", "--model", "lenet7"], "unknown model 'lenet7'"),
+    (["baseline", "--model", "resnet20", "--framework", "keras"], "CIFAR-10 is not bundled"),
+    (["migrate", "--model", "lenet5", "--format", "coreml"], "unknown format 'coreml'"),
+    (["migrate", "--model", "lenet5", "--quantize", "int3"], "unknown quantization 'int3'"),
+    (["migrate", "--model", "lenet5", "--target", "mars"], "unknown target 'mars'"),
+    (["migrate", "--model", "lenet5", "--data", "missing.npz"], "missing.npz: no such file"),
+    (["report", "no-such-run"], "no stored run"),
+])
+def test_user_mistakes_give_one_line_and_exit_2(tmp_path, args, needle):
+    r = run_cli(*args, "--workspace", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("deploytool: error:") and needle in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_models_lists_manifests(tmp_path):
+    r = run_cli("models", cwd=tmp_path)
+    assert r.returncode == 0
+    assert "lenet5" in r.stdout and "resnet20" in r.stdout and "cifar10" in r.stdout

