@@ -25,7 +25,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> None:
-    p.add_argument("--model", default="lenet5", help="a model name from `deploytool models` or a .toml manifest (default: lenet5)")
+    p.add_argument("--model", default="lenet5", help="a model name from `deploytool models`, a .toml manifest, or (migrate) "
+                   "your own model: .keras, SavedModel dir, .onnx, .tflite, .pt2 (default: lenet5)")
     p.add_argument("--framework", default=framework_default, choices=["keras", "torch", "all"],
                    help=f"which twin to use (default: {framework_default})")
     p.add_argument("--data-dir", type=Path, default=None,
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", default="all",
                    help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
     p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
+    p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
+    p.add_argument("--scale", type=float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
+    p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
+    p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
     p.add_argument("--backend", default="wasm", help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: wasm)")
     p.add_argument("--device", action="append", default=[], help="android: a serial (repeatable); default $ANDROID_SERIAL or every ready device")
     p.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
@@ -183,7 +189,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         backends=(args.backend,), devices=tuple(args.device), delegate=args.delegate, threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance), benchmark_binary=args.benchmark_model,
-        run_id=args.run_id, fresh=args.fresh,
+        run_id=args.run_id, fresh=args.fresh, layout=args.layout,
+        labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
+        scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
     )
     out = migrate(req, args.workspace, args.db, progress=not args.quiet)
     _print_results(out.results)
@@ -192,6 +200,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     bad = out.failing
     print(f"run {out.run_id}: {len(out.results)} combinations, {len(bad)} failing")
     return 1 if bad else 0
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    from deploytool.errors import UnknownOption
+
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise UnknownOption(f"{flag} {text!r}: expected numbers separated by commas, e.g. 0.485,0.456,0.406") from None
 
 
 def _fmt(v, spec: str, scale: float = 1.0) -> str:  # noqa: ANN001

@@ -24,7 +24,7 @@ from deploytool.artifact import Artifact
 from deploytool.baseline import Baseline, run_baseline
 from deploytool.compare import compare, primary_memory
 from deploytool.data import Dataset, load_dataset
-from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
+from deploytool.errors import DataError, DeploytoolError, StageFailed, UnknownOption
 from deploytool.provenance import PACKAGES, host_facts, package_version
 from deploytool.result import FINAL_STATUSES, Combo, Result
 from deploytool.runtimes import TARGETS, runtime_class, make_runtime
@@ -59,6 +59,12 @@ class MigrateRequest:
     run_id: str | None = None
     fresh: bool = False
     limit_test: int | None = None
+    # a user's own model file: what the model cannot tell about its input
+    layout: str | None = None
+    labels: tuple[str, ...] = ()
+    scale: float = 1.0
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
 
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
@@ -133,7 +139,23 @@ def plan_matrix(req: MigrateRequest, spec: ModelSpec, devices: list[str]) -> lis
                         combos += [Combo(fw, fmt, q, target, d, req.delegate) for d in devices]
                     else:
                         combos.append(Combo(fw, fmt, q, target))
+    _refuse_if_nothing_possible(combos)
     return combos
+
+
+def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
+    """A request whose every combination is impossible is a user mistake (exit 2), not a run of empty rows."""
+    from deploytool import convert
+
+    reasons = []
+    for c in {(c.framework, c.format, c.quantize) for c in combos}:
+        try:
+            convert.plan(*c)
+            return
+        except StageFailed as e:
+            reasons.append(e.reason)
+    if reasons:
+        raise UnknownOption(sorted(reasons)[0])
 
 
 def resolve_devices(req: MigrateRequest) -> list[str]:
@@ -155,8 +177,18 @@ class Pipeline:
 
     # -- preparation ---------------------------------------------------------
     def prepare(self, with_devices: bool = True) -> None:
+        from deploytool import usermodel
+
         req = self.req
-        self.spec = load_spec(req.model)
+        self.user_artifact: Artifact | None = None
+        if usermodel.is_model_file(req.model):
+            if req.test_npz is None:
+                raise DataError(f"{req.model}: a model file needs its test set: pass --data test.npz "
+                                "(arrays x (N,H,W,C) and y (N,)) and its preprocessing (--scale/--mean/--std)")
+            opts = usermodel.UserModelOptions(req.layout, tuple(req.labels), req.scale, tuple(req.mean), tuple(req.std))
+            self.spec, self.user_artifact = usermodel.resolve(Path(req.model), opts, self.ws)
+        else:
+            self.spec = load_spec(req.model)
         self.dataset: Dataset = load_dataset(self.spec, req.data_dir, req.test_npz, limit_test=req.limit_test)
         wants_android = any("android" in t or "all" in t for t in req.targets)
         self.devices = resolve_devices(req) if wants_android and with_devices else list(req.devices)
@@ -177,8 +209,11 @@ class Pipeline:
 
     def source(self, framework: str) -> Source:
         if framework not in self.sources:
-            tr = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs, progress=self.progress)
-            art = tr.get_artifact()
+            if self.user_artifact is not None:
+                art = self.user_artifact
+            else:
+                art = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
+                            progress=self.progress).get_artifact()
             b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
                              latency_samples=self.req.latency_samples, threads=self.req.threads)
             self.sources[framework] = Source(framework, art, b)
@@ -188,7 +223,7 @@ class Pipeline:
     def convert_cached(self, src: Source, combo: Combo) -> Artifact:
         from deploytool import convert
 
-        calib = self.dataset.in_layout(self.dataset.calibration(), src.artifact.layout)
+        calib = self.dataset.in_layout(self.calibration_set(), src.artifact.layout)
         key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
                            "calibration": hashlib.sha256(calib.tobytes()).hexdigest(),
                            "versions": {p: package_version(p) for p in PACKAGES}})
@@ -199,6 +234,14 @@ class Pipeline:
         fresh_dir(out)
         art = convert.convert(src.artifact, combo.format, combo.quantize, out, calib)
         return art
+
+    def calibration_set(self) -> np.ndarray:
+        if len(self.dataset.x_train):
+            return self.dataset.calibration()
+        # A user's npz without a training split: calibrate on test samples, and say so.
+        self.calibration_note = ("int8 calibrated on the first 200 test samples: the .npz has no x_train; "
+                                 "add x_train/y_train to calibrate on data the model is not scored on")
+        return self.dataset.x_test[:200]
 
     def runtime_options(self, combo: Combo) -> dict[str, Any]:
         req = self.req
@@ -275,6 +318,8 @@ class Pipeline:
             "throughput_sps": outputs.throughput_sps,
         }
         notes = list(artifact.notes) + list(outputs.notes)
+        if getattr(self, "calibration_note", None) and combo.quantize in ("int8", "int8-io"):
+            notes.append(self.calibration_note)
         details.update(comparison=c.to_json(), memory_bytes=outputs.memory_bytes, environment=outputs.environment,
                        notes=notes, tolerances={k: list(v) for k, v in tol.items()},
                        latency_samples_path=str(lat_path), baseline_framework=src.framework)

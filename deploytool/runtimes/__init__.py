@@ -17,6 +17,9 @@ REGISTRY: dict[tuple[str, str], str] = {
     ("pc", "keras"): "deploytool.runtimes.keras:KerasRuntime",
     ("pc", "saved_model"): "deploytool.runtimes.keras:KerasRuntime",
     ("pc", "torch"): "deploytool.runtimes.torch:TorchRuntime",
+    # a user's own .onnx / .tflite is its own baseline, in its reference runtime
+    ("pc", "onnx"): "deploytool.runtimes.onnxrt:OnnxRuntime",
+    ("pc", "tflite"): "deploytool.runtimes.litert:LiteRTRuntime",
     ("host", "tflite"): "deploytool.runtimes.litert:LiteRTRuntime",
     ("host", "onnx"): "deploytool.runtimes.onnxrt:OnnxRuntime",
     ("web", "tfjs_graph"): "deploytool.runtimes.web:WebRuntime",

@@ -1,0 +1,153 @@
+"""A user's own model file as the source of a migrate run: `.keras`, a
+SavedModel directory, `.onnx`, `.tflite` or a torch.export `.pt2`. Its input
+shape, output size and (where it can be told) layout are read from the model;
+preprocessing and labels come from flags; whatever cannot be inferred is asked
+for with a clear error. The file is copied into the workspace so the run never
+writes beside the user's file and never sees it change under it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.errors import BadModelFile, DataError, ShapeError
+from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
+from deploytool.workspace import Workspace
+
+SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}
+CHANNELS = (1, 3, 4)
+
+
+@dataclass(frozen=True)
+class UserModelOptions:
+    layout: str | None = None  # NHWC / NCHW when the model does not tell
+    labels: tuple[str, ...] = ()
+    scale: float = 1.0
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+
+
+def is_model_file(arg: str) -> bool:
+    p = Path(arg)
+    return p.suffix in SUFFIXES or p.suffix in (".h5", ".pb", ".pt", ".pth") or p.is_dir()
+
+
+def source_format(path: Path) -> str:
+    if path.is_dir():
+        if (path / "saved_model.pb").exists():
+            return "saved_model"
+        raise BadModelFile(f"{path}: a directory but not a SavedModel (no saved_model.pb); "
+                           "pass a .keras, .onnx, .tflite, .pt2 file or a SavedModel directory")
+    if not path.exists():
+        raise BadModelFile(f"{path}: no such model file")
+    if path.suffix in (".pt", ".pth"):
+        raise BadModelFile(f"{path}: a pickled PyTorch file is never loaded (it can run code); "
+                           "save the model with torch.export.save(torch.export.export(model, (x,)), 'model.pt2')")
+    if path.suffix == ".h5":
+        raise BadModelFile(f"{path}: legacy HDF5 Keras files are not read; re-save with model.save('model.keras')")
+    fmt = SUFFIXES.get(path.suffix)
+    if fmt is None:
+        raise BadModelFile(f"{path}: unknown model file type; use .keras, .onnx, .tflite, .pt2 or a SavedModel dir")
+    return fmt
+
+
+def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
+    """(input shape with batch, output size) read from the model itself."""
+    try:
+        if fmt == "onnx":
+            import onnx
+
+            m = onnx.load(str(path), load_external_data=False)
+            onnx.checker.check_model(m)
+            inits = {i.name for i in m.graph.initializer}
+            inputs = [i for i in m.graph.input if i.name not in inits]
+            dims = [d.dim_value or None for d in inputs[0].type.tensor_type.shape.dim]
+            out = [d.dim_value or None for d in m.graph.output[0].type.tensor_type.shape.dim]
+            return dims, int(out[-1] or 0)
+        if fmt == "tflite":
+            from deploytool.runtimes.tflite_io import read_io
+
+            ins, outs = read_io(str(path))
+            return list(ins[0].shape), int(outs[0].shape[-1])
+        if fmt in ("keras", "saved_model"):
+            import tensorflow as tf
+
+            if fmt == "keras":
+                import keras
+
+                model = keras.saving.load_model(path, compile=False)
+                return list(model.input_shape), int(model.output_shape[-1])
+            sig = tf.saved_model.load(str(path)).signatures["serving_default"]
+            spec = next(iter(sig.structured_input_signature[1].values()))
+            out = next(iter(sig.structured_outputs.values()))
+            return list(spec.shape), int(out.shape[-1])
+        if fmt == "torch":
+            import torch
+
+            ep = torch.export.load(str(path))
+            args = ep.example_inputs[0]
+            x = args[0]
+            with torch.inference_mode():
+                y = ep.module()(x)
+            return [None, *x.shape[1:]], int(y.shape[-1])
+    except BadModelFile:
+        raise
+    except Exception as e:
+        raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
+                           f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); check the file") from None
+    raise BadModelFile(f"{path}: unknown model format {fmt}")
+
+
+def _layout(dims: list[int | None], fmt: str, path: Path, wanted: str | None) -> str:
+    if wanted:
+        return wanted
+    if fmt in ("keras", "saved_model"):
+        return "NHWC"
+    if fmt == "torch":
+        return "NCHW"
+    c_last, c_first = dims[3] in CHANNELS, dims[1] in CHANNELS
+    if c_last and not c_first:
+        return "NHWC"
+    if c_first and not c_last:
+        return "NCHW"
+    raise ShapeError(f"{path}: input shape {dims} does not tell whether it is NHWC or NCHW; pass --layout NHWC or NCHW")
+
+
+def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpec, Artifact]:
+    """A ModelSpec built from the model and the flags, and the model copied into the workspace as an Artifact."""
+    path = Path(path)
+    fmt = source_format(path)
+    dims, num_outputs = _shapes(path, fmt)
+    if len(dims) != 4 or any(d is None or d <= 0 for d in dims[1:]):
+        raise ShapeError(f"{path}: input shape {dims}: deploytool runs image models with a 4-D input "
+                         "(batch, height, width, channels) of fixed size")
+    layout = _layout(dims, fmt, path, opts.layout)
+    hwc = (dims[1], dims[2], dims[3]) if layout == "NHWC" else (dims[2], dims[3], dims[1])
+    if num_outputs < 2:
+        raise ShapeError(f"{path}: the output has {num_outputs} values per sample; deploytool compares classifiers "
+                         "(one score per class)")
+    labels = opts.labels or tuple(str(i) for i in range(num_outputs))
+    if len(labels) != num_outputs:
+        raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
+    digest = content_hash(path)
+    dest_dir = ws.root / "models" / f"user-{path.stem}-{digest[:12]}"
+    dest = dest_dir / (path.name if path.is_file() else "saved_model")
+    if not dest.exists():
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        (shutil.copy2 if path.is_file() else shutil.copytree)(path, dest)
+    per_sample = tuple(dims[1:])
+    artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=per_sample,
+                        num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},
+                        sha256=digest, size_bytes=size_on_disk(dest))
+    artifact.save(dest_dir / "artifact.json")
+    spec = ModelSpec(
+        name=path.stem, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,
+        labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
+        train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
+        expected_accuracy=(0.0, 1.0), tolerances={g: dict(v) for g, v in DEFAULT_TOLERANCES.items()},
+        description=f"user model {path}", source=str(path),
+    )
+    return spec, artifact
