@@ -1,0 +1,57 @@
+"""Small pieces every converter module shares: the `Mode` a user word maps to,
+the calibration subset, and the finished `Artifact`. No framework is imported
+here; this module must stay importable by the fast unit tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.errors import StageFailed
+
+# A few hundred samples calibrate a small CNN as well as thousands do; the cap
+# keeps int8 conversion time flat whatever the training-split size.
+MAX_CALIBRATION_SAMPLES = 256
+
+
+@dataclass(frozen=True)
+class Mode:
+    description: str  # what is really done
+    note: str | None = None  # what was done instead of what the word asks, said to the user
+    alias: bool = False  # the same artifact as another word's: `--quantize all` skips it
+
+
+def calibration_subset(calibration: np.ndarray | None, what: str) -> np.ndarray:
+    """At most MAX_CALIBRATION_SAMPLES rows spread evenly over the training split."""
+    if calibration is None or len(calibration) == 0:
+        raise StageFailed("conversion_failed", f"{what} needs calibration samples from the training split "
+                                               "and none were given")
+    n = len(calibration)
+    idx = np.linspace(0, n - 1, num=min(n, MAX_CALIBRATION_SAMPLES)).round().astype(int)
+    return np.ascontiguousarray(calibration[np.unique(idx)], dtype=np.float32)
+
+
+def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str, converter_version: str,
+           options: dict[str, Any], notes: tuple[str, ...] = (), layout: str | None = None) -> Artifact:
+    """The Artifact of a converted file: the source's I/O description, this file's hash and size."""
+    return Artifact(path=Path(path), format=fmt, framework=source.framework, layout=layout or source.layout,
+                    input_shape=tuple(source.input_shape), num_outputs=source.num_outputs, quantize=quantize,
+                    converter=converter, converter_version=converter_version, options=dict(options),
+                    source_sha256=source.sha256, sha256=content_hash(path), size_bytes=size_on_disk(path),
+                    notes=tuple(notes))
+
+
+def check_onnx(model) -> None:  # noqa: ANN001
+    """Raise when an ONNX model (proto or path) has nodes no ONNX runtime knows.
+
+    tf2onnx continues past ops it cannot convert and leaves them in the graph;
+    the checker refuses ops that no registered schema describes.
+    """
+    import onnx
+
+    onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))

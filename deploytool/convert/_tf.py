@@ -1,0 +1,47 @@
+"""The TensorFlow side shared by the Keras/SavedModel converters: one SavedModel
+serving signature to convert from, whatever the source was. TensorFlow and
+Keras are imported inside the functions; nothing here writes into the
+caller's output directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deploytool.artifact import Artifact
+
+
+def load_keras(path: Path):  # noqa: ANN201
+    import keras
+
+    # safe_mode (the default) refuses to deserialize arbitrary Python code (Lambda layers).
+    return keras.saving.load_model(str(path), compile=False, safe_mode=True)
+
+
+def saved_model_dir(source: Artifact, tmp: Path) -> Path:
+    """A SavedModel with a `serving_default` signature for `source` (exported into `tmp` for Keras)."""
+    if source.format == "saved_model":
+        return Path(source.path)
+    out = Path(tmp) / "saved_model"
+    load_keras(source.path).export(str(out), format="tf_saved_model", verbose=False)
+    return out
+
+
+def serving_function(saved_model: Path):  # noqa: ANN201
+    """(loaded object, input name, output name, concrete function) of a SavedModel's one-input,
+    one-output serving signature. Keep the loaded object alive while using the function:
+    it owns the variables."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(saved_model))
+    if "serving_default" not in loaded.signatures:
+        raise ValueError(f"{saved_model} has no serving_default signature; re-export it with model.export()")
+    sig = loaded.signatures["serving_default"]
+    inputs = sig.structured_input_signature[1]
+    if len(inputs) != 1:
+        raise ValueError(f"the serving signature has {len(inputs)} inputs; deploytool handles one-input models")
+    output_names = sorted(sig.structured_outputs)
+    if len(output_names) != 1:
+        raise ValueError(f"the serving signature has {len(output_names)} outputs; deploytool handles "
+                         "one-output models")
+    return loaded, next(iter(inputs)), output_names[0], sig

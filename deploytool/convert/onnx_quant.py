@@ -1,0 +1,83 @@
+"""ONNX -> quantized ONNX with `onnxruntime.quantization`: dynamic int8
+(weights int8, activations quantized at run time) and static int8 (QDQ,
+per-channel weights, activations calibrated with MinMax on the training
+split), each after `quant_pre_process` (shape inference and graph
+optimization, as onnxruntime recommends). Inputs and outputs stay float32.
+Never runs the model it made beyond the calibration pass.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.convert._common import Mode, calibration_subset, check_onnx, finish
+
+CONVERTER = "onnxruntime.quantization"
+DIST = "onnxruntime"
+CALIBRATION_BATCH = 32
+
+MODES = {
+    "dynamic": Mode("dynamic quantization: int8 weights, uint8 activations quantized at run time "
+                    "(ConvInteger/MatMulInteger), float32 input/output"),
+    "int8": Mode("static int8 QDQ: per-channel int8 weights, int8 activations calibrated (MinMax) on the "
+                 "training split, float32 input/output"),
+}
+
+UNSUPPORTED = {
+    "fp16": "no fp16 ONNX conversion is implemented (onnxconverter-common is not installed); use none, dynamic or int8",
+    "int8-io": "ONNX QDQ int8 models keep float32 inputs and outputs; use int8",
+    "uint8": "uint8/uint16 weight quantization is a TF.js mode; for ONNX use dynamic or int8",
+    "uint16": "uint8/uint16 weight quantization is a TF.js mode; for ONNX use dynamic or int8",
+}
+
+
+def _input_name(path: Path) -> str:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in initializers]
+    if len(names) != 1:
+        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input models")
+    return names[0]
+
+
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_dynamic, quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    path = Path(out_dir) / "model.onnx"
+    options: dict = {"pre_process": "quant_pre_process"}
+    with tempfile.TemporaryDirectory(prefix="deploytool-onnxq-") as tmp:
+        pre = Path(tmp) / "pre.onnx"
+        quant_pre_process(str(source.path), str(pre))
+        if quantize == "dynamic":
+            quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False)
+            options.update(weight_type="QInt8", per_channel=False)
+        elif quantize == "int8":
+            samples = calibration_subset(calibration, "ONNX static int8")
+            name = _input_name(pre)
+
+            class Reader(CalibrationDataReader):
+                def __init__(self) -> None:
+                    self._batches = iter(range(0, len(samples), CALIBRATION_BATCH))
+
+                def get_next(self):  # noqa: ANN202
+                    i = next(self._batches, None)
+                    return None if i is None else {name: samples[i : i + CALIBRATION_BATCH]}
+
+            quantize_static(str(pre), str(path), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=CalibrationMethod.MinMax)
+            options.update(quant_format="QDQ", per_channel=True, activation_type="QInt8", weight_type="QInt8",
+                           calibrate_method="MinMax", calibration_samples=len(samples))
+        else:
+            raise ValueError(f"onnx_quant has no mode {quantize!r}")
+    check_onnx(path)
+    return finish(source, path, "onnx", quantize, CONVERTER, metadata.version(DIST), options)

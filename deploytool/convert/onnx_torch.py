@@ -1,0 +1,48 @@
+"""PyTorch (.pt2 ExportedProgram) -> ONNX with `torch.onnx.export` (the
+dynamo exporter, which takes the ExportedProgram as it is, so the batch
+dimension stays dynamic and the input stays NCHW). Only fp32 is made here;
+ONNX quantization is `onnx_quant`'s job. Never runs the model it made.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.convert._common import Mode, check_onnx, finish
+
+CONVERTER = "torch.onnx"
+DIST = "torch"
+# The dynamo exporter's own opset; asking for 17 makes it down-convert through
+# a fallback path, which is one more place for a converter bug to hide.
+OPSET = 18
+
+MODES = {"none": Mode("float32, no quantization")}
+
+UNSUPPORTED = {
+    "fp16": "no fp16 ONNX conversion is implemented (onnxconverter-common is not installed); use none, dynamic or int8",
+    "int8-io": "ONNX QDQ int8 models keep float32 inputs and outputs; use int8",
+}
+
+
+def load_program(path: Path):  # noqa: ANN201
+    """The ExportedProgram of a .pt2 file (a serialized graph; no pickled code is run)."""
+    import torch
+
+    return torch.export.load(str(path))
+
+
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    import torch
+
+    program = load_program(source.path)
+    sample = torch.zeros((2, *source.input_shape), dtype=torch.float32)
+    path = Path(out_dir) / "model.onnx"
+    torch.onnx.export(program, (sample,), str(path), dynamo=True, opset_version=OPSET,
+                      input_names=["input"], output_names=["output"], external_data=False, verbose=False)
+    check_onnx(path)
+    return finish(source, path, "onnx", quantize, CONVERTER, metadata.version(DIST),
+                  {"opset": OPSET, "dynamo": True, "input_name": "input", "output_name": "output"})

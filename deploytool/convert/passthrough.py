@@ -1,0 +1,37 @@
+"""A user's model that is already in the asked format (a .tflite, an .onnx at
+--quantize none): copied as it is, so every artifact lives in its own
+directory with its own artifact.json. Nothing is converted or checked here;
+the runtime that loads it is the judge.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from deploytool import __version__
+from deploytool.artifact import Artifact
+from deploytool.convert._common import Mode, finish
+
+CONVERTER = "copy"
+DIST = "deploytool"
+
+MODES = {"none": Mode("the given model, unchanged")}
+
+UNSUPPORTED = {
+    "fp16": "a .tflite model is already converted; it cannot be re-quantized here",
+    "dynamic": "a .tflite model is already converted; it cannot be re-quantized here",
+    "int8": "a .tflite model is already converted; it cannot be re-quantized here",
+    "int8-io": "a .tflite model is already converted; it cannot be re-quantized here",
+}
+
+
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    src = Path(source.path)
+    if not src.is_file():
+        raise FileNotFoundError(f"{src} does not exist or is not a file")
+    path = Path(out_dir) / f"model{src.suffix}"
+    shutil.copyfile(src, path)
+    return finish(source, path, source.format, quantize, CONVERTER, __version__, {"copied_from": str(src)})

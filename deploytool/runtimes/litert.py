@@ -1,0 +1,119 @@
+"""The LiteRT host runtime: a .tflite artifact in the `ai_edge_litert`
+interpreter on this machine's CPU. Integer input/output tensors are quantized
+and dequantized here with the tensors' own scale and zero point
+(`tflite_io`), so callers always pass and get float32. Models with a free
+batch dimension are resized for the whole-set run; fixed-batch models (e.g.
+litert-torch's) are fed at their own batch. It never compares or stores.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import StageFailed
+from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.measure import run_batched, time_batch1
+from deploytool.runtimes.tflite_io import TensorQuant, read_io
+
+_FLOATS = ("float32", "float16")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ai-edge-litert")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _failed(e: BaseException) -> StageFailed:
+    first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
+    return StageFailed("runtime_failed", f"litert {_version()}: {type(e).__name__}: {first[:300]}")
+
+
+class LiteRTRuntime(Runtime):
+    name = "litert"
+    formats = ("tflite",)
+
+    def _load(self, artifact: Artifact) -> None:
+        from ai_edge_litert.interpreter import Interpreter
+
+        self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
+        try:
+            ins, outs = read_io(str(artifact.path))
+            self._it = Interpreter(model_path=str(artifact.path), num_threads=self._threads)
+        except Exception as e:  # a corrupt or unsupported flatbuffer is this combination's result
+            raise _failed(e) from e
+        if len(ins) != 1 or len(outs) != 1:
+            raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
+                                             "deploytool runs one-input, one-output models")
+        self._in: TensorQuant = ins[0]
+        self._out: TensorQuant = outs[0]
+        for t in (self._in, self._out):
+            if t.dtype not in _FLOATS and not t.quantized:
+                raise StageFailed("unsupported", f"tensor {t.name} is {t.dtype} without quantization parameters; "
+                                                 "deploytool feeds float or quantized tensors only")
+        detail = self._it.get_input_details()[0]
+        self._in_index = detail["index"]
+        self._out_index = self._it.get_output_details()[0]["index"]
+        shape = tuple(int(s) for s in detail["shape"])
+        signature = tuple(int(s) for s in detail.get("shape_signature", detail["shape"]))
+        if shape[1:] != tuple(artifact.input_shape):
+            raise StageFailed("runtime_failed", f"the model's input is {list(shape)} but the artifact says one "
+                                                f"sample is {list(artifact.input_shape)} ({artifact.layout})")
+        self._resizable = len(signature) > 0 and signature[0] == -1
+        self._batch = shape[0]  # the batch the interpreter is allocated for now
+        self._fixed_batch = None if self._resizable else shape[0]
+        try:
+            self._it.allocate_tensors()
+        except Exception as e:
+            raise _failed(e) from e
+
+    def _resize(self, n: int) -> None:
+        self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)
+        self._it.allocate_tensors()
+        self._batch = n
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        n = len(x)
+        if self._resizable:
+            if n != self._batch:
+                self._resize(n)
+        elif n != self._batch:
+            if n > self._batch:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._batch}")
+            # A fixed batch larger than the request: pad with zeros, keep the real rows.
+            x = np.concatenate([x, np.zeros((self._batch - n, *x.shape[1:]), dtype=x.dtype)])
+        self._it.set_tensor(self._in_index, self._in.quantize(x))
+        self._it.invoke()
+        return self._out.dequantize(self._it.get_tensor(self._out_index))[:n]
+
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        batch = int(self.options.get("batch_size", 256)) if self._resizable else self._fixed_batch
+        try:
+            lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
+                                        self.options.get("latency_samples"))
+            outputs, seconds = run_batched(self._predict, inputs, batch)
+        except Exception as e:
+            raise _failed(e) from e
+        notes = []
+        if not self._resizable:
+            notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "
+                         f"{self._fixed_batch} sample(s) per invoke")
+            if self._fixed_batch != 1:
+                notes.append(f"latency is of a batch of {self._fixed_batch} holding one real sample")
+        env = {"runtime": "litert", "version": _version(), "num_threads": self._threads,
+               "input_dtype": self._in.dtype, "output_dtype": self._out.dtype,
+               "batch_resizable": self._resizable, "throughput_batch": batch}
+        if self._in.quantized:
+            env["input_quantization"] = {"scale": self._in.scale, "zero_point": self._in.zero_point}
+        if self._out.quantized:
+            env["output_quantization"] = {"scale": self._out.scale, "zero_point": self._out.zero_point}
+        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
+                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
+                       environment=env, notes=notes)
+
+    def _close(self) -> None:
+        self._it = None

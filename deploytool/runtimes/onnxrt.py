@@ -1,0 +1,90 @@
+"""The onnxruntime host runtime: an .onnx artifact on the CPU execution
+provider with an explicit intra-op thread count (one by default: on a busy
+small machine more threads spin rather than help). Models with a symbolic
+batch dimension run the whole set in large batches; fixed-batch models run
+at their own batch. It never compares or stores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import StageFailed
+from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.measure import run_batched, time_batch1
+
+_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+def _failed(version: str, e: BaseException) -> StageFailed:
+    first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
+    return StageFailed("runtime_failed", f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
+
+
+class OnnxRuntime(Runtime):
+    name = "onnxruntime"
+    formats = ("onnx",)
+
+    def _load(self, artifact: Artifact) -> None:
+        import onnxruntime as ort
+
+        self._version = ort.__version__
+        self._threads = int(self.options.get("threads", self.options.get("intra_op_num_threads", 1)))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self._threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
+        try:
+            self._sess = ort.InferenceSession(str(artifact.path), so, providers=["CPUExecutionProvider"])
+        except Exception as e:  # a corrupt or unsupported model is this combination's result
+            raise _failed(self._version, e) from e
+        ins, outs = self._sess.get_inputs(), self._sess.get_outputs()
+        if len(ins) != 1 or len(outs) != 1:
+            raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
+                                             "deploytool runs one-input, one-output models")
+        self._input, self._output = ins[0], outs[0]
+        if self._input.type not in _FLOAT_TYPES:
+            raise StageFailed("unsupported", f"input {self._input.name} is {self._input.type}; deploytool feeds "
+                                             "float tensors only")
+        self._dtype = _FLOAT_TYPES[self._input.type]
+        dims = list(self._input.shape)
+        # Symbolic dims are strings (or None); only fixed (int) dims can disagree with the artifact.
+        per_sample = dims[1:]
+        if len(per_sample) != len(artifact.input_shape) or any(
+                isinstance(d, int) and d != s for d, s in zip(per_sample, artifact.input_shape)):
+            raise StageFailed("runtime_failed", f"the model's input is {dims} but the artifact says one sample "
+                                                f"is {list(artifact.input_shape)} ({artifact.layout})")
+        self._fixed_batch = dims[0] if isinstance(dims[0], int) else None
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        n = len(x)
+        if self._fixed_batch is not None and n != self._fixed_batch:
+            if n > self._fixed_batch:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
+            x = np.concatenate([x, np.zeros((self._fixed_batch - n, *x.shape[1:]), dtype=x.dtype)])
+        out = self._sess.run([self._output.name], {self._input.name: x.astype(self._dtype, copy=False)})[0]
+        return np.asarray(out, dtype=np.float32)[:n]
+
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        batch = self._fixed_batch or int(self.options.get("batch_size", 256))
+        try:
+            lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
+                                        self.options.get("latency_samples"))
+            outputs, seconds = run_batched(self._predict, inputs, batch)
+        except Exception as e:
+            raise _failed(self._version, e) from e
+        notes = []
+        if self._fixed_batch is not None:
+            notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "
+                         f"{self._fixed_batch} sample(s) per run")
+        env = {"runtime": "onnxruntime", "version": self._version, "intra_op_num_threads": self._threads,
+               "providers": self._sess.get_providers(), "input_dtype": np.dtype(self._dtype).name,
+               "output_dtype": self._output.type, "batch_resizable": self._fixed_batch is None,
+               "throughput_batch": batch}
+        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
+                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
+                       environment=env, notes=notes)
+
+    def _close(self) -> None:
+        self._sess = None

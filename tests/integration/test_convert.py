@@ -1,0 +1,224 @@
+"""Every (source x format x quantization) that `quantize_modes` lists, converted
+for real from tiny trained Keras and PyTorch models and run in the real host
+runtime (LiteRT, onnxruntime), against the source model's own outputs. TF.js
+artifacts are checked on disk (the browser runtime is tested elsewhere).
+Also: a user's own SavedModel / ONNX / TFLite, impossible combinations,
+missing calibration and corrupt files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deploytool import convert as C
+from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.errors import StageFailed
+from deploytool.runtimes.litert import LiteRTRuntime
+from deploytool.runtimes.onnxrt import OnnxRuntime
+from deploytool.runtimes.tflite_io import read_io
+
+try:
+    from .tiny_models import agreement, build_keras, build_torch, export_keras_saved_model, max_abs_diff
+except ImportError:
+    from tiny_models import agreement, build_keras, build_torch, export_keras_saved_model, max_abs_diff
+
+pytestmark = pytest.mark.slow
+
+CASES = [(kind, fmt, q) for kind in ("keras", "torch") for fmt in C.FORMATS for q in C.quantize_modes(kind, fmt)]
+RUNTIME = {"tflite": LiteRTRuntime, "onnx": OnnxRuntime}
+# (max abs diff, minimum top-1 agreement) per quantization word; None = not bounded.
+TOLERANCE = {"none": (1e-4, 1.0), "fp16": (1e-2, 0.99), "dynamic": (None, 0.90), "int8": (None, 0.90),
+             "int8-io": (None, 0.90)}
+TFJS_WEIGHT_DTYPE = {"none": None, "fp16": "float16", "uint8": "uint8", "uint16": "uint16"}
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sources")
+    return {"keras": build_keras(d), "torch": build_torch(d)}
+
+
+@pytest.fixture(scope="module")
+def converted(sources, tmp_path_factory):
+    """(kind, fmt, quantize) -> (Artifact, conversion seconds), each converted once per module."""
+    root = tmp_path_factory.mktemp("converted")
+    cache: dict = {}
+
+    def get(kind: str, fmt: str, quantize: str):
+        key = (kind, fmt, quantize)
+        if key not in cache:
+            src = sources[kind]
+            t0 = time.perf_counter()
+            art = C.convert(src.artifact, fmt, quantize, root / kind / fmt / quantize, src.x_train)
+            cache[key] = (art, time.perf_counter() - t0)
+        return cache[key]
+
+    return get
+
+
+def run_host(art: Artifact, x: np.ndarray, **options) -> np.ndarray:
+    with RUNTIME[art.format](**options) as rt:
+        rt.load(art)
+        return rt.run(x).outputs
+
+
+def check_metadata(art: Artifact, src: Artifact, fmt: str, quantize: str, out_dir: Path) -> None:
+    assert art.format == C.ARTIFACT_FORMAT[fmt]
+    assert art.quantize == quantize
+    assert (art.layout, art.input_shape, art.num_outputs) == (src.layout, src.input_shape, src.num_outputs)
+    assert art.converter and art.converter_version
+    assert art.sha256 == content_hash(art.path) and art.size_bytes == size_on_disk(art.path) > 0
+    assert art.source_sha256 == src.sha256
+    assert art.options["mode"] == C.plan(src.format, fmt, quantize).mode
+    assert Path(art.path).parent == out_dir
+    assert Artifact.load(out_dir / "artifact.json") == art
+
+
+def check_tfjs(art: Artifact, quantize: str) -> None:
+    model_json = json.loads((Path(art.path) / "model.json").read_text())
+    assert model_json["format"] == "graph-model"
+    weights = [w for group in model_json["weightsManifest"] for w in group["weights"]]
+    for group in model_json["weightsManifest"]:
+        for shard in group["paths"]:
+            assert (Path(art.path) / shard).stat().st_size > 0
+    float_weights = [w for w in weights if w["dtype"] == "float32"]
+    assert float_weights
+    want = TFJS_WEIGHT_DTYPE[quantize]
+    got = {w.get("quantization", {}).get("dtype") for w in float_weights}
+    assert got == {want}, f"{quantize}: weights quantized as {got}"
+
+
+@pytest.mark.parametrize("kind,fmt,quantize", CASES, ids=["-".join(c) for c in CASES])
+def test_conversion_runs_and_matches_source(kind, fmt, quantize, sources, converted):
+    src = sources[kind]
+    art, seconds = converted(kind, fmt, quantize)
+    check_metadata(art, src.artifact, fmt, quantize, Path(art.path).parent)
+    if fmt == "tfjs":
+        check_tfjs(art, quantize)
+        print(f"\n{kind} {fmt} {quantize}: converted in {seconds:.2f}s, {art.size_bytes} bytes")
+        return
+    out = run_host(art, src.x_test)
+    assert out.shape == src.reference.shape and out.dtype == np.float32
+    diff, agree = max_abs_diff(out, src.reference), agreement(out, src.reference)
+    print(f"\n{kind} {fmt} {quantize}: converted in {seconds:.2f}s, {art.size_bytes} bytes, "
+          f"max abs diff {diff:.2e}, top-1 agreement {agree:.4f}")
+    max_diff, min_agree = TOLERANCE[quantize]
+    if max_diff is not None:
+        assert diff < max_diff
+    assert agree >= min_agree
+    if quantize != "none":
+        assert diff > 0, "a quantized model that is bit-identical to fp32 was not quantized"
+
+
+def test_quantized_tflite_files_shrink(converted):
+    sizes = {q: converted("keras", "tflite", q)[0].size_bytes for q in ("none", "fp16", "int8")}
+    assert sizes["int8"] < sizes["fp16"] < sizes["none"]
+
+
+def test_int8_io_has_int8_tensors_and_the_runtime_returns_float(sources, converted):
+    src = sources["keras"]
+    io_art, _ = converted("keras", "tflite", "int8-io")
+    float_io_art, _ = converted("keras", "tflite", "int8")
+    (inp,), (outp,) = read_io(io_art.path)
+    assert inp.dtype == "int8" and inp.quantized and outp.dtype == "int8" and outp.quantized
+    (finp,), _ = read_io(float_io_art.path)
+    assert finp.dtype == "float32"
+    out = run_host(io_art, src.x_test)
+    assert out.dtype == np.float32
+    # Same integer graph inside: the runtime's (de)quantization must give the float-I/O model's
+    # outputs to within one output quantization step.
+    assert max_abs_diff(out, run_host(float_io_art, src.x_test)) <= outp.scale * 1.01
+    assert np.abs(out - src.reference).mean() < 0.05 * src.reference.std()
+
+
+def test_torch_int8_tflite_says_it_has_int8_io(converted):
+    art, _ = converted("torch", "tflite", "int8")
+    (inp,), (outp,) = read_io(art.path)
+    assert inp.dtype == "int8" and outp.dtype == "int8"
+    assert any("int8 input and output" in n for n in art.notes)
+    assert art.layout == "NCHW" and inp.shape[1:] == (1, 8, 8)
+
+
+def test_tfjs_int8_word_is_uint8_weights_and_says_so(sources, tmp_path):
+    art = C.convert(sources["keras"].artifact, "tfjs", "int8", tmp_path / "out", sources["keras"].x_train)
+    assert art.quantize == "int8"
+    check_tfjs(art, "uint8")
+    assert any("uint8 weight quantization was done instead of full int8" in n for n in art.notes)
+    assert Artifact.load(tmp_path / "out" / "artifact.json").notes == art.notes
+
+
+def test_user_saved_model_converts_like_keras(sources, tmp_path):
+    src = sources["keras"]
+    saved = export_keras_saved_model(src, tmp_path)
+    for fmt in ("tflite", "onnx"):
+        art = C.convert(saved, fmt, "none", tmp_path / fmt, src.x_train)
+        check_metadata(art, saved, fmt, "none", tmp_path / fmt)
+        out = run_host(art, src.x_test)
+        assert max_abs_diff(out, src.reference) < 1e-4
+
+
+def test_user_onnx_and_tflite_models(sources, converted, tmp_path):
+    src = sources["torch"]
+    onnx_fp32, _ = converted("torch", "onnx", "none")
+    user_onnx = replace(onnx_fp32, format="onnx", quantize="none")
+    assert C.quantize_modes("onnx", "onnx") == ("none", "dynamic", "int8")
+    copied = C.convert(user_onnx, "onnx", "none", tmp_path / "as_is")
+    assert copied.sha256 == user_onnx.sha256 and copied.converter == "copy"
+    quantized = C.convert(user_onnx, "onnx", "int8", tmp_path / "int8", src.x_train)
+    assert quantized.converter == "onnxruntime.quantization"
+    assert agreement(run_host(quantized, src.x_test), src.reference) >= 0.90
+    user_tflite, _ = converted("torch", "tflite", "none")
+    assert C.quantize_modes("tflite", "tflite") == ("none",)
+    same = C.convert(user_tflite, "tflite", "none", tmp_path / "tflite")
+    assert same.sha256 == user_tflite.sha256
+    assert max_abs_diff(run_host(same, src.x_test), src.reference) < 1e-4
+
+
+@pytest.mark.parametrize("kind,fmt,quantize", [("keras", "tfjs", "int8-io"), ("torch", "tfjs", "none"),
+                                               ("keras", "onnx", "fp16"), ("torch", "tflite", "uint8")])
+def test_impossible_combination_is_unsupported(kind, fmt, quantize, sources, tmp_path):
+    with pytest.raises(StageFailed) as e:
+        C.convert(sources[kind].artifact, fmt, quantize, tmp_path / "out", sources[kind].x_train)
+    assert e.value.status == "unsupported"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind,fmt,quantize,converter", [("keras", "tflite", "int8", "tf.lite.TFLiteConverter"),
+                                                         ("torch", "onnx", "int8", "onnxruntime.quantization"),
+                                                         ("torch", "tflite", "int8", "litert-torch")])
+def test_int8_without_calibration_fails_as_a_result(kind, fmt, quantize, converter, sources, tmp_path):
+    with pytest.raises(StageFailed) as e:
+        C.convert(sources[kind].artifact, fmt, quantize, tmp_path / "out", calibration=None)
+    assert e.value.status == "conversion_failed"
+    assert "calibration" in e.value.reason
+
+
+@pytest.mark.parametrize("fmt,suffix,fmt_word,converter,dist", [
+    ("keras", ".keras", "tflite", "tf.lite.TFLiteConverter", "tensorflow"),
+    ("keras", ".keras", "tfjs", "tensorflowjs_converter", "tensorflowjs"),
+    ("keras", ".keras", "onnx", "tf2onnx", "tf2onnx"),
+    ("torch", ".pt2", "onnx", "torch.onnx", "torch"),
+    ("torch", ".pt2", "tflite", "litert-torch", "litert-torch"),
+    ("onnx", ".onnx", "onnx", "onnxruntime.quantization", "onnxruntime"),
+])
+def test_corrupt_source_is_a_conversion_failure(fmt, suffix, fmt_word, converter, dist, tmp_path):
+    from importlib import metadata
+
+    bad = tmp_path / f"broken{suffix}"
+    bad.write_bytes(b"\x00this is not a model\xff" * 64)
+    layout, shape = ("NCHW", (1, 8, 8)) if fmt == "torch" else ("NHWC", (8, 8, 1))
+    src = Artifact(path=bad, format=fmt, framework="torch" if fmt == "torch" else "keras", layout=layout,
+                   input_shape=shape, num_outputs=10, sha256=content_hash(bad))
+    quantize = "int8" if fmt == "onnx" else "none"
+    calibration = np.zeros((4, *shape), np.float32)
+    with pytest.raises(StageFailed) as e:
+        C.convert(src, fmt_word, quantize, tmp_path / "out", calibration)
+    assert e.value.status == "conversion_failed"
+    assert e.value.reason.startswith(f"{converter} {metadata.version(dist)}: ")
+    assert "\n" not in e.value.reason

@@ -1,0 +1,122 @@
+"""The conversion plan without converting anything: which routes exist, what
+each quantization word really does, what `--quantize all` expands to, the
+typed errors for unknown words and impossible combinations, and that the
+convert package imports no framework.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from deploytool import convert as C
+from deploytool.convert._common import MAX_CALIBRATION_SAMPLES, calibration_subset
+from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
+
+EXPECTED_MODES = {
+    ("keras", "tflite"): ("none", "fp16", "dynamic", "int8", "int8-io"),
+    ("saved_model", "tflite"): ("none", "fp16", "dynamic", "int8", "int8-io"),
+    ("keras", "tfjs"): ("none", "fp16", "uint8", "uint16"),
+    ("saved_model", "tfjs"): ("none", "fp16", "uint8", "uint16"),
+    ("keras", "onnx"): ("none", "dynamic", "int8"),
+    ("saved_model", "onnx"): ("none", "dynamic", "int8"),
+    ("torch", "onnx"): ("none", "dynamic", "int8"),
+    ("torch", "tflite"): ("none", "fp16", "dynamic", "int8"),
+    ("onnx", "onnx"): ("none", "dynamic", "int8"),
+    ("tflite", "tflite"): ("none",),
+}
+
+
+@pytest.mark.parametrize("source", C.SOURCE_FORMATS)
+@pytest.mark.parametrize("fmt", C.FORMATS)
+def test_quantize_modes_matrix(source, fmt):
+    assert C.quantize_modes(source, fmt) == EXPECTED_MODES.get((source, fmt), ())
+
+
+@pytest.mark.parametrize("source", C.SOURCE_FORMATS)
+@pytest.mark.parametrize("fmt", C.FORMATS)
+@pytest.mark.parametrize("word", C.QUANTIZE_WORDS)
+def test_every_word_is_planned_or_refused_as_unsupported(source, fmt, word):
+    try:
+        p = C.plan(source, fmt, word)
+    except StageFailed as e:
+        assert e.status == "unsupported" and e.reason
+        assert word not in EXPECTED_MODES.get((source, fmt), ())
+        return
+    assert (p.source_format, p.fmt, p.quantize) == (source, fmt, word)
+    assert p.artifact_format == C.ARTIFACT_FORMAT[fmt] and p.steps and p.mode
+    # A word `--quantize all` leaves out is an alias: it must say what it does instead, or be int8-io == int8.
+    if word not in C.quantize_modes(source, fmt):
+        assert p.note or word == "int8-io"
+
+
+def test_tfjs_int8_words_say_uint8_weights_were_done_instead():
+    for word in ("int8", "dynamic"):
+        p = C.plan("keras", "tfjs", word)
+        assert p.mode == C.plan("keras", "tfjs", "uint8").mode
+        assert "uint8 weight quantization was done instead" in p.note
+    assert C.plan("keras", "tfjs", "uint8").note is None
+
+
+def test_onnx_quantization_chains_after_the_exporter():
+    assert C.plan("keras", "onnx", "int8").steps == ("onnx_tf", "onnx_quant")
+    assert C.plan("torch", "onnx", "dynamic").steps == ("onnx_torch", "onnx_quant")
+    assert C.plan("torch", "onnx", "none").steps == ("onnx_torch",)
+    assert C.plan("onnx", "onnx", "int8").steps == ("onnx_quant",)
+    assert C.plan("onnx", "onnx", "none").converter == "passthrough"
+
+
+def test_torch_int8_tflite_is_the_int8_io_model_and_says_so():
+    p = C.plan("torch", "tflite", "int8")
+    assert p.mode == C.plan("torch", "tflite", "int8-io").mode
+    assert "int8 input and output" in p.note
+
+
+@pytest.mark.parametrize("args,bad", [(("keras", "tflite", "int4"), "int4"), (("keras", "coreml", "none"), "coreml"),
+                                      (("caffe", "tflite", "none"), "caffe")])
+def test_unknown_words_raise_unknown_option_naming_the_choices(args, bad):
+    with pytest.raises(UnknownOption) as e:
+        C.plan(*args)
+    msg = str(e.value)
+    assert bad in msg and "\n" not in msg
+    assert isinstance(e.value, DeploytoolError)
+    if args[2] == "int4":
+        assert all(w in msg for w in C.QUANTIZE_WORDS)
+
+
+def test_quantize_modes_of_an_unknown_format_is_unknown_option():
+    with pytest.raises(UnknownOption):
+        C.quantize_modes("keras", "coreml")
+
+
+@pytest.mark.parametrize("args,why", [(("keras", "tfjs", "int8-io"), "float32"),
+                                      (("keras", "onnx", "fp16"), "fp16"),
+                                      (("torch", "tfjs", "none"), "PyTorch"),
+                                      (("tflite", "tflite", "int8"), "already converted"),
+                                      (("onnx", "tflite", "none"), "ONNX")])
+def test_impossible_combinations_are_unsupported_with_a_reason(args, why):
+    with pytest.raises(StageFailed) as e:
+        C.plan(*args)
+    assert e.value.status == "unsupported" and why in e.value.reason
+
+
+def test_calibration_subset_is_capped_spread_and_float32():
+    x = np.arange(1000, dtype=np.float64).reshape(1000, 1)
+    sub = calibration_subset(x, "test")
+    assert len(sub) == MAX_CALIBRATION_SAMPLES and sub.dtype == np.float32
+    assert sub[0, 0] == 0 and sub[-1, 0] == 999  # spread over the split, not its head
+    assert len(calibration_subset(x[:10], "test")) == 10
+    with pytest.raises(StageFailed) as e:
+        calibration_subset(None, "ONNX static int8")
+    assert e.value.status == "conversion_failed" and "calibration" in e.value.reason
+
+
+def test_convert_package_imports_no_framework():
+    code = ("import sys, deploytool.convert, deploytool.runtimes.litert, deploytool.runtimes.onnxrt; "
+            "print(sorted(m for m in ('tensorflow', 'torch', 'onnxruntime', 'onnx', 'keras', 'tf2onnx', "
+            "'tensorflowjs', 'litert_torch', 'ai_edge_litert') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
