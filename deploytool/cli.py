@@ -269,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the user's screen
+    import warnings
+
+    # Deprecation notices from inside TensorFlow/PyTorch/converters are not the user's to act on.
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
     try:
         return COMMANDS[args.command](args)
     except DeploytoolError as e:

@@ -93,8 +93,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def primary_memory(memory_bytes: dict[str, float]) -> tuple[str, float] | None:
     for key in MEMORY_PREFERENCE:
-        if memory_bytes.get(key):
+        if memory_bytes.get(key) is not None:
             return key, float(memory_bytes[key])
+    return None
+
+
+def memory_pair(target: dict[str, float], baseline: dict[str, float]) -> str | None:
+    """The first figure both sides measured the same way; a ratio of unlike figures is no ratio."""
+    for key in MEMORY_PREFERENCE:
+        if target.get(key) is not None and baseline.get(key):
+            return key
     return None
 
 
@@ -115,7 +123,7 @@ def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarra
     finite = np.isfinite(err)
     max_err = float(err.max()) if finite.all() else float("inf")
     mean_err = float(err[finite].mean()) if finite.any() else float("inf")
-    tm, bm = primary_memory(memory_bytes or {}), primary_memory(baseline_memory_bytes or {})
+    mem_key = memory_pair(memory_bytes or {}, baseline_memory_bytes or {})
     c = Comparison(
         accuracy=acc, baseline_accuracy=base_acc, accuracy_delta_points=100.0 * (acc - base_acc),
         agreement=float(np.mean(pred == base_pred)),
@@ -123,8 +131,8 @@ def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarra
         max_abs_error=max_err, mean_abs_error=mean_err,
         latency_ratio_p50=_ratio(latency_p50_ms, baseline_p50_ms),
         latency_ratio_p90=_ratio(latency_p90_ms, baseline_p90_ms),
-        memory_ratio=_ratio(tm[1], bm[1]) if tm and bm else None,
-        memory_figures=(tm[0], bm[0]) if tm and bm else None,
+        memory_ratio=_ratio(memory_bytes[mem_key], baseline_memory_bytes[mem_key]) if mem_key else None,
+        memory_figures=(mem_key, mem_key) if mem_key else None,
         size_ratio=_ratio(size_bytes, baseline_size_bytes),
     )
     values = {"accuracy_drop_points": -c.accuracy_delta_points, "agreement": c.agreement,

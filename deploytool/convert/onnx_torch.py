@@ -36,7 +36,12 @@ def load_program(path: Path):  # noqa: ANN201
 
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    import logging
+
     import torch
+
+    # The exporter warns once per missing torchvision op on every export; it is noise for our models.
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
     program = load_program(source.path)
     sample = torch.zeros((2, *source.input_shape), dtype=torch.float32)

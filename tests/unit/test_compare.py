@@ -44,10 +44,15 @@ def test_judge_directions():
 def test_ratios_and_memory_figures():
     y = np.array([0, 1])
     c = compare(logits(y), logits(y), y, {}, latency_p50_ms=2.0, baseline_p50_ms=1.0,
-                memory_bytes={"renderer_peak_rss_bytes": 300.0}, baseline_memory_bytes={"process_peak_rss_delta_bytes": 100.0})
+                memory_bytes={"process_peak_rss_delta_bytes": 0.0, "process_peak_rss_bytes": 300.0},
+                baseline_memory_bytes={"process_peak_rss_delta_bytes": 100.0, "process_peak_rss_bytes": 150.0})
     assert c.latency_ratio_p50 == 2.0 and c.latency_ratio_p90 is None
-    assert c.memory_ratio == 3.0 and c.memory_figures == ("renderer_peak_rss_bytes", "process_peak_rss_delta_bytes")
-    assert primary_memory({}) is None
+    # like is divided by like, even when the preferred figure is zero on one side
+    assert c.memory_ratio == 0.0 and c.memory_figures == ("process_peak_rss_delta_bytes",) * 2
+    unlike = compare(logits(y), logits(y), y, {}, memory_bytes={"renderer_peak_rss_bytes": 300.0},
+                     baseline_memory_bytes={"process_peak_rss_delta_bytes": 100.0})
+    assert unlike.memory_ratio is None and unlike.memory_figures is None
+    assert primary_memory({}) is None and primary_memory({"renderer_peak_rss_bytes": 5.0})[1] == 5.0
 
 
 def test_nan_outputs_fail():

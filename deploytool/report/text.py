@@ -1,0 +1,287 @@
+"""The report's text forms: a JSON document with a stable, versioned schema for
+machines, a short Markdown summary for a CI comment, JUnit XML for CI test
+views, a plain table for the terminal, and the number formatting they and the
+HTML share. It formats rows already built by `summary_rows`; it never loads
+results, reads sample files or judges a verdict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deploytool.report import ReportInput
+
+SCHEMA_VERSION = 1
+SKIPPED_STATUSES = ("not_applicable", "unsupported", "delegate_refused", "interrupted")
+_CTRL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+# ---------------------------------------------------------------- numbers
+def num(v: Any) -> float | None:
+    """A metric as a float, or None when missing; the store keeps non-finite floats as strings ("inf")."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def clean(s: Any) -> str:
+    """Text without control characters or ANSI colour codes (converter logs carry them; XML 1.0 forbids them)."""
+    return _CTRL.sub("", "" if s is None else str(s))
+
+
+def first_line(s: Any, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in clean(s).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def fmt_pct(v: Any, digits: int = 2) -> str:
+    f = num(v)
+    return "—" if f is None else ("n/a" if not math.isfinite(f) else f"{100 * f:.{digits}f}%")
+
+
+def fmt_points(v: Any) -> str:
+    f = num(v)
+    if f is None:
+        return "—"
+    if not math.isfinite(f):
+        return str(f)
+    return "±0.00" if abs(f) < 0.005 else f"{f:+.2f}".replace("-", "−")
+
+
+def fmt_ratio(v: Any) -> str:
+    f = num(v)
+    return "—" if f is None else (f"{f:.2f}×" if math.isfinite(f) else str(f))
+
+
+def fmt_ms(v: Any) -> str:
+    f = num(v)
+    if f is None:
+        return "—"
+    if not math.isfinite(f):
+        return str(f)
+    return f"{f:.3f}" if f < 1 else (f"{f:.2f}" if f < 100 else f"{f:,.0f}")
+
+
+def fmt_bytes(v: Any) -> str:
+    f = num(v)
+    if f is None:
+        return "—"
+    if not math.isfinite(f):
+        return str(f)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(f) >= size:
+            return f"{f / size:.1f} {unit}"
+    return f"{f:.0f} B"
+
+
+def fmt_float(v: Any) -> str:
+    f = num(v)
+    return "—" if f is None else f"{f:.3g}"
+
+
+def fmt_count(v: Any) -> str:
+    f = num(v)
+    return "—" if f is None else f"{int(f)}"
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """What a row amounts to: its verdict when measured, else its status."""
+    return (row["verdict"] or "measured") if row["status"] == "measured" else row["status"]
+
+
+def overall(counts: dict[str, Any]) -> str:
+    if counts["fail"] or counts["failed_statuses"]:
+        return "fail"
+    if counts["degraded"]:
+        return "degraded"
+    return "pass" if counts["measured"] else "no results"
+
+
+def counts_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return {
+        "rows": len(rows),
+        "measured": sum(r["status"] == "measured" for r in rows),
+        "pass": sum(r["verdict"] == "pass" for r in rows if r["status"] == "measured"),
+        "degraded": sum(r["verdict"] == "degraded" for r in rows if r["status"] == "measured"),
+        "fail": sum(r["verdict"] == "fail" for r in rows if r["status"] == "measured"),
+        "failed_statuses": sum(r["failing"] and r["status"] != "measured" for r in rows),
+        "statuses": dict(sorted(statuses.items())),
+        "regressions": sum(bool(r["regression"]) for r in rows),
+    }
+
+
+def one_line_summary(counts: dict[str, Any]) -> str:
+    parts = [f"{counts['rows']} rows", f"{counts['pass']} pass", f"{counts['degraded']} degraded", f"{counts['fail']} fail"]
+    other = {s: n for s, n in counts["statuses"].items() if s != "measured"}
+    parts += [f"{n} {s}" for s, n in other.items()]
+    if counts["regressions"]:
+        parts.append(f"{counts['regressions']} regressed vs history")
+    return f"{overall(counts).upper()}: " + ", ".join(parts)
+
+
+# ---------------------------------------------------------------- JSON
+def _finite(obj: Any) -> Any:
+    """Plain JSON: non-finite numbers become null so any strict parser reads the file."""
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item"):  # numpy scalars
+        return _finite(obj.item())
+    return str(obj)
+
+
+def _number(v: Any) -> Any:
+    """The store keeps non-finite floats as strings ("inf"); in this schema a metric is a number or null."""
+    return num(v) if isinstance(v, str) and num(v) is not None else v
+
+
+RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",
+               "reason", "verdict", "failing", "metrics", "checks", "tolerances", "memory_figures", "notes",
+               "regression", "artifact", "flipped")
+ARTIFACT_KEYS = ("format", "quantize", "converter", "converter_version", "sha256", "size_bytes")
+
+
+def json_document(inp: "ReportInput", rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by_key = {r.combo_key: r for r in inp.results}
+    results = []
+    for row in rows:
+        res = by_key[row["combo_key"]]
+        art = res.details.get("artifact") or {}
+        comp = res.details.get("comparison") or {}
+        results.append({
+            "combo_key": row["combo_key"], "label": row["label"],
+            **{k: row[k] for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
+            "reason": clean(row["reason"]), "verdict": row["verdict"], "failing": row["failing"],
+            "metrics": {k: _number(v) for k, v in res.metrics.items()}, "checks": row["checks"], "tolerances": row["tolerances"],
+            "memory_figures": row["memory_figures"], "notes": row["notes"], "regression": row["regression"],
+            "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
+            "flipped": list(comp.get("flipped") or []),
+        })
+    baselines = {fw: {"accuracy": b.get("accuracy"), "latency": b.get("latency") or {},
+                      "memory_bytes": b.get("memory_bytes") or {}, "size_bytes": b.get("size_bytes")}
+                 for fw, b in sorted(inp.baselines.items())}
+    counts = counts_of(rows)
+    return _finite({
+        "schema_version": SCHEMA_VERSION,
+        "run_id": inp.run_id, "model": inp.model, "dataset": inp.dataset,
+        "created_at": inp.run_info.get("created_at") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_info": inp.run_info, "baselines": baselines, "results": results,
+        "summary": {**counts, "overall": overall(counts)},
+    })
+
+
+# ---------------------------------------------------------------- Markdown
+def _md(s: Any) -> str:
+    return first_line(s, 160).replace("|", "\\|").replace("`", "'")
+
+
+def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "report.html") -> str:
+    counts = counts_of(rows)
+    base = ", ".join(f"{fw} {fmt_pct(b.get('accuracy'))}" for fw, b in sorted(inp.baselines.items()))
+    icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
+    lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_md(inp.run_id)}`", "",
+             f"{icon} **{one_line_summary(counts)}**" + (f" · baseline accuracy {base}" if base else ""), "",
+             "| combination | acc | Δ pts | agree | flips | p50 ms | ×p50 | size | ×size | result |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for r in rows:
+        res = outcome(r) + (" ↓" if r["regression"] else "")
+        lines.append(f"| {_md(r['label'])} | {fmt_pct(r['accuracy'])} | {fmt_points(r['accuracy_delta_points'])} | "
+                     f"{fmt_pct(r['agreement'])} | {fmt_count(r['flipped_count'])} | {fmt_ms(r['p50_ms'])} | "
+                     f"{fmt_ratio(r['latency_ratio_p50'])} | {fmt_bytes(r['size_bytes'])} | "
+                     f"{fmt_ratio(r['size_ratio'])} | {'**' + res + '**' if r['failing'] else res} |")
+    failures = [r for r in rows if r["failing"]]
+    if failures:
+        lines += ["", "**Failures**", ""]
+        for r in failures:
+            why = "; ".join(r["broken"]) if r["status"] == "measured" else first_line(r["reason"]) or "no reason recorded"
+            lines.append(f"- `{_md(r['label'])}` — {outcome(r)}: {_md(why)}")
+    regressed = [r for r in rows if r["regression"] and not r["failing"]]
+    if regressed:
+        lines += ["", "**Regressions against earlier runs**", ""]
+        lines += [f"- `{_md(r['label'])}` — {_md('; '.join(r['regression']))}" for r in regressed]
+    lines += ["", f"<sub>Full report: `{html_name}` (plots, confusion difference, flipped samples).</sub>", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- JUnit XML
+def junit_xml(inp: "ReportInput", rows: list[dict[str, Any]]) -> str:
+    """One testcase per row: a failure for verdict fail or a failing status, skipped where nothing could run."""
+    by_key = {r.combo_key: r for r in inp.results}
+    suite = ET.Element("testsuite", name=clean(f"deploytool.{inp.model}.{inp.dataset}"))
+    n_fail = n_skip = 0
+    total_s = 0.0
+    for row in rows:
+        res = by_key[row["combo_key"]]
+        seconds = sum(v for v in (num(x) for x in (res.details.get("stage_seconds") or {}).values()) if v)
+        total_s += seconds
+        case = ET.SubElement(suite, "testcase", classname=clean(f"{inp.model}.{row['framework']}.{row['target']}"),
+                             name=clean(row["label"]), time=f"{seconds:.3f}")
+        if row["failing"]:
+            n_fail += 1
+            if row["status"] == "measured":
+                msg = "; ".join(row["broken"]) or "verdict fail"
+                ET.SubElement(case, "failure", message=clean(first_line(msg, 500)), type="verdict_fail").text = \
+                    clean("\n".join(row["broken"]))
+            else:
+                ET.SubElement(case, "failure", message=clean(first_line(row["reason"], 500)) or row["status"],
+                              type=row["status"]).text = clean(row["reason"])
+        elif row["status"] != "measured":
+            n_skip += 1
+            ET.SubElement(case, "skipped", message=clean(f"{row['status']}: {first_line(row['reason'], 500)}"))
+        out = [f"verdict: {row['verdict']}"] if row["status"] == "measured" else []
+        out += row["broken"] + [f"regression: {x}" for x in row["regression"]] + [f"note: {n}" for n in row["notes"]]
+        if out:
+            ET.SubElement(case, "system-out").text = clean("\n".join(out))
+    suite.set("tests", str(len(rows)))
+    suite.set("failures", str(n_fail))
+    suite.set("errors", "0")
+    suite.set("skipped", str(n_skip))
+    suite.set("time", f"{total_s:.3f}")
+    suite.set("timestamp", clean(inp.run_info.get("created_at") or ""))
+    root = ET.Element("testsuites", name=clean(f"deploytool run {inp.run_id}"), tests=str(len(rows)),
+                      failures=str(n_fail), errors="0", skipped=str(n_skip), time=f"{total_s:.3f}")
+    root.append(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# ---------------------------------------------------------------- terminal
+TERMINAL_COLUMNS = (
+    ("combination", lambda r: r["label"]),
+    ("acc", lambda r: fmt_pct(r["accuracy"])),
+    ("Δpts", lambda r: fmt_points(r["accuracy_delta_points"])),
+    ("agree", lambda r: fmt_pct(r["agreement"])),
+    ("p50 ms", lambda r: fmt_ms(r["p50_ms"])),
+    ("×p50", lambda r: fmt_ratio(r["latency_ratio_p50"])),
+    ("size", lambda r: fmt_bytes(r["size_bytes"])),
+    ("result", lambda r: outcome(r) + (" ↓" if r["regression"] else "")),
+)
+
+
+def plain_table(rows: list[dict[str, Any]]) -> str:
+    """The summary as a fixed-width table for a terminal (no colours: the CLI may add them)."""
+    cells = [[h for h, _ in TERMINAL_COLUMNS]] + [[f(r) for _, f in TERMINAL_COLUMNS] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(TERMINAL_COLUMNS))]
+    lines = []
+    for n, c in enumerate(cells):
+        lines.append("  ".join(v.ljust(w) if i in (0, len(c) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

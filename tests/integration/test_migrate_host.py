@@ -1,0 +1,153 @@
+"""Issue 3 end to end on the host target: the LeNet-5 matrix over every format
+and quantization, its acceptance numbers, resume after a hard kill, a user's
+own model file, and user mistakes as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def host_run(lenet5_workspace):
+    from deploytool.migrate import MigrateRequest, migrate
+
+    ws, *_ = lenet5_workspace
+    req = MigrateRequest(model="lenet5", targets=("host",), latency_samples=300)
+    return migrate(req, ws.root, progress=False, log=lambda s: None)
+
+
+def test_every_row_is_measured_or_has_a_status_and_reason(host_run):
+    rows = host_run.results
+    formats = {(r.combo.framework, r.combo.format) for r in rows}
+    assert formats == {("keras", "tflite"), ("keras", "tfjs"), ("keras", "onnx"), ("torch", "tflite"), ("torch", "onnx")}
+    for r in rows:
+        if r.status == "measured":
+            assert r.verdict in ("pass", "degraded", "fail") and r.metrics["p50_ms"] > 0 and r.outputs_path
+        else:
+            assert r.reason, r
+    tfjs = [r for r in rows if r.combo.format == "tfjs"]
+    assert tfjs and all(r.status == "not_applicable" and "web" in r.reason for r in tfjs)
+    measured = [r for r in rows if r.status == "measured"]
+    assert len(measured) >= 14 and not host_run.failing
+
+
+def test_fp32_rows_agree_exactly_and_int8_rows_lose_at_most_one_point(host_run):
+    for r in host_run.results:
+        if r.status != "measured":
+            continue
+        m = r.metrics
+        if r.combo.quantize == "none":
+            assert m["agreement"] == 1.0 and m["max_abs_error"] < 1e-4, r.combo
+            assert r.verdict == "pass"
+        if r.combo.quantize in ("int8", "int8-io", "dynamic"):
+            assert m["accuracy_delta_points"] >= -1.0, (r.combo, m)
+            assert m["size_ratio"] < 0.5  # quantized weights really are smaller
+        flipped = r.details["comparison"]["flipped"]
+        assert len(flipped) == m["flipped_count"]
+        out = np.load(r.outputs_path)
+        assert out.shape == (2000, 10)
+
+
+def test_int8_io_runtime_quantizes_for_the_user(host_run):
+    row = next(r for r in host_run.results if r.combo.quantize == "int8-io" and r.status == "measured")
+    assert row.details["environment"]["input_dtype"] == "int8"
+    assert row.metrics["agreement"] >= 0.99
+
+
+def test_report_files_are_written(host_run):
+    paths = host_run.report_paths
+    data = json.loads(paths.json.read_text())
+    assert data["schema_version"] == 1 and len(data["results"]) == len(host_run.results)
+    assert "<svg" in paths.html.read_text() and paths.markdown.read_text().strip()
+    assert "<testsuite" in paths.junit.read_text()
+
+
+def _count(db):
+    try:
+        with sqlite3.connect(db) as c:
+            return c.execute("select count(*) from results where run_id='resume-test'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_killed_run_resumes_without_remeasuring(lenet5_workspace):
+    ws, *_ = lenet5_workspace
+    db = ws.root / "results.db"
+    args = ["-m", "deploytool", "migrate", "--model", "lenet5", "--target", "host", "--format", "tflite,onnx",
+            "--quantize", "all", "--workspace", str(ws.root), "--run-id", "resume-test", "--quiet"]
+    # First make sure every artifact is converted, so the kill lands in the measuring loop.
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while _count(db) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {}
+    with sqlite3.connect(db) as c:
+        for key, rid, created in c.execute("select combo_key, id, created_at from results where run_id='resume-test'"):
+            before[key] = (rid, created)
+    assert 3 <= len(before), "the run was killed before it stored anything"
+    r = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(db) as c:
+        after = {k: (i, t) for k, i, t in c.execute(
+            "select combo_key, id, created_at from results where run_id='resume-test'")}
+    total = len(after)
+    assert total == 15 and len(before) < total, (len(before), total)
+    for key, row in before.items():
+        assert after[key] == row  # stored results were kept, not measured again
+    assert f"{len(before)} of {total} combinations already measured" in r.stdout
+
+
+def test_users_own_model_file(lenet5_workspace, tmp_path):
+    import shutil
+
+    from deploytool.data import mnist
+
+    _, _, _, trained = lenet5_workspace
+    model = tmp_path / "my_lenet.keras"
+    shutil.copy(trained["keras"].get_artifact().path, model)
+    raw = mnist.load_bundled()
+    npz = tmp_path / "test.npz"
+    np.savez(npz, x=raw.x_test[:500, ..., None], y=raw.y_test[:500], x_train=raw.x_train[:300, ..., None],
+             y_train=raw.y_train[:300])
+    r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
+                "--std", "0.3081", "--format", "tflite", "--quantize", "none,int8", "--workspace", str(tmp_path / "ws"),
+                "--quiet", "--latency-samples", "100")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("keras")]
+    assert len(lines) == 2 and all("pass" in line for line in lines), r.stdout
+    assert not any(tmp_path.glob("*.json")), "nothing may be written beside the user's file"
+
+
+def test_user_mistakes_exit_2_with_one_line(tmp_path):
+    bad_model = tmp_path / "broken.onnx"
+    bad_model.write_bytes(b"\x08\x07garbage" * 10)
+    good = tmp_path / "x.npz"
+    np.savez(good, x=np.zeros((4, 28, 28, 1), np.uint8), y=np.zeros(4, np.int64))
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, x=np.zeros((4, 32, 32, 3), np.uint8), y=np.zeros(4, np.int64))
+    cases = [
+        (["--model", str(bad_model), "--data", str(good)], "broken.onnx"),
+        (["--model", "lenet5", "--data", str(wrong)], "the model expects (28, 28, 1)"),
+        (["--model", "lenet5", "--format", "caffe"], "unknown format 'caffe'"),
+        (["--model", "lenet5", "--format", "tfjs", "--quantize", "int8-io"], "int8-io"),
+        (["--model", str(tmp_path / "nope.tflite"), "--data", str(good)], "no such model file"),
+        (["--model", str(bad_model)], "needs its test set"),
+    ]
+    for args, needle in cases:
+        r = run_cli("migrate", *args, "--workspace", str(tmp_path / "ws"), "--quiet")
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, r.stderr)
