@@ -159,13 +159,13 @@ def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
 
 
 def resolve_devices(req: MigrateRequest) -> list[str]:
-    """Android serials for the matrix; no device is a user error before anything runs."""
-    import os
-
+    """Android serials for the matrix (--device, else $ANDROID_SERIAL, else every ready device);
+    no device is a user error before anything runs."""
     from deploytool.devices import adb
 
-    wanted = list(req.devices) or ([os.environ["ANDROID_SERIAL"]] if os.environ.get("ANDROID_SERIAL") else [])
-    return adb.select_serials(wanted)
+    if req.devices:
+        return [s for serial in req.devices for s in adb.select_devices(serial)]
+    return adb.select_devices(all_devices=True)
 
 
 class Pipeline:

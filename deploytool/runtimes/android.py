@@ -1,0 +1,411 @@
+"""`AndroidRuntime`: a .tflite model on an Android device over ADB, run by
+TFLite's official `benchmark_model` binary and the small driver in
+android_harness/ (both pushed once per device and reused).
+
+Accuracy: the whole test set goes to the phone as raw input batches (the input
+resized with --input_layer_shape), and every output comes back through
+--output_filepath, split by the output shapes known on the host; a model that
+cannot be resized falls back to smaller batches, then to one sample per run.
+Latency: separate batch-1 runs after warm-up. Memory: the tool's own peak
+footprint and the process's peak RSS measured on the device, each named for
+what it is. A fault in one combination (device gone, crash, timeout, refused
+delegate, wrong ABI) becomes StageFailed after the device folder is cleaned up.
+This module never compares outputs, stores results or talks to adbutils
+directly (deploytool.devices.adb does).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import struct
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.devices import benchmark_output as bo
+from deploytool.devices.adb import (DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult,
+                                    select_devices)
+from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
+from deploytool.runtimes.base import Outputs, Runtime
+
+HARNESS_DIR = Path(__file__).resolve().parents[2] / "android_harness"
+DRIVER = HARNESS_DIR / "run_benchmark.sh"
+ENV_BINARY = "DEPLOYTOOL_BENCHMARK_MODEL"
+
+DELEGATE_FLAGS = {
+    "cpu": ["--use_xnnpack=false"],  # TFLite's built-in kernels, no delegate at all
+    "xnnpack": ["--use_xnnpack=true"],
+    "gpu": ["--use_gpu=true"],
+    "nnapi": ["--use_nnapi=true"],
+}
+
+# ABI -> (ELF class, e_machine) and the name of TensorFlow's prebuilt binary.
+ABI_ELF = {"arm64-v8a": (2, 183), "armeabi-v7a": (1, 40), "armeabi": (1, 40),
+           "x86_64": (2, 62), "x86": (1, 3), "riscv64": (2, 243)}
+ELF_NAMES = {(2, 183): "arm64 (aarch64)", (1, 40): "32-bit ARM", (2, 62): "x86-64", (1, 3): "x86",
+             (2, 243): "riscv64"}
+PREBUILT = {"arm64-v8a": "android_aarch64_benchmark_model", "armeabi-v7a": "android_arm_benchmark_model",
+            "x86_64": "android_x86_64_benchmark_model", "x86": "android_x86_benchmark_model"}
+
+OPTIONS = {"serial": None, "delegate": "xnnpack", "threads": None, "benchmark_binary": None,
+           "timeout_s": 300.0, "warmup_runs": 10, "warmup_min_secs": 0.2, "latency_runs": 20,
+           "max_batch": 1024, "keep_device_files": False}
+
+
+def elf_machine(path: Path) -> tuple[int, int] | None:
+    """(ELF class, e_machine) of an executable, or None when it is not ELF."""
+    with open(path, "rb") as fh:
+        head = fh.read(20)
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    endian = "<" if head[5] == 1 else ">"
+    return head[4], struct.unpack(endian + "H", head[18:20])[0]
+
+
+def check_binary_abi(path: Path, info: DeviceInfo) -> str:
+    """What the binary is ("ELF arm64 (aarch64)" or "script"), or
+    StageFailed("wrong_abi") when the device cannot run it."""
+    machine = elf_machine(path)
+    abis = info.abilist or ((info.abi,) if info.abi else ())
+    if machine is not None:
+        kind = ELF_NAMES.get(machine, f"ELF class {machine[0]} machine {machine[1]}")
+        if abis and not any(ABI_ELF.get(a) == machine for a in abis):
+            want = PREBUILT.get(abis[0], f"the {abis[0]} build")
+            raise StageFailed("wrong_abi", f"{path.name} is built for {kind} but device {info.serial} runs "
+                              f"{'/'.join(abis)}: use {want} (see android_harness/README.md)")
+        return f"ELF {kind}"
+    with open(path, "rb") as fh:
+        if fh.read(2) == b"#!":
+            return "script"
+    raise StageFailed("wrong_abi", f"{path.name} is not an executable (no ELF header): "
+                      "get benchmark_model as described in android_harness/README.md")
+
+
+class AndroidRuntime(Runtime):
+    name = "android"
+    formats = ("tflite",)
+    in_process = False
+
+    def __init__(self, **options: Any):
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise UnknownOption(f"unknown option(s) for the android runtime: {', '.join(unknown)}; "
+                                f"known: {', '.join(OPTIONS)}")
+        merged = {**OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+        super().__init__(**merged)
+        self.delegate = str(merged["delegate"]).lower()
+        if self.delegate not in DELEGATE_FLAGS:
+            raise UnknownOption(f"unknown delegate {self.delegate!r}: choose one of {', '.join(DELEGATE_FLAGS)}")
+        self.threads = None if merged["threads"] is None else int(merged["threads"])
+        if self.threads is not None and self.threads < 1:
+            raise UnknownOption(f"--threads must be 1 or more, got {self.threads}")
+        self.timeout_s = float(merged["timeout_s"])
+        self.warmup_runs = int(merged["warmup_runs"])
+        self.warmup_min_secs = float(merged["warmup_min_secs"])
+        self.latency_runs = max(1, int(merged["latency_runs"]))
+        self.max_batch = max(1, int(merged["max_batch"]))
+        self.device: AndroidDevice | None = None
+        self.info: DeviceInfo | None = None
+        self.run_dir: str | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._notes: list[str] = []
+        self._env: dict[str, Any] = {}
+
+    # ---- load ---------------------------------------------------------
+    def _load(self, artifact: Artifact) -> None:
+        from deploytool.runtimes.tflite_io import read_io
+
+        try:
+            self._in, self._out = read_io(str(artifact.path))
+        except (ValueError, RuntimeError) as e:
+            raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}")
+        if len(self._in) != 1:
+            raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
+                              "the android target feeds single-input models")
+        if "," in self._in[0].name:
+            raise StageFailed("unsupported", f"input name {self._in[0].name!r} contains ',' which "
+                              "benchmark_model's --input_layer cannot express")
+        if tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
+            raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
+                              f"says one sample is {tuple(artifact.input_shape)}")
+        explicit = self._explicit_binary()
+        serial = select_devices(self.options["serial"])[0]
+        self.device = AndroidDevice(serial)
+        self.info = self.device.describe()
+        binary = explicit or self._default_binary(self.info)
+        kind = check_binary_abi(binary, self.info)
+        if not DRIVER.is_file():
+            raise HarnessMissing(f"{DRIVER} is missing: run deploytool from its source tree "
+                                 "(pip install -e .) so android_harness/ is available")
+        self._tmp = tempfile.TemporaryDirectory(prefix="deploytool-android-")
+        with self._device_faults("preparing the device"):
+            self.bin_remote, pushed = self.device.ensure_file(binary, f"{DEVICE_ROOT}/bin", "benchmark_model")
+            self.driver_remote, _ = self.device.ensure_file(DRIVER, f"{DEVICE_ROOT}/bin", "run_benchmark.sh", 0o644)
+            self.run_dir = self.device.new_run_dir()
+            self.model_name = artifact.path.name
+            self.device.push(artifact.path, f"{self.run_dir}/{self.model_name}")
+        from deploytool.artifact import content_hash
+
+        self._env = {
+            **self.info.to_environment(),
+            "runtime": "TFLite benchmark_model over adb",
+            "benchmark_binary": str(binary),
+            "benchmark_binary_sha256": content_hash(binary),
+            "benchmark_binary_size_bytes": binary.stat().st_size,
+            "benchmark_binary_kind": kind,
+            "benchmark_binary_pushed": pushed,
+            "delegate": self.delegate,
+            "delegate_flags": " ".join(DELEGATE_FLAGS[self.delegate]),
+            "threads": self.threads if self.threads is not None else "default",
+        }
+
+    def _explicit_binary(self) -> Path | None:
+        """The binary named by option or env var; None when none is named or
+        the name is a folder (then the ABI picks the file in it)."""
+        given = self.options["benchmark_binary"] or os.environ.get(ENV_BINARY)
+        if not given:
+            return None
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise HarnessMissing(f"benchmark_model not found at {path}: download TensorFlow's prebuilt "
+                                 "android_aarch64_benchmark_model (or build it), see android_harness/README.md")
+        return None if path.is_dir() else path
+
+    def _default_binary(self, info: DeviceInfo) -> Path:
+        """A folder given by option/env, or android_harness/bin/, holding the
+        prebuilt binary under TensorFlow's name for the device's ABI."""
+        given = self.options["benchmark_binary"] or os.environ.get(ENV_BINARY)
+        dirs = [Path(given).expanduser()] if given else []
+        dirs.append(HARNESS_DIR / "bin")
+        names = [PREBUILT[a] for a in (info.abilist or (info.abi,)) if a in PREBUILT] + ["benchmark_model"]
+        for d in dirs:
+            for n in names:
+                if (d / n).is_file():
+                    return d / n
+        want = PREBUILT.get(info.abi, "benchmark_model")
+        raise HarnessMissing(
+            f"TFLite's benchmark_model for {info.abi or 'this device'} is not installed: download {want} "
+            f"(https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/{want}) "
+            f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-binary PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
+
+    # ---- run ----------------------------------------------------------
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        try:
+            q = self._in[0].quantize(inputs)
+            outputs, batch, throughput = self._accuracy(q)
+            latency_ms, load_ms, first_ms, memory = self._latency(q[0:1])
+        except BaseException:
+            self._cleanup()
+            raise
+        env = dict(self._env)
+        env.update(accuracy_batch_size=batch, latency_runs=self.latency_runs, warmup_runs=self.warmup_runs,
+                   warmup_min_secs=self.warmup_min_secs)
+        notes = self._notes + [
+            f"latency_ms: {self.latency_runs} timed runs at batch 1 on {self.info.serial}, each the single timed "
+            f"run of its own benchmark_model process after {self.warmup_runs} warm-up runs",
+        ]
+        return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
+                       first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes)
+
+    def _model_flags(self, batch: int, value_file: str) -> list[str]:
+        t = self._in[0]
+        name = t.name.replace(":", "::")  # benchmark_model's escape in name:file pairs
+        flags = [f"--graph={self.model_name}", f"--input_layer={t.name}",
+                 f"--input_layer_shape={','.join(str(d) for d in (batch, *t.shape[1:]))}",
+                 f"--input_layer_value_files={name}:{value_file}"]
+        flags += DELEGATE_FLAGS[self.delegate]
+        if self.threads is not None:
+            flags.append(f"--num_threads={self.threads}")
+        return flags
+
+    def _batch_ladder(self, n: int) -> list[int]:
+        declared = int(self._in[0].shape[0]) if self._in[0].shape else 1
+        ladder = [min(n, self.max_batch), declared if 1 < declared <= n else 1, 1]
+        return sorted(set(ladder), reverse=True)
+
+    def _accuracy(self, q: np.ndarray) -> tuple[np.ndarray, int, float | None]:
+        n = len(q)
+        ladder = self._batch_ladder(n)
+        for i, b in enumerate(ladder):
+            k = math.ceil(n / b)
+            padded = np.concatenate([q, np.zeros((k * b - n, *q.shape[1:]), q.dtype)]) if k * b > n else q
+            local = Path(self._tmp.name) / "inputs.bin"
+            padded.tofile(local)
+            with self._device_faults("running the test set"):
+                self.device.push(local, f"{self.run_dir}/inputs.bin")
+                args = ["sh", self.driver_remote, "batches", k, b * q[0].nbytes, "inputs.bin", "outputs.bin",
+                        _secs(self.timeout_s), "--", self.bin_remote, *self._model_flags(b, "batch_in.bin"),
+                        "--output_filepath=batch_out.bin", "--num_runs=1", "--min_secs=0",
+                        "--warmup_runs=0", "--warmup_min_secs=0"]
+                r = self.device.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
+                                      what="running the test set")
+            report = bo.parse(r.output)
+            last_rung = i == len(ladder) - 1
+            if r.exit_code != 0:
+                if not last_rung and not r.timed_out and _resize_refused(report, r.output):
+                    self._notes.append(f"the model could not be resized to a batch of {b} on the device "
+                                       f"({report.first_error() or 'allocation failed'}): retried with batches of {ladder[i + 1]}")
+                    continue
+                raise self._failure(r, report, f"the test set in batches of {b}")
+            self._check_delegate(report)
+            local_out = Path(self._tmp.name) / "outputs.bin"
+            with self._device_faults("fetching the outputs"):
+                self.device.pull(f"{self.run_dir}/outputs.bin", local_out)
+            raw = local_out.read_bytes()
+            per_sample = [int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out]
+            if len(raw) != k * b * sum(per_sample):
+                if not last_rung:
+                    self._notes.append(f"outputs at a batch of {b} did not scale with the batch "
+                                       f"({len(raw)} bytes for {k * b} samples): retried with batches of {ladder[i + 1]}")
+                    continue
+                raise StageFailed("runtime_failed", f"benchmark_model wrote {len(raw)} output bytes for {k * b} "
+                                  f"samples, expected {k * b * sum(per_sample)} from the model's output shapes")
+            self._env["delegate_applied"] = _applied(report, self.delegate)
+            throughput = b / (report.inference_avg_us / 1e6) if report.inference_avg_us else None
+            return self._split_outputs(raw, k, b, n), b, throughput
+        raise AssertionError("unreachable: the last rung returns or raises")
+
+    def _split_outputs(self, raw: bytes, k: int, b: int, n: int) -> np.ndarray:
+        per_output: list[list[np.ndarray]] = [[] for _ in self._out]
+        off = 0
+        for _ in range(k):
+            for j, o in enumerate(self._out):
+                dtype = np.dtype(o.dtype)
+                count = b * int(np.prod(o.shape[1:]))
+                arr = np.frombuffer(raw, dtype=dtype, count=count, offset=off).reshape(b, -1)
+                per_output[j].append(o.dequantize(arr))
+                off += count * dtype.itemsize
+        cols = [np.concatenate(chunks)[:n] for chunks in per_output]
+        return np.concatenate(cols, axis=1).astype(np.float32)
+
+    def _latency(self, sample: np.ndarray) -> tuple[np.ndarray, float | None, float | None, dict[str, float]]:
+        local = Path(self._tmp.name) / "sample.bin"
+        sample.tofile(local)
+        with self._device_faults("measuring latency"):
+            self.device.push(local, f"{self.run_dir}/sample.bin")
+            args = ["sh", self.driver_remote, "repeat", self.latency_runs, _secs(self.timeout_s), "--",
+                    self.bin_remote, *self._model_flags(1, "sample.bin"), "--num_runs=1", "--min_secs=0",
+                    f"--warmup_runs={self.warmup_runs}", f"--warmup_min_secs={self.warmup_min_secs:g}",
+                    "--report_peak_memory_footprint=true"]
+            r = self.device.shell(args, cwd=self.run_dir,
+                                  timeout_s=self.latency_runs * (self.timeout_s + 5) + 10, what="measuring latency")
+        runs = [bo.parse(t) for t in bo.split_runs(r.stdout)]
+        if r.exit_code != 0:
+            raise self._failure(r, runs[-1] if runs else bo.parse(r.output), "the batch-1 latency runs")
+        if len(runs) != self.latency_runs or not all(x.complete for x in runs):
+            raise StageFailed("runtime_failed", f"benchmark_model's latency output on {self.info.serial} is incomplete "
+                              f"({sum(x.complete for x in runs)} of {self.latency_runs} runs reported timings)")
+        for x in runs:
+            self._check_delegate(x)
+        latency_ms = np.array([(x.inference.avg_us if x.inference and x.inference.avg_us is not None
+                                else x.inference_avg_us) / 1e3 for x in runs], dtype=np.float64)
+        init = [x.init_us for x in runs if x.init_us is not None]
+        first = [x.first_inference_us for x in runs if x.first_inference_us]
+        memory: dict[str, float] = {}
+        rss = [x.max_rss_kib for x in runs if x.max_rss_kib is not None]
+        hwm = [x.vmhwm_kib for x in runs if x.vmhwm_kib]
+        if rss:
+            memory["device_process_peak_rss_bytes"] = float(max(rss) * 1024)
+            self._env["device_peak_rss_method"] = "toybox time -v (Max RSS of the benchmark_model process)"
+        elif hwm:
+            memory["device_process_vmhwm_polled_bytes"] = float(max(hwm) * 1024)
+            self._env["device_peak_rss_method"] = "VmHWM of the benchmark_model process, polled every 50 ms"
+        peak = [x.peak_footprint_mb for x in runs if x.peak_footprint_mb is not None]
+        if peak:
+            memory["tflite_reported_peak_footprint_bytes"] = float(max(peak) * 2**20)
+        overall = [x.footprint_delta_overall_mb for x in runs if x.footprint_delta_overall_mb is not None]
+        if overall:
+            memory["tflite_reported_footprint_delta_bytes"] = float(max(overall) * 2**20)
+        version = next((x.version for x in runs if x.version), None)
+        self._env["benchmark_binary_version"] = version or "not reported by the binary (see benchmark_binary_sha256)"
+        return (latency_ms, float(np.median(init)) / 1e3 if init else None,
+                float(np.median(first)) / 1e3 if first else None, memory)
+
+    # ---- faults -------------------------------------------------------
+    def _check_delegate(self, report: bo.BenchmarkReport) -> None:
+        why = bo.delegate_refusal(report, self.delegate)
+        if why:
+            raise StageFailed("delegate_refused", f"{why} (device {self.info.serial})")
+
+    def _failure(self, r: ShellResult, report: bo.BenchmarkReport, what: str) -> StageFailed:
+        serial = self.info.serial
+        if r.timed_out:
+            return StageFailed("timeout", f"benchmark_model ran past its {_secs(self.timeout_s)} s limit on {serial} "
+                               f"while running {what}; it was killed")
+        why = bo.delegate_refusal(report, self.delegate)
+        if why:
+            return StageFailed("delegate_refused", f"{why} (device {serial})")
+        out = r.output
+        if r.exit_code == 126 or re.search(r"exec format error|not executable|cannot execute binary", out, re.I):
+            return StageFailed("wrong_abi", f"device {serial} cannot execute benchmark_model "
+                               f"(exit {r.exit_code}): {_last_line(out)}")
+        detail = report.first_error() or _last_line(out) or "no output"
+        return StageFailed("runtime_failed", f"benchmark_model exited with code {_exit_text(r.exit_code)} on "
+                           f"{serial} while running {what}: {detail}")
+
+    @contextmanager
+    def _device_faults(self, what: str) -> Iterator[None]:
+        """Device trouble in the middle of a combination becomes its result,
+        after the run folder is removed (where the device still answers)."""
+        try:
+            yield
+        except DeviceLost as e:
+            self._cleanup()
+            raise StageFailed("device_lost", f"{e} ({what})") from None
+        except DeviceError as e:
+            self._cleanup()
+            raise StageFailed("runtime_failed", f"{e} ({what})") from None
+
+    def _cleanup(self) -> None:
+        """Remove this run's folder on the device (the binary stays for reuse)."""
+        if self.device is not None and self.run_dir and not self.options["keep_device_files"]:
+            run_dir, self.run_dir = self.run_dir, None
+            try:
+                self.device.remove(run_dir)
+            except DeviceError as e:
+                self._notes.append(f"could not remove {run_dir} from the device: {e}")
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _close(self) -> None:
+        self._cleanup()
+
+
+def _resize_refused(report: bo.BenchmarkReport, output: str) -> bool:
+    return report.allocate_failed or bool(re.search(r"should have \d+ dimensions|It should be \d+ bytes|"
+                                                    r"failed to prepare|ResizeInputTensor", output))
+
+
+def _applied(report: bo.BenchmarkReport, delegate: str) -> str:
+    name = {"gpu": "GPU", "nnapi": "NNAPI", "xnnpack": "XNNPACK"}.get(delegate)
+    if name is None:
+        return "none (built-in CPU kernels)"
+    return report.delegate_applied.get(name, "not reported")
+
+
+def _exit_text(code: int) -> str:
+    """139 -> "139 (killed by SIGSEGV)": the device's shell reports a signal as 128+N."""
+    import signal
+
+    if 128 < code < 128 + 65:
+        try:
+            return f"{code} (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return str(code)
+
+
+def _secs(timeout_s: float) -> str:
+    return str(max(1, int(math.ceil(timeout_s))))
+
+
+def _last_line(text: str) -> str:
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    return lines[-1] if lines else ""
