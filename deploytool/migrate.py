@@ -27,7 +27,8 @@ from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError, DeploytoolError, StageFailed, UnknownOption
 from deploytool.provenance import PACKAGES, host_facts, package_version
 from deploytool.result import FINAL_STATUSES, Combo, Result
-from deploytool.runtimes import TARGETS, runtime_class, make_runtime
+from deploytool.runtimes import REGISTRY as RUNTIME_REGISTRY
+from deploytool.runtimes import TARGETS, make_runtime, runtime_class
 from deploytool.spec import ModelSpec, load_spec
 from deploytool.store import Store, open_store
 from deploytool.train import train
@@ -132,6 +133,8 @@ def plan_matrix(req: MigrateRequest, spec: ModelSpec, devices: list[str]) -> lis
             for q in modes:
                 for target in targets:
                     artifact_format = convert.ARTIFACT_FORMAT[fmt]
+                    if "all" in req.formats and (target, artifact_format) not in RUNTIME_REGISTRY:
+                        continue  # `--format all` means the formats that run on the target
                     if target == "web":
                         kinds = backends if artifact_format == "tfjs_graph" else ["wasm"]
                         combos += [Combo(fw, fmt, q, target, "", b) for b in kinds]
@@ -250,7 +253,11 @@ class Pipeline:
         if combo.target == "web":
             opts["backend"] = combo.backend
         if combo.target == "android":
-            opts.update(serial=combo.device, delegate=combo.backend, benchmark_binary=req.benchmark_binary)
+            # benchmark_model prints summaries, not per-run times: each latency sample is its own run
+            return {"serial": combo.device, "delegate": combo.backend, "threads": req.threads,
+                    "benchmark_binary": str(req.benchmark_binary) if req.benchmark_binary else None,
+                    "timeout_s": req.timeout_s, "warmup_runs": req.warmup_runs,
+                    "latency_runs": req.latency_samples}
         return opts
 
     def run_combo(self, combo: Combo, key: str) -> Result:

@@ -1,0 +1,44 @@
+"""`deploytool migrate --target android --quantize int8` end to end through the
+CLI, the real adb server and the device simulator (a TEST DOUBLE: no phone
+exists here), with the benchmark_model double running real LiteRT inference."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.android, pytest.mark.slow]
+
+
+def test_no_device_exits_2_with_one_line(lenet5_workspace, adb_server):  # noqa: F811
+    ws, *_ = lenet5_workspace
+    r = run_cli("migrate", "--model", "lenet5", "--target", "android", "--quantize", "int8",
+                "--workspace", str(ws.root), "--quiet")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "no Android device attached" in lines[0], r.stderr
+    assert "adb devices" in lines[0]
+    r = run_cli("migrate", "--model", "lenet5", "--target", "android", "--device", "no-such-phone",
+                "--workspace", str(ws.root), "--quiet")
+    assert r.returncode == 2 and "'no-such-phone' is not attached" in r.stderr
+
+
+def test_migrate_lenet5_int8_on_the_simulated_phone(lenet5_workspace, phone):  # noqa: F811
+    ws, *_ = lenet5_workspace
+    r = run_cli("migrate", "--model", "lenet5", "--framework", "keras", "--target", "android", "--quantize", "int8",
+                "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE), "--latency-samples", "3", "--warmup", "2",
+                "--workspace", str(ws.root), "--quiet", "--run-id", "android-int8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(next((ws.root / "reports" / "android-int8").glob("report.json")).read_text())
+    (row,) = report["results"]
+    assert row["target"] == "android" and row["device"] == phone.serial and row["status"] == "measured"
+    assert row["metrics"]["accuracy_delta_points"] >= -1.0 and row["metrics"]["agreement"] >= 0.98
+    assert row["metrics"]["p50_ms"] > 0
+    html = (ws.root / "reports" / "android-int8" / "report.html").read_text()
+    # the device's facts are in the report's provenance
+    assert phone.serial in html and "ADB simulator (deploytool test double)" in html and "SIM8000" in html
+
+
