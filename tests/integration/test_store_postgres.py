@@ -1,0 +1,99 @@
+"""The results store against a real PostgreSQL server (Debian `postgresql`),
+started here on a free loopback port in a temporary cluster and stopped at the
+end. Missing PostgreSQL binaries fail loudly: `make setup` installs them."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from deploytool.result import Combo, Result
+from deploytool.store import Store
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    assert bins, "PostgreSQL server binaries are missing: run `make setup` (Debian package postgresql)"
+    bindir = Path(bins[-1]).parent
+    root = Path(tempfile.mkdtemp(prefix="deploytool-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        pw = pwd.getpwnam("postgres")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    data = root / "data"
+    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "deploytool"],
+                   check=True, capture_output=True, timeout=120)
+    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
+                    "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"],
+                   check=True, capture_output=True, timeout=120)
+    try:
+        yield f"postgresql+psycopg://deploytool@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def result(run_id: str, key: str, status: str = "measured", acc: float = 0.9) -> Result:
+    return Result(run_id=run_id, combo_key=key, model="m", dataset="d", combo=Combo("torch", "onnx", "int8", "host"),
+                  status=status, reason="" if status == "measured" else "adb: device offline",
+                  verdict="pass" if status == "measured" else None,
+                  metrics={"accuracy": acc, "max_abs_error": float("nan"), "p50_ms": 0.5},
+                  details={"comparison": {"flipped": [{"index": 3, "true_label": 1}]}, "notes": ["x"]})
+
+
+def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
+    s = Store(pg_url)
+    s.start_run("pg1", "m", {"targets": ["host"], "weird": float("inf")})
+    s.save(result("pg1", "a"))
+    s.save(result("pg1", "b", status="device_error"))
+    assert s.final_keys("pg1") == {"a"}
+    s.save(result("pg1", "b", acc=0.7))
+    rows = s.results_for("pg1")
+    assert [r.combo_key for r in rows] == ["a", "b"] and rows[1].metrics["accuracy"] == 0.7
+    assert rows[0].details["comparison"]["flipped"][0]["index"] == 3 and rows[0].metrics["max_abs_error"] == "nan"
+    s.finish_run("pg1")
+    s.start_run("pg2", "m", {})
+    assert s.history("m", ["a"], before_run="pg2")["a"].run_id == "pg1"
+    # a second host (a second engine) sees the same results
+    assert {r["run_id"] for r in Store(pg_url).list_runs()} == {"pg1", "pg2"}
+
+
+def test_migrate_writes_to_postgres_and_report_reads_it(pg_url, lenet5_workspace):
+    ws, *_ = lenet5_workspace
+    r = run_cli("migrate", "--model", "lenet5", "--framework", "keras", "--format", "tflite", "--quantize", "none",
+                "--workspace", str(ws.root), "--db", pg_url, "--run-id", "pg-run", "--quiet", "--latency-samples", "50")
+    assert r.returncode == 0, r.stderr
+    rows = Store(pg_url).results_for("pg-run")
+    assert len(rows) == 1 and rows[0].status == "measured" and rows[0].metrics["agreement"] == 1.0
+    r = run_cli("report", "--list", "--workspace", str(ws.root), env={"DEPLOYTOOL_DB": pg_url})
+    assert r.returncode == 0 and "pg-run" in r.stdout
+    r = run_cli("report", "pg-run", "--workspace", str(ws.root), "--db", pg_url)
+    assert r.returncode == 0 and "report:" in r.stdout
+
+
+def test_unreachable_database_is_one_line(tmp_path):
+    r = run_cli("report", "--list", "--db", f"postgresql+psycopg://nobody@127.0.0.1:{_free_port()}/x",
+                "--workspace", str(tmp_path))
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "cannot open the results database" in lines[0]
