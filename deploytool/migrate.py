@@ -228,7 +228,7 @@ class Pipeline:
 
         calib = self.dataset.in_layout(self.calibration_set(), src.artifact.layout)
         key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
-                           "calibration": hashlib.sha256(calib.tobytes()).hexdigest(),
+                           "calibration": self.calibration_sha256(),
                            "versions": {p: package_version(p) for p in PACKAGES}})
         out = self.ws.artifact_dir(key)
         meta = out / "artifact.json"
@@ -237,6 +237,11 @@ class Pipeline:
         fresh_dir(out)
         art = convert.convert(src.artifact, combo.format, combo.quantize, out, calib)
         return art
+
+    def calibration_sha256(self) -> str:
+        if not hasattr(self, "_calibration_sha256"):
+            self._calibration_sha256 = hashlib.sha256(self.calibration_set().tobytes()).hexdigest()
+        return self._calibration_sha256
 
     def calibration_set(self) -> np.ndarray:
         if len(self.dataset.x_train):

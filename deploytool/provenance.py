@@ -15,6 +15,7 @@ PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs",
             "onnxruntime", "ai-edge-litert", "litert-torch", "playwright", "adbutils")
 
 
+@lru_cache(maxsize=None)
 def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)

@@ -63,8 +63,11 @@ class Dataset:
 
 
 def apply_preprocess(x: np.ndarray, p: Preprocess) -> np.ndarray:
-    x = x.astype(np.float32) * np.float32(p.scale)
-    return ((x - np.asarray(p.mean, np.float32)) / np.asarray(p.std, np.float32)).astype(np.float32)
+    out = x.astype(np.float32)  # a new array: the raw data is never modified
+    out *= np.float32(p.scale)
+    out -= np.asarray(p.mean, np.float32)
+    out /= np.asarray(p.std, np.float32)
+    return out
 
 
 def _checksum(*arrays: np.ndarray) -> str:
