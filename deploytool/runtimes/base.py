@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.runtimes.measure import PeakRss
+from deploytool.runtimes.measure import PeakRss, run_batched, time_batch1
 
 
 @dataclass
@@ -112,6 +112,17 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _measure(self, predict: Callable[[np.ndarray], np.ndarray], inputs: np.ndarray, batch_size: int,
+                  environment: dict[str, Any], notes: list[str] | None = None) -> Outputs:
+        """The in-process measurement every host runtime shares: batch-1 latency after
+        warm-up, then the whole set in batches for outputs and throughput."""
+        lat, first_ms = time_batch1(predict, inputs, int(self.options.get("warmup_runs", 10)),
+                                    self.options.get("latency_samples"))
+        outputs, seconds = run_batched(predict, inputs, batch_size)
+        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
+                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
+                       environment={**environment, "throughput_batch": batch_size}, notes=list(notes or []))
 
     # hooks
     def _load(self, artifact: Artifact) -> None:

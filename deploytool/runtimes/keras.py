@@ -9,7 +9,6 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import BadModelFile
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.measure import run_batched, time_batch1
 
 
 class KerasRuntime(Runtime):
@@ -41,12 +40,6 @@ class KerasRuntime(Runtime):
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: np.ndarray) -> Outputs:
-        batch = int(self.options.get("batch_size", 256))
-        lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
-                                    self.options.get("latency_samples"))
-        outputs, seconds = run_batched(self._predict, inputs, batch)
-        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
-                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment={"runtime": "tensorflow", "version": self._tf.__version__,
-                                    "intra_op_threads": self._tf.config.threading.get_intra_op_parallelism_threads(),
-                                    "throughput_batch": batch})
+        env = {"runtime": "tensorflow", "version": self._tf.__version__,
+               "intra_op_threads": self._tf.config.threading.get_intra_op_parallelism_threads()}
+        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)

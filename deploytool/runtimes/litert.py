@@ -15,8 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.measure import run_batched, time_batch1
-from deploytool.runtimes.tflite_io import TensorQuant, read_io
+from deploytool.runtimes.tflite_io import TensorQuant, io_of
 
 _FLOATS = ("float32", "float16")
 
@@ -42,8 +41,8 @@ class LiteRTRuntime(Runtime):
 
         self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
         try:
-            ins, outs = read_io(str(artifact.path))
             self._it = Interpreter(model_path=str(artifact.path), num_threads=self._threads)
+            ins, outs = io_of(self._it)
         except Exception as e:  # a corrupt or unsupported flatbuffer is this combination's result
             raise _failed(e) from e
         if len(ins) != 1 or len(outs) != 1:
@@ -92,12 +91,6 @@ class LiteRTRuntime(Runtime):
 
     def _run(self, inputs: np.ndarray) -> Outputs:
         batch = int(self.options.get("batch_size", 256)) if self._resizable else self._fixed_batch
-        try:
-            lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
-                                        self.options.get("latency_samples"))
-            outputs, seconds = run_batched(self._predict, inputs, batch)
-        except Exception as e:
-            raise _failed(e) from e
         notes = []
         if not self._resizable:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "
@@ -105,15 +98,15 @@ class LiteRTRuntime(Runtime):
             if self._fixed_batch != 1:
                 notes.append(f"latency is of a batch of {self._fixed_batch} holding one real sample")
         env = {"runtime": "litert", "version": _version(), "num_threads": self._threads,
-               "input_dtype": self._in.dtype, "output_dtype": self._out.dtype,
-               "batch_resizable": self._resizable, "throughput_batch": batch}
+               "input_dtype": self._in.dtype, "output_dtype": self._out.dtype, "batch_resizable": self._resizable}
         if self._in.quantized:
             env["input_quantization"] = {"scale": self._in.scale, "zero_point": self._in.zero_point}
         if self._out.quantized:
             env["output_quantization"] = {"scale": self._out.scale, "zero_point": self._out.zero_point}
-        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
-                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment=env, notes=notes)
+        try:
+            return self._measure(self._predict, inputs, batch, env, notes)
+        except Exception as e:
+            raise _failed(e) from e
 
     def _close(self) -> None:
         self._it = None

@@ -12,7 +12,6 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.measure import run_batched, time_batch1
 
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
@@ -68,23 +67,17 @@ class OnnxRuntime(Runtime):
 
     def _run(self, inputs: np.ndarray) -> Outputs:
         batch = self._fixed_batch or int(self.options.get("batch_size", 256))
-        try:
-            lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
-                                        self.options.get("latency_samples"))
-            outputs, seconds = run_batched(self._predict, inputs, batch)
-        except Exception as e:
-            raise _failed(self._version, e) from e
         notes = []
         if self._fixed_batch is not None:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "
                          f"{self._fixed_batch} sample(s) per run")
         env = {"runtime": "onnxruntime", "version": self._version, "intra_op_num_threads": self._threads,
                "providers": self._sess.get_providers(), "input_dtype": np.dtype(self._dtype).name,
-               "output_dtype": self._output.type, "batch_resizable": self._fixed_batch is None,
-               "throughput_batch": batch}
-        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
-                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment=env, notes=notes)
+               "output_dtype": self._output.type, "batch_resizable": self._fixed_batch is None}
+        try:
+            return self._measure(self._predict, inputs, batch, env, notes)
+        except Exception as e:
+            raise _failed(self._version, e) from e
 
     def _close(self) -> None:
         self._sess = None

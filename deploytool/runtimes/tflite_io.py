@@ -41,10 +41,14 @@ def _from_detail(d: dict) -> TensorQuant:
     return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
 
 
+def io_of(interpreter) -> tuple[list[TensorQuant], list[TensorQuant]]:  # noqa: ANN001
+    """(inputs, outputs) of a LiteRT interpreter already holding a model."""
+    return ([_from_detail(d) for d in interpreter.get_input_details()],
+            [_from_detail(d) for d in interpreter.get_output_details()])
+
+
 def read_io(model_path: str) -> tuple[list[TensorQuant], list[TensorQuant]]:
     """(inputs, outputs) of a .tflite file, read with the LiteRT interpreter."""
     from ai_edge_litert.interpreter import Interpreter
 
-    it = Interpreter(model_path=str(model_path))
-    return ([_from_detail(d) for d in it.get_input_details()],
-            [_from_detail(d) for d in it.get_output_details()])
+    return io_of(Interpreter(model_path=str(model_path)))

@@ -10,7 +10,6 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import BadModelFile
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.measure import run_batched, time_batch1
 
 
 def load_exported(path: str):  # noqa: ANN201
@@ -41,11 +40,5 @@ class TorchRuntime(Runtime):
             return self._module(self._torch.from_numpy(x)).numpy()
 
     def _run(self, inputs: np.ndarray) -> Outputs:
-        batch = int(self.options.get("batch_size", 256))
-        lat, first_ms = time_batch1(self._predict, inputs, int(self.options.get("warmup_runs", 10)),
-                                    self.options.get("latency_samples"))
-        outputs, seconds = run_batched(self._predict, inputs, batch)
-        return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
-                       throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment={"runtime": "torch", "version": self._torch.__version__,
-                                    "intra_op_threads": self._threads, "throughput_batch": batch})
+        env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
+        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)
