@@ -21,10 +21,10 @@ from deploytool.convert import onnx_quant, onnx_tf, onnx_torch, passthrough, tfj
 from deploytool.convert._common import Mode
 from deploytool.errors import StageFailed, UnknownOption
 
-FORMATS = ("tflite", "tfjs", "onnx")
+FORMATS = ("tflite", "tfjs", "onnx", "tfjs-layers")
 QUANTIZE_WORDS = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
 SOURCE_FORMATS = ("keras", "saved_model", "torch", "onnx", "tflite")
-ARTIFACT_FORMAT = {"tflite": "tflite", "tfjs": "tfjs_graph", "onnx": "onnx"}
+ARTIFACT_FORMAT = {"tflite": "tflite", "tfjs": "tfjs_graph", "onnx": "onnx", "tfjs-layers": "tfjs_layers"}
 
 # (source format, user's format word) -> (exporter, quantizer). The exporter
 # makes the fp32 model; the quantizer, when there is one, does every other
@@ -47,6 +47,14 @@ _NO_ROUTE = {
     "torch": "no converter here goes from PyTorch to TF.js; use tflite or onnx",
     "onnx": "an ONNX model can only be quantized as ONNX here (no ONNX -> TFLite/TF.js converter is installed)",
     "tflite": "a .tflite model is already converted; only --format tflite --quantize none applies",
+}
+
+
+# Formats no source here can reach, and why (checked before the per-source reasons).
+_NO_FORMAT = {
+    "tfjs-layers": "TF.js layers models come only from tf.keras (Keras 2) models; the zoo and .keras files are "
+                   "Keras 3, whose layers-model output TF.js 4.22 cannot load (it rejects `batch_shape`); "
+                   "use --format tfjs (a graph model)",
 }
 
 
@@ -101,7 +109,8 @@ def plan(source_format: str, fmt: str, quantize: str) -> Plan:
     _check_words(source_format, fmt, quantize)
     table = _modes(source_format, fmt)
     if not table:
-        raise StageFailed("unsupported", _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}"))
+        why = _NO_FORMAT.get(fmt) or _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
+        raise StageFailed("unsupported", why)
     if quantize not in table:
         exporter, quantizer = _ROUTES[(source_format, fmt)]
         why = {**getattr(exporter, "UNSUPPORTED", {}), **getattr(quantizer, "UNSUPPORTED", {})}.get(quantize)

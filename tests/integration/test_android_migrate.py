@@ -42,3 +42,10 @@ def test_migrate_lenet5_int8_on_the_simulated_phone(lenet5_workspace, phone):  #
     assert phone.serial in html and "ADB simulator (deploytool test double)" in html and "SIM8000" in html
 
 
+
+
+def test_devices_command_lists_the_phone_and_its_state(phone):  # noqa: F811
+    r = run_cli("devices")
+    assert r.returncode == 0, r.stderr
+    assert phone.serial in r.stdout and "ADB simulator (deploytool test double)" in r.stdout
+    assert "arm64-v8a" in r.stdout and "ready" in r.stdout.lower()
