@@ -1,0 +1,257 @@
+"""`Chromium`: one headless Debian Chromium driven by Playwright, as a device
+the web runtime runs models on. It launches the system binary (never a
+Playwright browser download), keeps it off the network except 127.0.0.1,
+describes itself (version, user agent, wasm SIMD/threads, cross-origin
+isolation), measures its renderer's peak RSS, and on close makes sure every
+process it started is gone. It knows nothing about models or the harness page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from deploytool.errors import HarnessMissing
+
+ENV_EXECUTABLE = "DEPLOYTOOL_CHROMIUM"
+# The real binary first: the /usr/bin/chromium wrapper adds Debian's flags and
+# extensions, which we do not want in a measurement.
+DEFAULT_EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
+
+CHROMIUM_FLAGS = (
+    "--no-sandbox",  # we run as root in a container; the sandbox needs user namespaces
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+    "--enable-precise-memory-info",  # performance.memory otherwise rounds and delays
+    "--disable-dev-shm-usage",
+    # Nothing but the harness server may be reached, even by accident.
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+)
+
+# What the page can say about itself; run in any page of the harness origin.
+_DESCRIBE_JS = """() => {
+  const simd = WebAssembly.validate(new Uint8Array([0,97,115,109,1,0,0,0,1,5,1,96,0,1,123,3,2,1,0,10,10,1,8,0,65,0,253,15,253,98,11]));
+  return {
+    user_agent: navigator.userAgent,
+    cross_origin_isolated: self.crossOriginIsolated === true,
+    wasm_simd: simd,
+    wasm_threads: typeof SharedArrayBuffer === 'function' && self.crossOriginIsolated === true,
+    hardware_concurrency: navigator.hardwareConcurrency,
+  };
+}"""
+
+
+def find_chromium() -> Path:
+    """The Chromium executable: $DEPLOYTOOL_CHROMIUM, else Debian's binary."""
+    env = os.environ.get(ENV_EXECUTABLE)
+    if env:
+        p = Path(env)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise HarnessMissing(f"{ENV_EXECUTABLE}={env} is not an executable file: point it at a "
+                             f"Chromium binary, or unset it and run `make setup` (apt-get install chromium)")
+    for cand in DEFAULT_EXECUTABLES:
+        if Path(cand).is_file() and os.access(cand, os.X_OK):
+            return Path(cand)
+    found = shutil.which("chromium")
+    if found:
+        return Path(found)
+    raise HarnessMissing("Chromium is not installed (looked in "
+                         f"{', '.join(DEFAULT_EXECUTABLES)}): run `make setup` "
+                         f"(apt-get install chromium) or set {ENV_EXECUTABLE}")
+
+
+def _status_kib(pid: int, field: str) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+class Chromium:
+    """A headless Chromium with one life: `launch()`, `new_page()`, `close()`."""
+
+    def __init__(self, executable: Path | str | None = None, extra_args: tuple[str, ...] = ()):
+        self.executable = Path(executable) if executable else find_chromium()
+        self.extra_args = tuple(extra_args)
+        self.launch_ms: float | None = None
+        self._pw: Any = None
+        self._browser: Any = None
+        self._context: Any = None
+        # psutil.Process objects, not bare pids: they refuse to signal a pid
+        # that was reused by another process after ours died.
+        self._procs: dict[int, Any] = {}
+        self._browser_pid: int | None = None
+
+    # life cycle
+    def launch(self) -> "Chromium":
+        import psutil
+        from playwright.sync_api import sync_playwright
+
+        me = psutil.Process()
+        before = {p.pid for p in me.children(recursive=True)}
+        t0 = time.perf_counter()
+        self._pw = sync_playwright().start()
+        try:
+            self._browser = self._pw.chromium.launch(
+                executable_path=str(self.executable),
+                headless=True,
+                args=list(CHROMIUM_FLAGS + self.extra_args),
+            )
+        except Exception:
+            self._pw.stop()
+            self._pw = None
+            raise
+        self.launch_ms = (time.perf_counter() - t0) * 1e3
+        self._browser_pid = self._find_browser_pid(me, before)
+        self._refresh_pids()
+        self._context = self._browser.new_context()
+        return self
+
+    def _find_browser_pid(self, me: Any, before: set[int]) -> int | None:
+        import psutil
+
+        exe = os.path.realpath(self.executable)
+        for p in me.children(recursive=True):
+            if p.pid in before:
+                continue
+            try:
+                cmd = p.cmdline()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if cmd and os.path.realpath(cmd[0]) == exe and not any(a.startswith("--type=") for a in cmd):
+                return p.pid
+        return None
+
+    def _refresh_pids(self) -> None:
+        """Remember every Chromium process of ours, so close() can reap them all."""
+        import psutil
+
+        if self._browser_pid is None:
+            return
+        try:
+            root = psutil.Process(self._browser_pid)
+            for p in [root, *root.children(recursive=True)]:
+                self._procs.setdefault(p.pid, p)
+        except psutil.NoSuchProcess:
+            pass
+
+    def new_page(self) -> Any:
+        if self._context is None:
+            raise RuntimeError("launch() the browser first")
+        page = self._context.new_page()
+        self._refresh_pids()
+        return page
+
+    def close(self) -> None:
+        """Close the browser and make sure none of its processes outlive it."""
+        import psutil
+
+        self._refresh_pids()
+        try:
+            if self._browser is not None:
+                self._browser.close()
+        except Exception:  # a crashed or hung browser: the reaping below handles it
+            pass
+        finally:
+            self._browser = self._context = None
+            try:
+                if self._pw is not None:
+                    self._pw.stop()
+            except Exception:
+                pass
+            self._pw = None
+        # A zombie is dead (no memory, no threads): only its parent, which
+        # after the driver exits is init, still has to reap it. Waiting for
+        # init would cost a second per run for nothing.
+        if self._wait_all_gone(3.0):
+            return
+        for pid in self.alive_process_ids():
+            try:
+                self._procs[pid].kill()
+            except psutil.NoSuchProcess:
+                pass
+        self._wait_all_gone(3.0)
+
+    def _wait_all_gone(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.alive_process_ids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def __enter__(self) -> "Chromium":
+        return self.launch()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # facts
+    @property
+    def version(self) -> str:
+        return self._browser.version if self._browser is not None else ""
+
+    @property
+    def process_ids(self) -> set[int]:
+        """Every Chromium process seen so far (browser, renderers, GPU, utility)."""
+        self._refresh_pids()
+        return set(self._procs)
+
+    def alive_process_ids(self) -> set[int]:
+        """Processes of ours that still run (zombies count as gone)."""
+        import psutil
+
+        alive = set()
+        for pid, p in self._procs.items():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.add(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def describe(self, page: Any) -> dict[str, Any]:
+        """Version, user agent, wasm SIMD/threads availability, isolation."""
+        facts = dict(page.evaluate(_DESCRIBE_JS))
+        facts["browser"] = "chromium"
+        facts["browser_version"] = self.version
+        facts["executable"] = str(self.executable)
+        facts["headless"] = True
+        return facts
+
+    def _peak_rss_of(self, process_type: str) -> int | None:
+        import psutil
+
+        self._refresh_pids()
+        peak = None
+        for pid, p in self._procs.items():
+            try:
+                cmd = p.cmdline()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if f"--type={process_type}" not in cmd:
+                continue
+            kib = _status_kib(pid, "VmHWM")
+            if kib is not None:
+                peak = max(peak or 0, kib * 1024)
+        return peak
+
+    def renderer_peak_rss_bytes(self) -> int | None:
+        """Largest VmHWM among renderer processes (the page's renderer is the
+        biggest; a spare renderer may also exist). None if none is alive."""
+        return self._peak_rss_of("renderer")
+
+    def gpu_process_peak_rss_bytes(self) -> int | None:
+        """VmHWM of the GPU process, where WebGL runs (SwiftShader here)."""
+        return self._peak_rss_of("gpu-process")

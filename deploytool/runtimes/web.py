@@ -1,0 +1,469 @@
+"""The web runtime: run one artifact on the whole test set in headless Chromium
+(TF.js graph models on the wasm, cpu or webgl backend; ONNX on onnxruntime-web;
+TFLite on tfjs-tflite) and return the same `Outputs` as every other runtime.
+
+One browser and one harness server per `load()`/`close()`. Tensors move as raw
+bytes over the loopback HTTP server (inputs written to the run's data dir and
+fetched by the page, outputs and latencies POSTed back); `page.evaluate`
+carries only small JSON. Full-int8 TFLite I/O is quantized and dequantized
+here with `tflite_io`, as on every other TFLite target. A fault in the page
+(an error, a crashed renderer, a model the browser cannot load, a run past
+`timeout_s`) closes the browser and becomes `StageFailed` with the browser's
+own message. This module must not compare outputs or touch the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote, unquote
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
+from deploytool.runtimes.base import Outputs, Runtime
+
+ENV_HARNESS_DIR = "DEPLOYTOOL_WEB_HARNESS"
+BACKENDS = ("wasm", "cpu", "webgl")
+DEFAULT_THREADS = 1
+OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size")
+
+# npm package -> file the harness needs from it (a missing one means `npm ci` did not run)
+_LIBRARY_FILES = {
+    "@tensorflow/tfjs": "dist/tf.min.js",
+    "@tensorflow/tfjs-backend-wasm": "dist/tf-backend-wasm.min.js",
+    "@tensorflow/tfjs-backend-webgl": "package.json",
+    "@tensorflow/tfjs-tflite": "dist/tf-tflite.min.js",
+    "onnxruntime-web": "dist/ort.wasm.min.js",
+}
+
+
+def harness_dir() -> Path:
+    """web_harness/: $DEPLOYTOOL_WEB_HARNESS, else the one beside the package."""
+    env = os.environ.get(ENV_HARNESS_DIR)
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "web_harness"
+
+
+def check_harness(root: Path | None = None) -> Path:
+    """The harness dir, or HarnessMissing saying how to install it."""
+    root = root or harness_dir()
+    if not (root / "index.html").is_file() or not (root / "harness.js").is_file():
+        raise HarnessMissing(f"the web harness page is missing in {root}: "
+                             f"set {ENV_HARNESS_DIR} to the repository's web_harness/ folder")
+    missing = [pkg for pkg, f in _LIBRARY_FILES.items() if not (root / "node_modules" / pkg / f).is_file()]
+    if missing:
+        raise HarnessMissing(f"{root}/node_modules lacks {', '.join(missing)}: "
+                             f"run `make setup` (cd web_harness && npm ci)")
+    return root
+
+
+def library_versions(root: Path) -> dict[str, str]:
+    out = {}
+    for pkg in _LIBRARY_FILES:
+        try:
+            out[pkg] = json.loads((root / "node_modules" / pkg / "package.json").read_text())["version"]
+        except (OSError, ValueError, KeyError):
+            out[pkg] = ""
+    return out
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    text = str(text).split("Call log:")[0]
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class WebRuntime(Runtime):
+    """Runs an artifact in headless Chromium. Options:
+
+    backend: "wasm" (default), "cpu" or "webgl" — TF.js graph models only;
+      ONNX runs on onnxruntime-web's wasm and TFLite on tfjs-tflite's wasm.
+    threads: wasm threads, always set explicitly in the page (default 1).
+    warmup_runs: untimed batch-1 runs after the first inference (default 10).
+    latency_samples: how many samples to time at batch 1 (default: all).
+    batch_size: batch for the whole-set run that gives outputs and throughput
+      (default 64; 1 for models whose batch dimension is fixed).
+    timeout_s: limit for loading and for running, each (default 600).
+
+    Memory figures, each named for what it measured: renderer_peak_rss_bytes
+    (VmHWM of the Chromium renderer), js_heap_used_bytes (performance.memory:
+    JS objects and ArrayBuffers, not wasm memory), wasm_memory_bytes (the
+    runtime's wasm heap, where the library exposes it), tfjs_tensor_bytes
+    (tf.memory()), gpu_process_peak_rss_bytes (webgl: SwiftShader's process).
+    """
+
+    name = "web"
+    formats = ("tfjs_graph", "onnx", "tflite")
+    in_process = False
+
+    def __init__(self, **options: Any):
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise UnknownOption(f"web runtime has no option {', '.join(unknown)}; "
+                                f"options are {', '.join(OPTIONS)}")
+        super().__init__(**options)
+
+        def opt(name: str, default: Any) -> Any:  # None means "the default", as from the CLI
+            value = options.get(name)
+            return default if value is None else value
+
+        self.backend = str(opt("backend", "wasm"))
+        if self.backend not in BACKENDS:
+            raise UnknownOption(f"unknown web backend {self.backend!r}; backends are {', '.join(BACKENDS)}")
+        self.threads = int(opt("threads", DEFAULT_THREADS))
+        self.warmup_runs = int(opt("warmup_runs", 10))
+        ls = options.get("latency_samples")
+        self.latency_samples = None if ls is None else int(ls)
+        self.batch_size = int(opt("batch_size", 64))
+        self.timeout_s = float(opt("timeout_s", 600.0))
+        if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
+                or (self.latency_samples is not None and self.latency_samples < 1):
+            raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
+                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
+        self._browser: Any = None
+        self._server: Any = None
+        self._page: Any = None
+        self._data_dir: Path | None = None
+        self._root: Path | None = None
+        self._facts: dict[str, Any] = {}
+        self._timings_ms: dict[str, float] = {}
+        self._io: tuple[list, list] | None = None  # TFLite tensor quantization
+        self._external_data: list[dict[str, str]] = []  # ONNX weights kept beside the model
+        self._console_errors: list[str] = []
+        self._crashed = False
+        # Every Chromium process of the last browser, kept after close so a
+        # caller can check that none outlived it.
+        self.last_process_ids: set[int] = set()
+
+    # ---- load
+    def _load(self, artifact: Artifact) -> None:
+        from deploytool.devices.browser import Chromium, find_chromium
+
+        t_start = time.perf_counter()
+        if artifact.format != "tfjs_graph" and self.backend != "wasm":
+            raise StageFailed("unsupported", f"backend={self.backend} applies to TF.js models only; "
+                                             f"{artifact.format} models run on wasm in the browser")
+        self._root = check_harness()
+        executable = find_chromium()
+        model_route, model_url = self._model_route(artifact)
+        if artifact.format == "tflite":
+            self._io = self._tflite_io(artifact)
+        try:
+            from deploytool.devices.harness_server import HarnessServer, library_routes
+
+            self._data_dir = Path(tempfile.mkdtemp(prefix="deploytool-web-"))
+            routes = library_routes(self._root)
+            routes.update(model_route)
+            routes["/data/"] = self._data_dir
+            self._server = HarnessServer(routes).start()
+            self._browser = Chromium(executable).launch()
+            self._timings_ms["browser_launch"] = self._browser.launch_ms
+            t0 = time.perf_counter()
+            self._page = self._browser.new_page()
+            self._watch(self._page)
+            self._page.goto(f"{self._server.origin}/index.html", wait_until="load",
+                            timeout=self.timeout_s * 1e3)
+            self._timings_ms["page_open"] = (time.perf_counter() - t0) * 1e3
+            self._facts = self._browser.describe(self._page)
+            cfg = {"format": artifact.format, "backend": self.backend, "threads": self.threads,
+                   "modelUrl": model_url, "sampleShape": list(artifact.input_shape),
+                   "inputDtype": self._input_dtype(), "externalData": self._external_data}
+            facts = self._job("load", cfg)
+        except BaseException as e:
+            self._teardown()
+            if isinstance(e, StageFailed):
+                raise
+            if _is_playwright_error(e):
+                raise StageFailed(*self._classify(e)) from e
+            raise
+        self._facts.update(facts)
+        for k in ("library_load_ms", "backend_init_ms", "model_load_ms"):
+            self._timings_ms[k[:-3]] = float(facts.get(k) or 0.0)
+        self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
+
+    def _model_route(self, artifact: Artifact) -> tuple[dict[str, Path], str]:
+        path = Path(artifact.path)
+        if artifact.format == "tfjs_graph":
+            folder = path.parent if path.is_file() else path
+            if not (folder / "model.json").is_file():
+                raise StageFailed("runtime_failed", f"no model.json in {folder}: not a TF.js graph model")
+            return {"/model/": folder}, "/model/model.json"
+        if not path.is_file():
+            raise StageFailed("runtime_failed", f"model file {path} does not exist")
+        name = "model." + ("onnx" if artifact.format == "onnx" else "tflite")
+        routes = {f"/model/{name}": path}
+        self._external_data = []
+        if artifact.format == "onnx":
+            for location in _onnx_external_data(path):
+                # Served under its own relative name: the page tells
+                # onnxruntime-web where each external file is.
+                url = "/model/" + quote(location)
+                routes[unquote(url)] = path.parent / location
+                self._external_data.append({"path": location, "data": url})
+        return routes, f"/model/{name}"
+
+    def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
+        from deploytool.runtimes.tflite_io import read_io
+
+        try:
+            ins, outs = read_io(str(artifact.path))
+        except Exception as e:  # a file LiteRT cannot read will not load in the page either
+            raise StageFailed("runtime_failed", f"cannot read TFLite model: {_one_line(e)}") from e
+        if len(ins) != 1 or len(outs) != 1:
+            raise StageFailed("unsupported", f"the TFLite model has {len(ins)} inputs and {len(outs)} "
+                                             "outputs; the web harness runs single-input single-output models")
+        if ins[0].dtype not in ("float32", "int8", "uint8"):
+            raise StageFailed("unsupported", f"TFLite input type {ins[0].dtype} is not supported in the web harness")
+        return ins, outs
+
+    def _input_dtype(self) -> str:
+        return self._io[0][0].dtype if self._io else "float32"
+
+    # ---- run
+    def _run(self, inputs: np.ndarray) -> Outputs:
+        if self._page is None:
+            raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
+        n = len(inputs)
+        try:
+            t0 = time.perf_counter()
+            data = self._io[0][0].quantize(inputs) if self._io else inputs
+            np.ascontiguousarray(data).tofile(self._data_dir / "inputs.bin")
+            write_ms = (time.perf_counter() - t0) * 1e3
+            self._server.clear_results()
+            cfg = {"inputsUrl": "/data/inputs.bin", "n": n, "inputDtype": self._input_dtype(),
+                   "warmupRuns": self.warmup_runs, "latencySamples": self.latency_samples,
+                   "batchSize": self.batch_size}
+            t_run = time.perf_counter()
+            res = self._job("run", cfg)
+            run_ms = (time.perf_counter() - t_run) * 1e3
+            t1 = time.perf_counter()
+            outputs, latency = self._collect(res, n)
+            collect_ms = (time.perf_counter() - t1) * 1e3
+            memory = self._memory(res)
+        except BaseException as e:
+            self._teardown()
+            if isinstance(e, StageFailed):
+                raise
+            if _is_playwright_error(e):
+                raise StageFailed(*self._classify(e)) from e
+            raise
+        timings = dict(self._timings_ms)
+        timings.update(inputs_write=write_ms, inputs_fetch=res["inputs_fetch_ms"],
+                       inference=res["inference_ms"], results_post=res["results_post_ms"],
+                       results_collect=collect_ms, page_run=res["page_run_ms"], run_total=run_ms)
+        env, notes = self._environment(res, timings)
+        whole_s = res["whole_set_ms"] / 1e3
+        return Outputs(
+            outputs=outputs,
+            latency_ms=latency,
+            memory_bytes=memory,
+            load_ms=float(self._facts.get("load_ms", 0.0)),
+            first_inference_ms=float(res["first_inference_ms"]),
+            throughput_sps=(n / whole_s) if whole_s > 0 else None,
+            environment=env,
+            notes=notes,
+        )
+
+    def _collect(self, res: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+        raw_out = self._server.take_result("outputs")
+        raw_lat = self._server.take_result("latency")
+        if raw_out is None or raw_lat is None:
+            raise StageFailed("runtime_failed", "the page finished without posting its results")
+        k = int(res["num_outputs"])
+        out = np.frombuffer(raw_out, dtype=np.float32)
+        if out.size != n * k:
+            raise StageFailed("runtime_failed", f"the page posted {out.size} output values, expected {n} x {k}")
+        out = out.reshape(n, k)
+        if self._io:
+            out = self._io[1][0].dequantize(out)
+        expected = self.artifact.num_outputs if self.artifact else k
+        if k != expected:
+            raise StageFailed("runtime_failed", f"the model gives {k} outputs per sample in the browser, "
+                                                f"the artifact says {expected}")
+        latency = np.frombuffer(raw_lat, dtype=np.float64).copy()
+        return np.ascontiguousarray(out, dtype=np.float32), latency
+
+    def _memory(self, res: dict[str, Any]) -> dict[str, float]:
+        mem: dict[str, float] = {}
+        rss = self._browser.renderer_peak_rss_bytes()
+        if rss is not None:
+            mem["renderer_peak_rss_bytes"] = float(rss)
+        if self._facts.get("backend") == "webgl":
+            gpu = self._browser.gpu_process_peak_rss_bytes()
+            if gpu is not None:
+                mem["gpu_process_peak_rss_bytes"] = float(gpu)
+        if res.get("js_heap_used_bytes"):
+            mem["js_heap_used_bytes"] = float(res["js_heap_used_bytes"])
+        if res.get("wasm_memory_bytes"):
+            mem["wasm_memory_bytes"] = float(res["wasm_memory_bytes"])
+        if res.get("tfjs_tensor_bytes") is not None:
+            mem["tfjs_tensor_bytes"] = float(res["tfjs_tensor_bytes"])
+        return mem
+
+    def _environment(self, res: dict[str, Any], timings: dict[str, float]) -> tuple[dict[str, Any], list[str]]:
+        f = self._facts
+        versions = library_versions(self._root) if self._root else {}
+        library = f.get("library", "")
+        env: dict[str, Any] = {
+            "target": "web",
+            "browser": "chromium",
+            "browser_version": f.get("browser_version", ""),
+            "user_agent": f.get("user_agent", ""),
+            "headless": True,
+            "runtime": library,
+            "runtime_version": f.get("library_version") or versions.get(library, ""),
+            "backend": f.get("backend", ""),
+            "threads": f.get("threads"),
+            "threads_requested": self.threads,
+            "wasm_simd_available": f.get("wasm_simd"),
+            "wasm_threads_available": f.get("wasm_threads"),
+            "cross_origin_isolated": f.get("cross_origin_isolated"),
+            "hardware_concurrency": f.get("hardware_concurrency"),
+            "warmup_runs": self.warmup_runs,
+            "latency_samples": res.get("latency_samples"),
+            "whole_set_batch_size": res.get("batch_size"),
+            "npm_versions": versions,
+            "timings_ms": {k: round(float(v), 3) for k, v in timings.items()},
+        }
+        for k in ("wasm_simd_used", "wasm_threaded_build", "input_type", "output_type"):
+            if k in f:
+                env[k] = f[k]
+        notes: list[str] = []
+        threads = f.get("threads")
+        if f.get("backend") == "wasm" and threads is not None and threads != self.threads:
+            # tfjs-backend-wasm 4.22 ignores setThreadsCount (tensorflow/tfjs#8513):
+            # say what ran, not what was asked.
+            notes.append(f"{library} ran {threads} wasm thread(s) although {self.threads} were requested")
+        if f.get("backend") == "webgl":
+            renderer = f.get("webgl_renderer") or "unknown"
+            env["webgl_renderer"] = renderer
+            if "swiftshader" in renderer.lower():
+                env["gpu"] = "none: SwiftShader (software WebGL on the CPU)"
+                notes.append(f"webgl ran on SwiftShader, a software renderer on the CPU ({renderer}); "
+                             "its latency is not a GPU's")
+            else:
+                env["gpu"] = renderer
+        if self._io and self._io[0][0].quantized:
+            notes.append("int8 model I/O: inputs quantized and outputs dequantized with the tensors' "
+                         "scale/zero point in Python")
+        return env, notes
+
+    # ---- the page
+    def _watch(self, page: Any) -> None:
+        def note(text: str) -> None:
+            text = str(text).strip()
+            if text and len(self._console_errors) < 5:  # the first ones are the causes
+                self._console_errors.append(_one_line(text, 300))
+
+        def on_console(msg: Any) -> None:
+            # TFLite's wasm runtime prints its real reasons ("Didn't find op
+            # for builtin opcode ...") as warnings that start with ERROR.
+            if msg.type == "error" or (msg.type == "warning" and msg.text.lstrip().startswith("ERROR")):
+                note(msg.text)
+
+        def on_crash(_: Any) -> None:
+            self._crashed = True
+
+        page.on("console", on_console)
+        page.on("pageerror", note)
+        page.on("crash", on_crash)
+
+    def _job(self, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        page = self._page
+        page.evaluate("([k, c]) => window.harness.start(k, c)", [kind, cfg])
+        try:
+            page.wait_for_function("() => window.harness.job && window.harness.job.done",
+                                   timeout=self.timeout_s * 1e3, polling=20)
+        except PlaywrightTimeout as e:
+            raise StageFailed("timeout", f"the browser did not finish the {kind} within "
+                                         f"timeout_s={self.timeout_s:g}") from e
+        job = page.evaluate("() => window.harness.job")
+        if not job.get("ok"):
+            reason = f"browser: {_one_line(job.get('error') or 'unknown error')}"
+            extra = [m for m in self._console_errors if m and m not in reason]
+            if extra:
+                reason += f" (console: {'; '.join(extra[:2])})"
+            raise StageFailed("runtime_failed", _one_line(reason))
+        return job["result"]
+
+    def _classify(self, e: BaseException) -> tuple[str, str]:
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        msg = _one_line(e)
+        if isinstance(e, PlaywrightTimeout):
+            return "timeout", f"browser: {msg}"
+        if self._crashed or "crash" in msg.lower():
+            return "runtime_failed", f"the browser's renderer crashed: {msg}"
+        return "runtime_failed", f"browser: {msg}"
+
+    # ---- close
+    def _teardown(self) -> None:
+        browser, server, data_dir = self._browser, self._server, self._data_dir
+        self._browser = self._server = self._page = None
+        self._data_dir = None
+        try:
+            if browser is not None:
+                self.last_process_ids = browser.process_ids
+                browser.close()
+        finally:
+            if server is not None:
+                server.stop()
+            if data_dir is not None:
+                shutil.rmtree(data_dir, ignore_errors=True)
+
+    def _close(self) -> None:
+        self._teardown()
+
+    @property
+    def browser_process_ids(self) -> set[int]:
+        """Chromium processes of the current browser (empty when closed)."""
+        return self._browser.process_ids if self._browser is not None else set()
+
+
+def _onnx_external_data(path: Path) -> list[str]:
+    """Relative names of the files an ONNX model keeps its weights in
+    (torch.onnx.export's default for dynamo=True writes `<name>.data`)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise StageFailed("runtime_failed", f"cannot read ONNX model {path.name}: {_one_line(e)}") from e
+    graphs, locations = [model.graph], []
+    while graphs:
+        g = graphs.pop()
+        tensors = list(g.initializer)
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensors.append(a.t)
+                if a.HasField("g"):
+                    graphs.append(a.g)
+                graphs.extend(a.graphs)
+        for t in tensors:
+            if t.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            loc = {e.key: e.value for e in t.external_data}.get("location", "")
+            pure = PurePosixPath(loc)
+            if not loc or pure.is_absolute() or ".." in pure.parts or not (path.parent / loc).is_file():
+                raise StageFailed("runtime_failed", f"ONNX model {path.name} names external data {loc!r}, "
+                                                    "which is not a file beside it")
+            if loc not in locations:
+                locations.append(loc)
+    return locations
+
+
+def _is_playwright_error(e: BaseException) -> bool:
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+    except ImportError:
+        return False
+    return isinstance(e, PlaywrightError)

@@ -1,0 +1,297 @@
+"""The web target for real: Debian's Chromium driven by Playwright runs tiny
+models converted with the real converters (tensorflowjs, tf2onnx,
+TFLiteConverter) in every in-browser runtime and backend, and the outputs are
+checked against the Keras model's own. Also: the harness server's roots and
+loopback binding, and faults (a corrupt model, a timeout, a crashed renderer)
+becoming StageFailed with the browser closed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import shutil
+import socket
+
+import numpy as np
+import psutil
+import pytest
+
+import web_models
+from deploytool.devices.harness_server import HarnessServer
+from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
+from deploytool.runtimes.web import WebRuntime
+
+pytestmark = pytest.mark.browser
+
+FP32_MAX_ABS_DIFF = 1e-4
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return web_models.build(tmp_path_factory.mktemp("web_models"))
+
+
+def _assert_all_gone(pids: set[int]) -> None:
+    assert pids, "the runtime should have recorded its browser's processes"
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"Chromium processes outlived close(): {alive}"
+
+
+def _run(artifact, inputs, **options):
+    rt = WebRuntime(**options)
+    try:
+        rt.load(artifact)
+        out = rt.run(inputs)
+    finally:
+        rt.close()
+    _assert_all_gone(rt.last_process_ids)
+    return out
+
+
+def _check_common(out, n, backend, threads):
+    env = out.environment
+    assert out.outputs.shape == (n, web_models.NUM_CLASSES) and out.outputs.dtype == np.float32
+    assert out.latency_ms.shape == (n,)
+    assert np.all(np.isfinite(out.latency_ms)) and np.all(out.latency_ms > 0)
+    assert out.load_ms > 0 and out.first_inference_ms > 0 and out.throughput_sps > 0
+    assert out.memory_bytes["renderer_peak_rss_bytes"] > 20e6  # a real renderer, not a guess
+    assert out.memory_bytes["js_heap_used_bytes"] > 0
+    assert env["browser_version"].split(".")[0].isdigit()
+    assert "Chrome/" in env["user_agent"]
+    # COOP/COEP from the server make the page cross-origin isolated, which is
+    # what enables wasm threads.
+    assert env["cross_origin_isolated"] is True
+    assert env["wasm_threads_available"] is True
+    assert env["wasm_simd_available"] is True
+    assert env["backend"] == backend
+    assert env["threads_requested"] == threads
+    if env["threads"] != threads:
+        # What ran is reported, and the difference is said in the notes.
+        assert 1 <= env["threads"] < threads
+        assert any(f"{env['threads']} wasm thread(s) although {threads}" in n for n in out.notes)
+    t = env["timings_ms"]
+    assert t["browser_launch"] > 0 and t["inference"] > 0 and t["inputs_fetch"] >= 0
+
+
+def _check_fp32(out, models):
+    diff = np.abs(out.outputs - models.keras_outputs).max()
+    assert diff < FP32_MAX_ABS_DIFF, f"max abs diff {diff:g} vs Keras"
+    assert np.array_equal(out.outputs.argmax(1), models.keras_outputs.argmax(1))
+
+
+@pytest.mark.parametrize("backend, threads", [("wasm", 2), ("cpu", 1), ("webgl", 1)])
+def test_tfjs_graph_matches_keras(models, backend, threads):
+    out = _run(models.tfjs, models.inputs, backend=backend, threads=threads, warmup_runs=3)
+    _check_fp32(out, models)
+    _check_common(out, len(models.inputs), backend, threads)
+    assert out.environment["runtime"] == "@tensorflow/tfjs"
+    assert out.memory_bytes["tfjs_tensor_bytes"] > 0  # the weights live in tensors
+    if backend == "wasm":
+        assert out.environment["wasm_threaded_build"] is True
+        assert out.memory_bytes["wasm_memory_bytes"] >= 16 * 2**20
+    if backend == "webgl":
+        # No GPU here: the report must say the WebGL figures are SwiftShader's.
+        assert "SwiftShader" in out.environment["webgl_renderer"]
+        assert "SwiftShader" in out.environment["gpu"]
+        assert any("SwiftShader" in n for n in out.notes)
+        assert out.memory_bytes["gpu_process_peak_rss_bytes"] > 0
+
+
+def test_onnx_on_onnxruntime_web_matches_keras(models):
+    out = _run(models.onnx, models.inputs, threads=2, warmup_runs=3)
+    _check_fp32(out, models)
+    _check_common(out, len(models.inputs), "wasm", 2)
+    assert out.environment["runtime"] == "onnxruntime-web"
+    assert out.environment["whole_set_batch_size"] > 1  # tf2onnx keeps the batch free
+
+
+def test_nchw_onnx_from_torch_with_fixed_batch(models, tmp_path):
+    t = web_models.build_torch_onnx(tmp_path, models.inputs)
+    # torch.onnx.export (dynamo) keeps the weights in a file beside the model:
+    # the page must hand it to onnxruntime-web as external data.
+    assert (tmp_path / "torch_model.onnx.data").is_file()
+    out = _run(t.onnx, t.inputs, warmup_runs=3)
+    assert np.abs(out.outputs - t.torch_outputs).max() < FP32_MAX_ABS_DIFF
+    assert np.array_equal(out.outputs.argmax(1), t.torch_outputs.argmax(1))
+    assert out.environment["whole_set_batch_size"] == 1  # the model's batch is fixed at 1
+    assert out.latency_ms.shape == (len(t.inputs),)
+
+
+def test_tflite_on_tfjs_tflite_matches_keras(models):
+    out = _run(models.tflite, models.inputs, warmup_runs=3)
+    _check_fp32(out, models)
+    _check_common(out, len(models.inputs), "tflite-wasm", 1)
+    assert out.environment["runtime"] == "@tensorflow/tfjs-tflite"
+
+
+def test_tflite_int8_io_is_quantized_and_dequantized(models):
+    out = _run(models.tflite_int8, models.inputs, warmup_runs=3)
+    _check_common(out, len(models.inputs), "tflite-wasm", 1)
+    assert out.environment["input_type"] == "int8" and out.environment["output_type"] == "int8"
+    # Against the same int8 model on the host's LiteRT: the same integer
+    # arithmetic, so at most one quantization step apart.
+    from deploytool.runtimes.tflite_io import read_io
+
+    scale = read_io(str(models.tflite_int8.path))[1][0].scale
+    host = web_models.litert_outputs(models.tflite_int8, models.inputs)
+    assert np.abs(out.outputs - host).max() <= scale + 1e-6
+    # Against Keras: quantization error only. Had the int8 outputs not been
+    # dequantized they would be integers in [-128, 127], far outside this.
+    assert np.abs(out.outputs - models.keras_outputs).max() < 0.1
+    assert (out.outputs.argmax(1) == models.keras_outputs.argmax(1)).mean() >= 0.95
+
+
+def _get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes, dict]:
+    # http.client sends the path as given: no client-side normalisation of "..".
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read(), {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_server_serves_only_its_roots_on_loopback(tmp_path):
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    (root / "inputs.bin").write_bytes(b"\x01\x02\x03")
+    (root / "kernel.wasm").write_bytes(b"\x00asm\x01\x00\x00\x00")
+    (root / ".hidden").write_text("hidden")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET")
+    (root / "link.txt").symlink_to(secret)
+    (root / "sub" / "uplink").symlink_to(tmp_path)
+    page = tmp_path / "index.html"
+    page.write_text("<p>hi</p>")
+
+    with HarnessServer({"/data/": root, "/index.html": page}) as srv:
+        host, port = srv.address
+        assert host == "127.0.0.1"
+        listening = [c for c in psutil.net_connections(kind="tcp")
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+        assert [c.laddr.ip for c in listening] == ["127.0.0.1"]
+        # Another loopback address on the same port: nothing listens there.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.2", port), timeout=2).close()
+
+        status, body, headers = _get(port, "/data/inputs.bin")
+        assert (status, body) == (200, b"\x01\x02\x03")
+        assert headers["content-type"] == "application/octet-stream"
+        assert headers["cross-origin-opener-policy"] == "same-origin"
+        assert headers["cross-origin-embedder-policy"] == "require-corp"
+        status, _, headers = _get(port, "/data/kernel.wasm")
+        assert status == 200 and headers["content-type"] == "application/wasm"
+        assert _get(port, "/index.html")[2]["content-type"].startswith("text/html")
+
+        refused = [
+            "/data/../secret.txt",  # traversal
+            "/data/%2e%2e/secret.txt",  # encoded traversal
+            "/data/sub/../../secret.txt",
+            "/data//" + str(secret).lstrip("/"),  # absolute path after the prefix
+            "/data/link.txt",  # symlink out of the root
+            "/data/sub/uplink/secret.txt",  # symlinked directory out of the root
+            "/data/.hidden",
+            "/data/..%2fsecret.txt",
+            "/data/",  # no directory listings
+        ]
+        for path in refused:
+            status, body, _ = _get(port, path)
+            assert status == 403, (path, status)
+            assert b"SECRET" not in body
+        for path in (str(secret), "/secret.txt", "/", "/data/missing.bin"):
+            status, body, _ = _get(port, path)
+            assert status == 404, (path, status)
+            assert b"SECRET" not in body
+
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn.request("POST", "/results/outputs", body=b"\x00" * 1000)
+        assert conn.getresponse().status == 204
+        conn.close()
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn.request("POST", "/results/../x", body=b"x")
+        assert conn.getresponse().status == 403
+        conn.close()
+        assert srv.take_result("outputs") == b"\x00" * 1000
+        assert srv.requests_refused == len(refused) + 1
+
+
+def test_corrupt_model_becomes_stage_failed_and_browser_is_gone(models, tmp_path):
+    broken = tmp_path / "tfjs"
+    shutil.copytree(models.tfjs.path, broken)
+    (broken / "model.json").write_text('{"format": "graph-model", "modelTopology": ')
+    rt = WebRuntime(timeout_s=60)
+    with pytest.raises(StageFailed) as err:
+        rt.load(dataclasses.replace(models.tfjs, path=broken))
+    assert err.value.status == "runtime_failed"
+    assert err.value.reason.startswith("browser:")
+    assert "JSON" in err.value.reason  # the browser's own parse error
+    assert "\n" not in err.value.reason
+    _assert_all_gone(rt.last_process_ids)
+    rt.close()  # closing again is harmless
+
+
+def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
+    rt = WebRuntime(backend="cpu", warmup_runs=0, timeout_s=60)
+    rt.load(models.tfjs)
+    pids = rt.browser_process_ids
+    assert any(psutil.pid_exists(p) for p in pids)
+    rt.timeout_s = 0.2  # 20,000 samples on the cpu backend take seconds
+    x = np.repeat(models.inputs, 20_000 // len(models.inputs), axis=0)
+    with pytest.raises(StageFailed) as err:
+        rt.run(x)
+    assert err.value.status == "timeout"
+    assert "timeout_s=0.2" in err.value.reason
+    _assert_all_gone(rt.last_process_ids)
+    assert rt.last_process_ids >= pids
+    with pytest.raises(StageFailed):
+        rt.run(models.inputs)  # the browser is gone: a clean failure, not a hang
+    rt.close()
+
+
+def test_crashed_renderer_becomes_stage_failed(models):
+    rt = WebRuntime(timeout_s=60)
+    rt.load(models.onnx)
+    # A real crash: the renderer processes of our own browser die by SIGKILL.
+    killed = 0
+    for pid in rt.browser_process_ids:
+        try:
+            proc = psutil.Process(pid)
+            if "--type=renderer" in proc.cmdline():
+                proc.kill()
+                killed += 1
+        except psutil.NoSuchProcess:
+            pass
+    assert killed
+    with pytest.raises(StageFailed) as err:
+        rt.run(models.inputs)
+    assert err.value.status == "runtime_failed"
+    assert "crash" in err.value.reason.lower()
+    _assert_all_gone(rt.last_process_ids)
+    rt.close()
+
+
+def test_missing_pieces_are_typed_errors(models, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPLOYTOOL_CHROMIUM", str(tmp_path / "no-chromium"))
+    with pytest.raises(HarnessMissing, match="make setup"):
+        WebRuntime().load(models.onnx)
+    monkeypatch.delenv("DEPLOYTOOL_CHROMIUM")
+    page_only = tmp_path / "web_harness"
+    page_only.mkdir()
+    for f in ("index.html", "harness.js"):
+        (page_only / f).write_text("")
+    monkeypatch.setenv("DEPLOYTOOL_WEB_HARNESS", str(page_only))
+    with pytest.raises(HarnessMissing, match=r"make setup.*npm ci"):
+        WebRuntime().load(models.onnx)
+    with pytest.raises(UnknownOption):
+        WebRuntime(backend="webgpu")
+    with pytest.raises(UnknownOption):
+        WebRuntime(num_workers=3)
+
+
+def test_backend_option_applies_to_tfjs_only(models):
+    with pytest.raises(StageFailed) as err:
+        WebRuntime(backend="webgl").load(models.onnx)
+    assert err.value.status == "unsupported"
+    assert "wasm" in err.value.reason
