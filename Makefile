@@ -35,8 +35,11 @@ $(WEB_STAMP): web_harness/package-lock.json
 	cd web_harness && npm ci --no-audit --no-fund --loglevel=error
 	touch $(WEB_STAMP)
 
+# Exit 1 from migrate means it ran and found failing combinations (they are in
+# the report): the demo did its job. Exit 2 (a usage or setup problem) fails.
 demo: setup
-	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE)
+	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE); \
+	  rc=$$?; if [ $$rc -eq 1 ]; then echo "demo: some combinations fail (see the report above)"; fi; [ $$rc -le 1 ]
 
 test: setup
 	$(BIN)/python -m pytest tests

@@ -1,0 +1,53 @@
+"""Issue 4 through the pipeline: `deploytool migrate --target web --format all
+--quantize all` on LeNet-5 runs every TF.js, ONNX and TFLite row in headless
+Chromium; fp32 rows agree with the PC baseline on every sample; browser
+faults are rows with the browser's own message, never a crash of the run."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def web_run(lenet5_workspace):
+    from deploytool.migrate import MigrateRequest, migrate
+
+    ws, *_ = lenet5_workspace
+    req = MigrateRequest(model="lenet5", targets=("web",), latency_samples=200, run_id="web-all")
+    return migrate(req, ws.root, progress=False, log=lambda s: None)
+
+
+def test_every_format_runs_in_chromium(web_run):
+    rows = web_run.results
+    kinds = {(r.combo.framework, r.combo.format) for r in rows}
+    assert kinds == {("keras", "tflite"), ("keras", "tfjs"), ("keras", "onnx"), ("torch", "tflite"), ("torch", "onnx")}
+    for r in rows:
+        assert r.combo.target == "web" and r.combo.backend == "wasm"
+        assert r.status == "measured" or r.reason, r
+    measured = [r for r in rows if r.status == "measured"]
+    assert len(measured) >= len(rows) - 2, [(r.combo.label, r.reason) for r in rows if r.status != "measured"]
+    for r in measured:
+        env = r.details["environment"]
+        assert env["browser_version"] and env["user_agent"] and "threads" in env
+        assert r.metrics["p50_ms"] > 0 and r.details["memory_bytes"].get("renderer_peak_rss_bytes", 0) > 0
+
+
+def test_fp32_rows_agree_with_the_pc_baseline(web_run):
+    fp32 = [r for r in web_run.results if r.combo.quantize == "none"]
+    assert {r.combo.format for r in fp32} == {"tflite", "tfjs", "onnx"}
+    for r in fp32:
+        assert r.status == "measured", (r.combo.label, r.reason)
+        assert r.metrics["agreement"] == 1.0 and r.metrics["max_abs_error"] < 1e-4, r.combo.label
+
+
+def test_tfjs_weight_quantization_says_what_it_did(web_run):
+    uint8 = next(r for r in web_run.results if r.combo.format == "tfjs" and r.combo.quantize == "uint8")
+    assert uint8.status == "measured" and uint8.metrics["size_ratio"] < 0.5
+    assert uint8.metrics["accuracy_delta_points"] >= -1.0
+
+
+def test_report_marks_the_web_rows(web_run):
+    html = web_run.report_paths.html.read_text()
+    assert "Chrom" in html and "wasm" in html
