@@ -70,3 +70,6 @@ class StageFailed(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+    def __reduce__(self):  # noqa: ANN204 - it crosses process boundaries (the conversion worker)
+        return (StageFailed, (self.status, self.reason))

@@ -23,6 +23,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.baseline import Baseline, run_baseline
 from deploytool.compare import compare, primary_memory
+from deploytool.convert.isolated import IsolatedConverter
 from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError, DeploytoolError, StageFailed, UnknownOption
 from deploytool.provenance import PACKAGES, host_facts, package_version
@@ -224,8 +225,6 @@ class Pipeline:
 
     # -- one combination -----------------------------------------------------
     def convert_cached(self, src: Source, combo: Combo) -> Artifact:
-        from deploytool import convert
-
         calib = self.dataset.in_layout(self.calibration_set(), src.artifact.layout)
         key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
                            "calibration": self.calibration_sha256(),
@@ -235,8 +234,7 @@ class Pipeline:
         if meta.exists():
             return Artifact.load(meta)
         fresh_dir(out)
-        art = convert.convert(src.artifact, combo.format, combo.quantize, out, calib)
-        return art
+        return self.converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
 
     def calibration_sha256(self) -> str:
         if not hasattr(self, "_calibration_sha256"):
@@ -355,6 +353,7 @@ class Pipeline:
                      f"running the other {len(todo)}")
         in_runtimes = converting = 0.0
         bar = tqdm(todo, desc="migrate", unit="combo", disable=not self.progress, dynamic_ncols=True)
+        self.converter = IsolatedConverter(self.ws.root / "logs" / f"convert-{self.run_id}.log", self.req.timeout_s)
         try:
             for combo in bar:
                 bar.set_postfix_str(combo.label, refresh=True)
@@ -369,6 +368,7 @@ class Pipeline:
             raise
         finally:
             bar.close()
+            self.converter.close()
         self.store.finish_run(self.run_id)
         results = self.store.results_for(self.run_id)
         order = {keys[c]: i for i, c in enumerate(self.combos)}

@@ -1,0 +1,90 @@
+"""Conversions run in a child process: a converter killed mid-conversion (as
+the OOM killer does) or one past its timeout becomes that combination's
+result, and the next conversion gets a fresh worker and succeeds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from deploytool.convert.isolated import IsolatedConverter
+from deploytool.errors import StageFailed
+from tests.integration.tiny_models import build_keras
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_keras(tmp_path_factory.mktemp("tiny"), epochs=1)
+
+
+def _worker_pids() -> set[int]:
+    """Child processes that are conversion workers (not multiprocessing's resource tracker)."""
+    import psutil
+
+    pids = set()
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(c.cmdline()):
+                pids.add(c.pid)
+        except psutil.Error:
+            pass
+    return pids
+
+
+def test_a_killed_converter_is_a_result_and_the_next_one_works(tiny, tmp_path):
+    conv = IsolatedConverter(tmp_path / "convert.log")
+    try:
+        before = _worker_pids()
+
+        def kill_worker_when_busy() -> None:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                new = _worker_pids() - before
+                log = tmp_path / "convert.log"
+                if new and log.exists() and "--- convert" in log.read_text():
+                    time.sleep(0.3)  # inside the converter now
+                    for pid in new:
+                        os.kill(pid, signal.SIGKILL)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_worker_when_busy)
+        killer.start()
+        with pytest.raises(StageFailed) as e:
+            conv.convert(tiny.artifact, "tflite", "none", tmp_path / "a", tiny.x_train[:50])
+        killer.join()
+        assert e.value.status == "conversion_failed" and "killed by SIGKILL" in e.value.reason
+        art = conv.convert(tiny.artifact, "tflite", "none", tmp_path / "b", tiny.x_train[:50])
+        assert art.format == "tflite" and art.path.exists() and art.size_bytes > 0
+        # converter chatter went to the log, not to the user's terminal
+        assert "--- convert" in (tmp_path / "convert.log").read_text()
+    finally:
+        conv.close()
+    assert not (_worker_pids() - before)
+
+
+def test_a_conversion_past_its_timeout_is_stopped(tiny, tmp_path):
+    with IsolatedConverter(tmp_path / "convert.log", timeout_s=0.5) as conv:
+        with pytest.raises(StageFailed) as e:
+            conv.convert(tiny.artifact, "onnx", "none", tmp_path / "a", None)
+        assert e.value.status == "timeout" and "--timeout" in e.value.reason
+        conv.timeout_s = 300
+        art = conv.convert(tiny.artifact, "onnx", "none", tmp_path / "b", None)
+        assert art.format == "onnx"
+
+
+def test_converter_errors_keep_their_type_across_the_boundary(tiny, tmp_path):
+    broken = tmp_path / "broken.keras"
+    broken.write_bytes(b"not a zip")
+    from dataclasses import replace
+
+    with IsolatedConverter(tmp_path / "convert.log") as conv:
+        with pytest.raises(StageFailed) as e:
+            conv.convert(replace(tiny.artifact, path=broken), "tflite", "none", tmp_path / "a", None)
+    assert e.value.status == "conversion_failed" and "tf.lite.TFLiteConverter" in e.value.reason
