@@ -8,6 +8,7 @@ writes beside the user's file and never sees it change under it.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             import onnx
 
             m = onnx.load(str(path), load_external_data=False)
-            onnx.checker.check_model(m)
+            onnx.checker.check_model(str(path))  # by path: external weights are checked beside it
             inits = {i.name for i in m.graph.initializer}
             inputs = [i for i in m.graph.input if i.name not in inits]
             dims = [d.dim_value or None for d in inputs[0].type.tensor_type.shape.dim]
@@ -101,6 +102,20 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
     raise BadModelFile(f"{path}: unknown model format {fmt}")
 
 
+def _onnx_external_files(path: Path) -> list[str]:
+    """Files an ONNX model keeps its weights in (external data), relative to the model."""
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    names = {e.value for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+             for e in t.external_data if e.key == "location"}
+    for name in names:
+        if Path(name).is_absolute() or ".." in Path(name).parts or not (path.parent / name).is_file():
+            raise BadModelFile(f"{path}: its weights live in {name!r}, which is not a file beside the model; "
+                               "keep the external data file next to the .onnx")
+    return sorted(names)
+
+
 def _layout(dims: list[int | None], fmt: str, path: Path, wanted: str | None) -> str:
     if wanted:
         return wanted
@@ -132,12 +147,17 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     labels = opts.labels or tuple(str(i) for i in range(num_outputs))
     if len(labels) != num_outputs:
         raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
+    external = _onnx_external_files(path) if fmt == "onnx" else []
     digest = content_hash(path)
+    if external:  # the weights are part of the model's identity
+        digest = hashlib.sha256("".join([digest, *(content_hash(path.parent / n) for n in external)]).encode()).hexdigest()
     dest_dir = ws.root / "models" / f"user-{path.stem}-{digest[:12]}"
     dest = dest_dir / (path.name if path.is_file() else "saved_model")
     if not dest.exists():
         dest_dir.mkdir(parents=True, exist_ok=True)
         (shutil.copy2 if path.is_file() else shutil.copytree)(path, dest)
+        for name in external:
+            shutil.copy2(path.parent / name, dest_dir / name)
     per_sample = tuple(dims[1:])
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=per_sample,
                         num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},

@@ -160,3 +160,35 @@ def test_user_mistakes_exit_2_with_one_line(tmp_path):
         r = run_cli("migrate", *args, "--workspace", str(tmp_path / "ws"), "--quiet")
         lines = [line for line in r.stderr.splitlines() if line.strip()]
         assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, r.stderr)
+
+
+@pytest.mark.parametrize("kind", ["pt2", "onnx-nchw", "tflite"])
+def test_users_own_model_of_every_kind(lenet5_workspace, host_run, tmp_path, kind):
+    """A .pt2, an NCHW .onnx and a .tflite given as files: shape and layout are read from the model."""
+    import shutil
+
+    from deploytool.data import mnist
+
+    _, _, _, trained = lenet5_workspace
+    if kind == "pt2":
+        src = trained["torch"].get_artifact().path
+    else:
+        fmt = "onnx" if kind.startswith("onnx") else "tflite"
+        row = next(r for r in host_run.results if r.combo.framework == "torch" and r.combo.format == fmt
+                   and r.combo.quantize == "none")
+        src = next(p for p in __import__("pathlib").Path(row.details["artifact"]["path"]).parent.iterdir()
+                   if p.suffix in (".onnx", ".tflite"))
+    model = tmp_path / f"user{src.suffix}"
+    shutil.copy(src, model)
+    for extra in src.parent.glob("*.data"):  # ONNX external weights travel with the model
+        shutil.copy(extra, tmp_path / extra.name)
+    raw = mnist.load_bundled()
+    npz = tmp_path / "test.npz"
+    np.savez(npz, x=raw.x_test[:300, ..., None], y=raw.y_test[:300])
+    target_format = {"pt2": "onnx", "onnx-nchw": "onnx", "tflite": "tflite"}[kind]
+    r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
+                "--std", "0.3081", "--format", target_format, "--quantize", "none", "--workspace",
+                str(tmp_path / "ws"), "--quiet", "--latency-samples", "50")
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = [line for line in r.stdout.splitlines() if " host " in line]
+    assert len(row) == 1 and "100.00%" in row[0] and "pass" in row[0], r.stdout

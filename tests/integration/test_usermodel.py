@@ -1,0 +1,71 @@
+"""A user's own model file: what is read from the model (input shape, layout,
+outputs), what must be asked for, and that the file is copied whole (ONNX
+external weights included) into the workspace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deploytool.errors import BadModelFile, DataError, ShapeError
+from deploytool.usermodel import UserModelOptions, resolve
+from deploytool.workspace import Workspace
+
+
+def onnx_model(path, input_dims, external: bool = False):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    flat = int(np.prod(input_dims[1:]))
+    w = numpy_helper.from_array(np.random.default_rng(0).random((flat, 10)).astype(np.float32), "W")
+    shape = numpy_helper.from_array(np.array([-1, flat], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["f"]), helper.make_node("MatMul", ["f", "W"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, input_dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])], [w, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    if external:
+        onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=0)
+    else:
+        onnx.save(model, str(path))
+    return path
+
+
+def test_shape_layout_and_external_weights_are_read_from_the_model(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    spec, art = resolve(onnx_model(tmp_path / "m.onnx", [None, 28, 28, 1], external=True), UserModelOptions(), ws)
+    assert spec.input_shape == (28, 28, 1) and art.layout == "NHWC" and spec.num_classes == 10
+    assert sorted(p.name for p in art.path.parent.iterdir()) == ["artifact.json", "m.onnx", "m.onnx.data"]
+    spec, art = resolve(onnx_model(tmp_path / "n.onnx", [None, 3, 32, 32]), UserModelOptions(), ws)
+    assert spec.input_shape == (32, 32, 3) and art.layout == "NCHW"
+
+
+def test_what_cannot_be_inferred_is_asked_for(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    ambiguous = onnx_model(tmp_path / "a.onnx", [None, 3, 8, 3])
+    with pytest.raises(ShapeError, match="--layout"):
+        resolve(ambiguous, UserModelOptions(), ws)
+    spec, _ = resolve(ambiguous, UserModelOptions(layout="NCHW"), ws)
+    assert spec.input_shape == (8, 3, 3)
+    with pytest.raises(DataError, match="--labels names 2 classes"):
+        resolve(onnx_model(tmp_path / "b.onnx", [None, 8, 8, 1]), UserModelOptions(labels=("a", "b")), ws)
+    flat = onnx_model(tmp_path / "c.onnx", [None, 64])
+    with pytest.raises(ShapeError, match="4-D input"):
+        resolve(flat, UserModelOptions(), ws)
+
+
+def test_unsafe_and_unknown_files_are_refused(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    pickled = tmp_path / "model.pt"
+    pickled.write_bytes(b"\x80\x04anything")
+    with pytest.raises(BadModelFile, match="never loaded"):
+        resolve(pickled, UserModelOptions(), ws)
+    with pytest.raises(BadModelFile, match="no such model file"):
+        resolve(tmp_path / "missing.onnx", UserModelOptions(), ws)
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(BadModelFile, match="not a SavedModel"):
+        resolve(tmp_path / "dir", UserModelOptions(), ws)
+    broken = onnx_model(tmp_path / "e.onnx", [None, 8, 8, 1], external=True)
+    (tmp_path / "e.onnx.data").unlink()
+    with pytest.raises(BadModelFile):
+        resolve(broken, UserModelOptions(), ws)
