@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the user's screen
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow errors that matter raise; its log lines are noise here
     import warnings
 
     # Deprecation notices from inside TensorFlow/PyTorch/converters are not the user's to act on.

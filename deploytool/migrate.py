@@ -25,7 +25,7 @@ from deploytool.baseline import Baseline, run_baseline
 from deploytool.compare import compare, primary_memory
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.data import Dataset, load_dataset
-from deploytool.errors import DataError, DeploytoolError, StageFailed, UnknownOption
+from deploytool.errors import DataError, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed, UnknownOption
 from deploytool.provenance import PACKAGES, host_facts, package_version
 from deploytool.result import FINAL_STATUSES, Combo, Result
 from deploytool.runtimes import REGISTRY as RUNTIME_REGISTRY
@@ -197,6 +197,12 @@ class Pipeline:
         wants_android = any("android" in t or "all" in t for t in req.targets)
         self.devices = resolve_devices(req) if wants_android and with_devices else list(req.devices)
         self.combos = plan_matrix(req, self.spec, self.devices)
+        if with_devices and any(c.target == "web" for c in self.combos):
+            from deploytool.devices.browser import find_chromium
+            from deploytool.runtimes.web import check_harness
+
+            find_chromium()  # before anything runs: a missing browser is one line, not a column of failures
+            check_harness()
         if not self.combos:
             raise UnknownOption("the request names no combination to run; check --format/--quantize/--target")
         ident = {"spec": self.spec.content_hash(), "data": self.dataset.sha256, "request": req.describe()}
@@ -288,6 +294,8 @@ class Pipeline:
             if artifact is not None:
                 details["artifact"] = artifact.to_json()
             return Result(**base, status=e.status, reason=e.reason, details=details)
+        except (HarnessMissing, DeviceNotFound):
+            raise  # the machine lacks something every combination of this target needs: one line, exit 2
         except DeploytoolError as e:
             # A user-level problem confined to this combination (e.g. a device refusing one model).
             return Result(**base, status="error", reason=str(e), details=details)
@@ -363,7 +371,7 @@ class Pipeline:
                 result.details["stage_seconds"]["store"] = time.perf_counter() - t
                 in_runtimes += result.details["stage_seconds"].get("runtime", 0.0)
                 converting += result.details["stage_seconds"].get("convert", 0.0)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, DeploytoolError):
             self.store.finish_run(self.run_id, "interrupted")
             raise
         finally:

@@ -112,6 +112,9 @@ def _progress(total: int, desc: str, enabled: bool):  # noqa: ANN202
 
 
 def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):  # noqa: ANN202
+    from deploytool.quiet import import_tensorflow
+
+    import_tensorflow()
     import keras
 
     from deploytool import zoo

@@ -74,7 +74,9 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             ins, outs = read_io(str(path))
             return list(ins[0].shape), int(outs[0].shape[-1])
         if fmt in ("keras", "saved_model"):
-            import tensorflow as tf
+            from deploytool.quiet import import_tensorflow
+
+            tf = import_tensorflow()
 
             if fmt == "keras":
                 import keras

@@ -192,7 +192,7 @@ class AndroidRuntime(Runtime):
         raise HarnessMissing(
             f"TFLite's benchmark_model for {info.abi or 'this device'} is not installed: download {want} "
             f"(https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/{want}) "
-            f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-binary PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
+            f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-model PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
 
     # ---- run ----------------------------------------------------------
     def _run(self, inputs: np.ndarray) -> Outputs:

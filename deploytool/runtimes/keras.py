@@ -16,7 +16,9 @@ class KerasRuntime(Runtime):
     formats = ("keras", "saved_model")
 
     def _load(self, artifact: Artifact) -> None:
-        import tensorflow as tf
+        from deploytool.quiet import import_tensorflow
+
+        tf = import_tensorflow()
 
         try:
             if artifact.format == "keras":

@@ -227,6 +227,9 @@ def _checked_plan(arch: str, input_hwc, num_classes: int) -> tuple[Op, ...]:
 def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     """A keras.Model named `arch`: NHWC float32 input named "input", logits out."""
     plan = _checked_plan(arch, input_hwc, num_classes)
+    from deploytool.quiet import import_tensorflow
+
+    import_tensorflow()
     from deploytool.zoo import keras_models
 
     return keras_models.build(arch, plan, tuple(input_hwc))

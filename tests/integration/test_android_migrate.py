@@ -49,3 +49,13 @@ def test_devices_command_lists_the_phone_and_its_state(phone):  # noqa: F811
     assert r.returncode == 0, r.stderr
     assert phone.serial in r.stdout and "ADB simulator (deploytool test double)" in r.stdout
     assert "arm64-v8a" in r.stdout and "ready" in r.stdout.lower()
+
+
+def test_missing_benchmark_model_is_one_line_exit_2(lenet5_workspace, phone, tmp_path):  # noqa: F811
+    ws, *_ = lenet5_workspace
+    r = run_cli("migrate", "--model", "lenet5", "--framework", "keras", "--target", "android", "--quantize", "int8",
+                "--benchmark-model", str(tmp_path / "nowhere" / "benchmark_model"), "--workspace", str(ws.root),
+                "--quiet", "--run-id", "android-no-binary")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "benchmark_model not found" in lines[0] and "android_harness/README.md" in lines[0]

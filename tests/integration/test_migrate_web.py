@@ -51,3 +51,14 @@ def test_tfjs_weight_quantization_says_what_it_did(web_run):
 def test_report_marks_the_web_rows(web_run):
     html = web_run.report_paths.html.read_text()
     assert "Chrom" in html and "wasm" in html
+
+
+def test_missing_browser_is_one_line_before_anything_runs(lenet5_workspace, tmp_path):
+    from tests.conftest import run_cli
+
+    ws, *_ = lenet5_workspace
+    r = run_cli("migrate", "--model", "lenet5", "--target", "host,web", "--workspace", str(ws.root), "--quiet",
+                "--run-id", "web-no-browser", env={"DEPLOYTOOL_CHROMIUM": str(tmp_path / "no-chromium")})
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "DEPLOYTOOL_CHROMIUM" in lines[0], r.stderr
+    assert not (ws.root / "reports" / "web-no-browser").exists()  # nothing ran

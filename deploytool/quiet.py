@@ -1,0 +1,39 @@
+"""Import TensorFlow without its start-up chatter on the user's terminal.
+
+TensorFlow 2.19 prints a dozen native log lines on every import on a CPU-only
+machine ("Unable to register cuDNN factory", "computation placer already
+registered", ...), before any log level applies. They are noise to a user of
+deploytool and would break the promise of one-line errors, so the first import
+runs with file descriptor 2 pointed at a temporary file, which is replayed only
+if the import fails. Nothing else is silenced, and nothing here imports
+TensorFlow at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from types import ModuleType
+
+
+def import_tensorflow() -> ModuleType:
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow
+        except BaseException:
+            os.dup2(saved, 2)
+            captured.seek(0)
+            os.write(2, captured.read()[-20000:])
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+    return tensorflow
