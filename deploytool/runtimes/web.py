@@ -19,8 +19,9 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -154,7 +155,7 @@ class WebRuntime(Runtime):
         model_route, model_url = self._model_route(artifact)
         if artifact.format == "tflite":
             self._io = self._tflite_io(artifact)
-        try:
+        with self._faults_close_the_browser():
             from deploytool.devices.harness_server import HarnessServer, library_routes
 
             self._data_dir = Path(tempfile.mkdtemp(prefix="deploytool-web-"))
@@ -175,6 +176,16 @@ class WebRuntime(Runtime):
                    "modelUrl": model_url, "sampleShape": list(artifact.input_shape),
                    "inputDtype": self._input_dtype(), "externalData": self._external_data}
             facts = self._job("load", cfg)
+        self._facts.update(facts)
+        for k in ("library_load_ms", "backend_init_ms", "model_load_ms"):
+            self._timings_ms[k[:-3]] = float(facts.get(k) or 0.0)
+        self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
+
+    @contextmanager
+    def _faults_close_the_browser(self) -> Iterator[None]:
+        """Any fault closes the browser; a browser's own error becomes this combination's result."""
+        try:
+            yield
         except BaseException as e:
             self._teardown()
             if isinstance(e, StageFailed):
@@ -182,10 +193,6 @@ class WebRuntime(Runtime):
             if _is_playwright_error(e):
                 raise StageFailed(*self._classify(e)) from e
             raise
-        self._facts.update(facts)
-        for k in ("library_load_ms", "backend_init_ms", "model_load_ms"):
-            self._timings_ms[k[:-3]] = float(facts.get(k) or 0.0)
-        self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
 
     def _model_route(self, artifact: Artifact) -> tuple[dict[str, Path], str]:
         path = Path(artifact.path)
@@ -230,7 +237,7 @@ class WebRuntime(Runtime):
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
-        try:
+        with self._faults_close_the_browser():
             t0 = time.perf_counter()
             data = self._io[0][0].quantize(inputs) if self._io else inputs
             np.ascontiguousarray(data).tofile(self._data_dir / "inputs.bin")
@@ -246,13 +253,6 @@ class WebRuntime(Runtime):
             outputs, latency = self._collect(res, n)
             collect_ms = (time.perf_counter() - t1) * 1e3
             memory = self._memory(res)
-        except BaseException as e:
-            self._teardown()
-            if isinstance(e, StageFailed):
-                raise
-            if _is_playwright_error(e):
-                raise StageFailed(*self._classify(e)) from e
-            raise
         timings = dict(self._timings_ms)
         timings.update(inputs_write=write_ms, inputs_fetch=res["inputs_fetch_ms"],
                        inference=res["inference_ms"], results_post=res["results_post_ms"],
