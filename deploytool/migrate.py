@@ -366,6 +366,8 @@ class Pipeline:
             for combo in bar:
                 bar.set_postfix_str(combo.label, refresh=True)
                 result = self.run_combo(combo, keys[combo])
+                if result.failing:
+                    self.write_bundle(result)
                 t = time.perf_counter()
                 self.store.save(result)
                 result.details["stage_seconds"]["store"] = time.perf_counter() - t
@@ -386,6 +388,27 @@ class Pipeline:
         t_report = time.perf_counter() - t
         return RunOutcome(self.run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report)
+
+    def write_bundle(self, result: Result) -> None:
+        """A reproducer for a failing row (bugreport.py); a fault here never costs the row."""
+        from deploytool.bugreport import write_bundle
+
+        src = self.sources.get(result.combo.framework)
+        if src is None:
+            return
+        c = result.combo
+        layout = (result.details.get("artifact") or {}).get("layout") or src.artifact.layout
+        command = (f"deploytool migrate --model {self.req.model} --framework {c.framework} --format {c.format} "
+                   f"--quantize {c.quantize} --target {c.target}" + (f" --backend {c.backend}" if c.target == "web" else "")
+                   + (f" --device {c.device} --delegate {c.backend}" if c.target == "android" else "") + " --fresh")
+        try:
+            path = write_bundle(result, self.ws.report_dir(self.run_id) / "bugs",
+                                x_test=self.dataset.in_layout(self.dataset.x_test, layout),
+                                baseline_outputs=src.baseline.outputs(), source=src.artifact,
+                                versions=host_facts()["versions"], command=command)
+            result.details["bundle"] = str(path)
+        except Exception as e:  # noqa: BLE001 - the measurement stands even if its reproducer cannot be written
+            result.details["bundle_error"] = f"{type(e).__name__}: {e}"
 
     def write_report(self, results: list[Result]):  # noqa: ANN201
         from deploytool import report

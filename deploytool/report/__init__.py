@@ -121,6 +121,8 @@ def summary_rows(inp: ReportInput) -> list[dict[str, Any]]:
             "tolerances": {k: list(v) for k, v in (d.get("tolerances") or {}).items()},
             "notes": notes,
             "regression": _regressions(r, inp.history.get(r.combo_key)),
+            # the reproducer bundle (bugreport.py) lives beside the report, in bugs/<name>/
+            "bundle": f"bugs/{Path(d['bundle']).name}" if d.get("bundle") else None,
         })
     return rows
 

@@ -317,6 +317,8 @@ def _summary_table(rows: list[dict[str, Any]]) -> str:
         else:
             why = esc(first_line(r["reason"], 220)) or '<span class="muted">no reason recorded</span>'
             checks_title = clean(r["reason"])[:2000]
+        if r.get("bundle"):
+            why += f' <a class="bundle" href="{esc(r["bundle"])}/README.md" title="model, inputs and reproduce.py">reproducer</a>'
         marks = "".join(f'<sup class="fn">[{notes.setdefault(n, len(notes) + 1)}]</sup>' for n in r["notes"])
         reg = (f'<span class="reg" title="{esc("; ".join(r["regression"]))}">↓</span>' if r["regression"] else "")
         body.append(

@@ -155,7 +155,7 @@ def _number(v: Any) -> Any:
 
 RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",
                "reason", "verdict", "failing", "metrics", "checks", "tolerances", "memory_figures", "notes",
-               "regression", "artifact", "flipped")
+               "regression", "artifact", "flipped", "bundle")
 ARTIFACT_KEYS = ("format", "quantize", "converter", "converter_version", "sha256", "size_bytes")
 
 
@@ -174,6 +174,7 @@ def json_document(inp: "ReportInput", rows: list[dict[str, Any]]) -> dict[str, A
             "memory_figures": row["memory_figures"], "notes": row["notes"], "regression": row["regression"],
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
             "flipped": list(comp.get("flipped") or []),
+            "bundle": row.get("bundle"),
         })
     baselines = {fw: {"accuracy": b.get("accuracy"), "latency": b.get("latency") or {},
                       "memory_bytes": b.get("memory_bytes") or {}, "size_bytes": b.get("size_bytes")}
@@ -212,7 +213,8 @@ def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "r
         lines += ["", "**Failures**", ""]
         for r in failures:
             why = "; ".join(r["broken"]) if r["status"] == "measured" else first_line(r["reason"]) or "no reason recorded"
-            lines.append(f"- `{_md(r['label'])}` — {outcome(r)}: {_md(why)}")
+            lines.append(f"- `{_md(r['label'])}` — {outcome(r)}: {_md(why)}"
+                         + (f" (reproducer: `{r['bundle']}/`)" if r.get("bundle") else ""))
     regressed = [r for r in rows if r["regression"] and not r["failing"]]
     if regressed:
         lines += ["", "**Regressions against earlier runs**", ""]

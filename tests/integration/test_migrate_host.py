@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,3 +193,36 @@ def test_users_own_model_of_every_kind(lenet5_workspace, host_run, tmp_path, kin
     assert r.returncode == 0, r.stdout + r.stderr
     row = [line for line in r.stdout.splitlines() if " host " in line]
     assert len(row) == 1 and "100.00%" in row[0] and "pass" in row[0], r.stdout
+
+
+def test_a_failing_row_gets_a_reproducer_that_runs_without_deploytool(lenet5_workspace, tmp_path):
+    """A tolerance no int8 model can meet makes the row fail; its bundle reproduces that with LiteRT alone."""
+    import subprocess
+
+    from deploytool.migrate import MigrateRequest, migrate
+
+    ws, *_ = lenet5_workspace
+    req = MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tflite",), quantize=("none", "int8"),
+                         targets=("host",), tolerances={"agreement": (1.0, 1.0)}, run_id="bundle-test",
+                         latency_samples=50)
+    out = migrate(req, ws.root, progress=False, log=lambda s: None)
+    fp32, int8 = sorted(out.results, key=lambda r: r.combo.quantize != "none")
+    assert fp32.verdict == "pass" and "bundle" not in fp32.details
+    assert int8.verdict == "fail"
+    bundle = Path(int8.details["bundle"])
+    names = sorted(p.name for p in bundle.iterdir())
+    assert names == ["README.md", "bundle.json", "expected.npy", "inputs.npy", "model", "observed.npy", "reproduce.py"]
+    x = np.load(bundle / "inputs.npy")
+    assert x.shape == (16, 28, 28, 1) and x.dtype == np.float32
+    readme = (bundle / "README.md").read_text()
+    assert "tf.lite.TFLiteConverter" in readme and "python reproduce.py" in readme and "--fresh" in readme
+    # run it from elsewhere with deploytool made unimportable: the reproducer needs only numpy and LiteRT
+    clean = tmp_path / "elsewhere"
+    clean.mkdir()
+    code = ("import runpy, sys; sys.modules['deploytool'] = None; "
+            f"runpy.run_path({str(bundle / 'reproduce.py')!r}, run_name='__main__')")
+    r = subprocess.run([sys.executable, "-I", "-c", code], cwd=clean, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "REPRODUCED" in r.stdout, r.stdout + r.stderr
+    data = json.loads(out.report_paths.json.read_text())
+    assert [res["bundle"] for res in data["results"] if res["failing"]] == [f"bugs/{bundle.name}"]
+    assert f"bugs/{bundle.name}/README.md" in out.report_paths.html.read_text()

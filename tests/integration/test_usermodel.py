@@ -25,7 +25,7 @@ def onnx_model(path, input_dims, external: bool = False):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])], [w, shape])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     if external:
-        onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=0)
+        onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=1024)
     else:
         onnx.save(model, str(path))
     return path
