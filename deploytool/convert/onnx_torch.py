@@ -21,11 +21,7 @@ DIST = "torch"
 OPSET = 18
 
 MODES = {"none": Mode("float32, no quantization")}
-
-UNSUPPORTED = {
-    "fp16": "no fp16 ONNX conversion is implemented (onnxconverter-common is not installed); use none, dynamic or int8",
-    "int8-io": "ONNX QDQ int8 models keep float32 inputs and outputs; use int8",
-}
+# Which quantization words ONNX lacks, and why, is onnx_quant.UNSUPPORTED: one list for every ONNX exporter.
 
 
 def load_program(path: Path):  # noqa: ANN201
