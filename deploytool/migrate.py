@@ -27,7 +27,7 @@ from deploytool.convert.isolated import IsolatedConverter
 from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed, UnknownOption
 from deploytool.provenance import PACKAGES, host_facts, package_version
-from deploytool.result import FINAL_STATUSES, Combo, Result
+from deploytool.result import Combo, Result
 from deploytool.runtimes import REGISTRY as RUNTIME_REGISTRY
 from deploytool.runtimes import TARGETS, make_runtime, runtime_class
 from deploytool.spec import ModelSpec, load_spec

@@ -86,7 +86,7 @@ def _f(s: str) -> float:
 
 
 def parse_stats(text: str) -> RunStats | None:
-    m = re.match(rf"count=(\d+)", text)
+    m = re.match(r"count=(\d+)", text)
     if not m:
         return None
     st = RunStats(count=int(m.group(1)))

@@ -602,7 +602,7 @@ def _provenance(inp: "ReportInput", rows: list[dict[str, Any]], res_by_key: dict
         art = {k: v for k, v in (d.get("artifact") or {}).items() if k not in ("notes",)}
         stage = d.get("stage_seconds") or {}
         stage_text = " · ".join(f"{k} {num(v):.3f} s" for k, v in stage.items() if num(v) is not None)
-        body = [f'<div class="cols" style="margin:6px 0">']
+        body = ['<div class="cols" style="margin:6px 0">']
         body.append(f'<div><h3>Artifact</h3>{_kv_table(art)}</div>')
         body.append(f'<div><h3>Environment</h3>{_kv_table(d.get("environment") or {})}</div>')
         extra = {"memory_bytes": d.get("memory_bytes"), "tolerances": d.get("tolerances"),
