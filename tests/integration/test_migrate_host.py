@@ -226,3 +226,29 @@ def test_a_failing_row_gets_a_reproducer_that_runs_without_deploytool(lenet5_wor
     data = json.loads(out.report_paths.json.read_text())
     assert [res["bundle"] for res in data["results"] if res["failing"]] == [f"bugs/{bundle.name}"]
     assert f"bugs/{bundle.name}/README.md" in out.report_paths.html.read_text()
+
+
+@pytest.mark.browser
+def test_the_real_report_opens_in_chromium_with_table_plots_and_gallery(host_run):
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.test_report_browser import CHROMIUM_ARGS, _chromium
+
+    rows = host_run.results
+    flipped = [r for r in rows if r.metrics.get("flipped_count")]
+    assert flipped, "int8 rows of LeNet-5 flip a few samples"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(host_run.report_paths.html.as_uri(), wait_until="load")
+            assert page.locator("table.summary tbody tr").count() == len(rows)
+            assert page.locator("svg.scatter .pt").count() == len(rows) + 2  # + the Keras and PyTorch baselines
+            assert page.locator("svg.boxplot rect.box").count() == len(rows) + 2
+            assert page.locator("table.cm").count() >= 1
+            decoded = page.evaluate("""() => Array.from(document.querySelectorAll('#gallery img'))
+                .map(i => i.complete && i.naturalWidth > 0)""")
+            assert len(decoded) == sum(min(24, r.metrics["flipped_count"]) for r in flipped) and all(decoded)
+            assert "lenet5" in page.title() or "lenet5" in page.locator("h1").first.inner_text()
+        finally:
+            browser.close()
