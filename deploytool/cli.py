@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
     p.add_argument("--run-id", default=None, help="name the run (default: derived from the request, so a re-run resumes)")
     p.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
+    p.add_argument("--localize", action="store_true",
+                   help="for each failing row, find the first layer where it goes wrong (cuts the model layer by layer)")
+
+    p = add("localize", "find the layer where a failing row of a stored run goes wrong; adds a minimal reproducer to its bug bundle",
+            "deploytool localize lenet5-3f2a9c1b7d4e", "deploytool localize lenet5-3f2a9c1b7d4e --row 'tflite/dynamic on web'")
+    p.add_argument("run", help="a run id (or a unique prefix) from `deploytool report --list`")
+    p.add_argument("--row", default=None, help="only rows whose label contains this text (default: every failing row)")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
     p = add("report", "write (again) the HTML, JSON, Markdown and JUnit report of a stored run",
             "deploytool report lenet5-3f2a9c1b7d4e", "deploytool report --list")
@@ -189,7 +197,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         backends=(args.backend,), devices=tuple(args.device), delegate=args.delegate, threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance), benchmark_binary=args.benchmark_model,
-        run_id=args.run_id, fresh=args.fresh, layout=args.layout,
+        run_id=args.run_id, fresh=args.fresh, layout=args.layout, localize=args.localize,
         labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
         scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
     )
@@ -251,6 +259,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_localize(args: argparse.Namespace) -> int:
+    from deploytool.errors import UnknownOption
+    from deploytool.migrate import localize_run
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+
+    ws = Workspace.open(args.workspace)
+    store = open_store(args.db, ws.default_db_url)
+    run = store.get_run(args.run)
+    if run is None:
+        raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
+    for result, _ in localize_run(run, store, ws, args.row):
+        if result.details.get("bundle"):
+            print(f"bundle: {result.details['bundle']}")
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from deploytool.devices import adb
 
@@ -259,7 +284,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
-            "report": cmd_report, "devices": cmd_devices}
+            "report": cmd_report, "localize": cmd_localize, "devices": cmd_devices}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,7 @@ class MigrateRequest:
     run_id: str | None = None
     fresh: bool = False
     limit_test: int | None = None
+    localize: bool = False  # cut failing rows layer by layer to find where they go wrong
     # a user's own model file: what the model cannot tell about its input
     layout: str | None = None
     labels: tuple[str, ...] = ()
@@ -373,6 +374,8 @@ class Pipeline:
                 result.details["stage_seconds"]["store"] = time.perf_counter() - t
                 in_runtimes += result.details["stage_seconds"].get("runtime", 0.0)
                 converting += result.details["stage_seconds"].get("convert", 0.0)
+            if self.req.localize:
+                self.localize_failures(self.store.results_for(self.run_id), self.converter)
         except (KeyboardInterrupt, DeploytoolError):
             self.store.finish_run(self.run_id, "interrupted")
             raise
@@ -388,6 +391,29 @@ class Pipeline:
         t_report = time.perf_counter() - t
         return RunOutcome(self.run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report)
+
+    def localize_failures(self, results: list[Result], converter: IsolatedConverter,
+                          only: str | None = None) -> list[tuple[Result, Any]]:
+        """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
+        from deploytool.localize import attach_to_bundle, localize
+
+        done: list[tuple[Result, Any]] = []
+        if self.user_artifact is not None:
+            self.log("localization cuts a zoo model along its layer plan; a model file has none: skipped")
+            return done
+        for r in results:
+            if not r.failing or (only and only not in r.combo.label):
+                continue
+            self.log(f"localizing {r.combo.label} ...")
+            loc = localize(self, r, converter)
+            if not r.details.get("bundle"):
+                self.write_bundle(r)
+                self.store.save(r)
+            if r.details.get("bundle"):
+                attach_to_bundle(loc, Path(r.details["bundle"]))
+            self.log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
+            done.append((r, loc))
+        return done
 
     def write_bundle(self, result: Result) -> None:
         """A reproducer for a failing row (bugreport.py); a fault here never costs the row."""
@@ -426,8 +452,8 @@ class Pipeline:
         return report.write_report(inp, self.ws.report_dir(self.run_id))
 
 
-def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
-    """Write the report of a stored run again, from the database and the workspace."""
+def _pipeline_for(run: dict[str, Any], store: Store, ws: Workspace, log: Callable[[str], None] = print) -> Pipeline:
+    """A prepared Pipeline for a stored run, rebuilt from its recorded request."""
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(MigrateRequest)}
@@ -435,16 +461,35 @@ def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[An
     for k in ("data_dir", "test_npz", "benchmark_binary"):
         if kw.get(k):
             kw[k] = Path(kw[k])
-    for k in ("frameworks", "formats", "quantize", "targets", "backends", "devices"):
+    for k in ("frameworks", "formats", "quantize", "targets", "backends", "devices", "labels", "mean", "std"):
         if k in kw:
             kw[k] = tuple(kw[k])
     if "tolerances" in kw:
         kw["tolerances"] = {m: tuple(v) for m, v in kw["tolerances"].items()}
-    p = Pipeline(MigrateRequest(**kw), ws, store, progress=False)
+    p = Pipeline(MigrateRequest(**kw), ws, store, progress=False, log=log)
     p.prepare(with_devices=False)
     p.run_id = run["run_id"]
+    return p
+
+
+def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
+    """Write the report of a stored run again, from the database and the workspace."""
+    p = _pipeline_for(run, store, ws)
     results = store.results_for(run["run_id"])
     return p.write_report(results), results
+
+
+def localize_run(run: dict[str, Any], store: Store, ws: Workspace, only: str | None = None,
+                 log: Callable[[str], None] = print) -> list[tuple[Result, Any]]:
+    """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
+    p = _pipeline_for(run, store, ws, log)
+    with IsolatedConverter(ws.root / "logs" / f"localize-{run['run_id']}.log", p.req.timeout_s) as conv:
+        found = p.localize_failures(store.results_for(run["run_id"]), conv, only)
+    if not found:
+        raise UnknownOption(f"run {run['run_id']} has no failing row" + (f" matching {only!r}" if only else "")
+                            + " to localize; `deploytool report RUN` lists its rows")
+    p.write_report(store.results_for(run["run_id"]))
+    return found
 
 
 def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: str | None = None,

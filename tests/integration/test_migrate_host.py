@@ -252,3 +252,25 @@ def test_the_real_report_opens_in_chromium_with_table_plots_and_gallery(host_run
             assert "lenet5" in page.title() or "lenet5" in page.locator("h1").first.inner_text()
         finally:
             browser.close()
+
+
+def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(lenet5_workspace):
+    """The bundle-test row fails only by a strict tolerance: no single layer breaks, and localize says so."""
+    from deploytool.errors import UnknownOption
+    from deploytool.migrate import localize_run
+    from deploytool.store import Store
+
+    ws, *_ = lenet5_workspace
+    store = Store(ws.default_db_url)
+    (found,) = localize_run(store.get_run("bundle-test"), store, ws, log=lambda s: None)
+    result, loc = found
+    assert result.combo.quantize == "int8" and loc.first_bad is None
+    assert [c.layer for c in loc.cuts] == ["conv1", "relu1", "pool1", "conv2", "relu2", "pool2", "fc1", "relu3",
+                                           "fc2", "relu4", "fc3"]
+    assert all(0 < c.rel_error < 0.25 for c in loc.cuts) and "builds up" in loc.verdict
+    from deploytool.migrate import MigrateRequest, migrate
+
+    migrate(MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tflite",), quantize=("none",),
+                           run_id="all-pass", latency_samples=20), ws.root, progress=False, log=lambda s: None)
+    with pytest.raises(UnknownOption, match="no failing row"):
+        localize_run(store.get_run("all-pass"), store, ws, log=lambda s: None)

@@ -88,3 +88,31 @@ def test_failing_web_rows_come_with_a_reproducer_that_contrasts_host_and_browser
             assert "web:wasm produced" in out.stdout and (bundle / "observed.npy").exists()
         else:
             assert r.reason in (bundle / "README.md").read_text()
+
+
+def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lenet5_workspace):
+    """Both known tfjs-tflite findings come down to the first Dense layer (FULLY_CONNECTED with
+    dynamic-range weights): one cannot be loaded, the other computes wrongly in the browser while
+    LiteRT on the host computes the same file right."""
+    import json
+    from pathlib import Path
+
+    from deploytool.migrate import localize_run
+    from deploytool.store import Store
+
+    ws, *_ = lenet5_workspace
+    store = Store(ws.default_db_url)
+    found = localize_run(store.get_run("web-all"), store, ws, "tflite/dynamic", log=lambda s: None)
+    by_fw = {r.combo.framework: loc for r, loc in found}
+    assert set(by_fw) == {"keras", "torch"}
+    keras_bad, torch_bad = by_fw["keras"].first_bad, by_fw["torch"].first_bad
+    assert keras_bad.layer == "fc1" and keras_bad.status == "failed" and "FULLY_CONNECTED" in keras_bad.reason
+    assert all(c.status == "ok" for c in by_fw["keras"].cuts[:-1])
+    assert torch_bad.layer == "fc1" and torch_bad.status == "wrong"
+    assert torch_bad.rel_error > 0.25 and torch_bad.host_rel_error < 0.05
+    assert "a fault of the web runtime" in by_fw["torch"].verdict
+    for r, loc in found:
+        bundle = Path(r.details["bundle"])
+        assert json.loads((bundle / "localization.json").read_text())["verdict"] == loc.verdict
+        assert (bundle / "minimal" / "converted" / "artifact.json").exists()
+        assert "## Where it goes wrong" in (bundle / "README.md").read_text()

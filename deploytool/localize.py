@@ -1,0 +1,254 @@
+"""Which layer went wrong: for a failing row of a zoo model, cut the source
+model after each layer of its plan, convert every cut the same way (format,
+quantization), run it on the same target, and compare its output with the
+source's own output at that layer. The first cut that fails or drifts beyond
+a threshold names the layer; where the target is a browser or a phone, the
+same cut also runs on the host runtime, which tells a converter fault (wrong
+everywhere) from a runtime fault (right on the host, wrong on the target).
+The smallest failing cut is written into the row's bug bundle as a minimal
+reproducer. This module orchestrates cuts; it reuses the pipeline's
+converter worker and runtimes and changes no stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import OrderedDict
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.errors import StageFailed, UnknownOption
+from deploytool.result import Result
+
+if TYPE_CHECKING:
+    from deploytool.migrate import Pipeline
+
+SAMPLES = 32
+# Relative error (max |target - source| / max |source|) beyond which a layer's output is wrong.
+# Float conversions must be near exact; quantized ones carry noise of a few percent.
+THRESHOLD = {"none": 1e-3, "fp16": 2e-2}
+THRESHOLD_QUANTIZED = 0.25
+
+
+@dataclass
+class Cut:
+    index: int
+    layer: str
+    kind: str  # the plan op: Conv, Dense, ReLU, ...
+    status: str  # ok / wrong / failed
+    rel_error: float | None = None
+    host_rel_error: float | None = None  # the same cut on the host runtime, when the target is elsewhere
+    reason: str = ""
+
+
+@dataclass
+class Localization:
+    row: str
+    threshold: float
+    cuts: list[Cut] = field(default_factory=list)
+    verdict: str = ""
+    work_dir: Path | None = None  # the cuts' files, until attach_to_bundle keeps the smallest failing one
+
+    @property
+    def first_bad(self) -> Cut | None:
+        return next((c for c in self.cuts if c.status != "ok"), None)
+
+    def table(self) -> str:
+        lines = [f"{'#':>3}  {'layer':16} {'op':10} {'status':7} {'rel. error':>11} {'on host':>9}  reason"]
+        for c in self.cuts:
+            fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+            lines.append(f"{c.index:>3}  {c.layer:16} {c.kind:10} {c.status:7} {fmt(c.rel_error):>11} "
+                         f"{fmt(c.host_rel_error):>9}  {c.reason[:90]}")
+        return "\n".join(lines)
+
+
+def rel_error(target: np.ndarray, reference: np.ndarray) -> float:
+    scale = float(np.abs(reference).max()) or 1.0
+    diff = np.abs(target.astype(np.float64) - reference)
+    return float(diff.max() / scale) if np.isfinite(diff).all() else float("inf")
+
+
+def _cut_points(plan: tuple) -> list[tuple[int, Any]]:
+    from deploytool.zoo import Flatten
+
+    # A cut after Flatten holds the same numbers as the cut before it, in another order.
+    return [(i, op) for i, op in enumerate(plan) if not isinstance(op, Flatten)]
+
+
+def _keras_layer_name(op: Any) -> str:
+    from deploytool.zoo import BasicBlock
+
+    return f"{op.name}_relu2" if isinstance(op, BasicBlock) else op.name
+
+
+class _Source:
+    """The trained source model, loaded once, cut at any point of its plan."""
+
+    def __init__(self, pipeline: "Pipeline", framework: str):
+        from deploytool import zoo
+
+        spec = pipeline.spec
+        self.framework = framework
+        self.artifact = pipeline.source(framework).artifact
+        self.plan = zoo.layer_plan(spec.architecture, spec.num_classes)
+        self.spec = spec
+        if framework == "keras":
+            from deploytool.quiet import import_tensorflow
+
+            import_tensorflow()
+            import keras
+
+            self.model = keras.saving.load_model(self.artifact.path, compile=False)
+        else:
+            import torch
+
+            weights = Path(self.artifact.path).with_name("weights.pt")
+            self.model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes).eval()
+            self.model.load_state_dict(torch.load(weights, weights_only=True))
+
+    def cut(self, index: int, op: Any, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
+        """The model up to and including plan[index], saved as an artifact, and its outputs on x."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if self.framework == "keras":
+            import keras
+
+            sub = keras.Model(self.model.inputs, self.model.get_layer(_keras_layer_name(op)).output)
+            path = out_dir / "cut.keras"
+            sub.save(path)
+            ref = np.asarray(sub(x, training=False), np.float32)  # a few samples: no predict() loop to retrace
+        else:
+            import torch
+
+            from deploytool.train import export_torch
+            from deploytool.zoo.torch_models import ZooNet
+
+            children = list(self.model.named_children())[: index + 1]
+            sub = ZooNet(self.spec.architecture, self.spec.input_shape, OrderedDict(children)).eval()
+            path = out_dir / "cut.pt2"
+            export_torch(sub, tuple(self.artifact.input_shape), path)
+            with torch.inference_mode():
+                ref = sub(torch.from_numpy(x)).numpy().astype(np.float32)
+        ref = ref.reshape(len(x), -1)
+        art = Artifact(path=path, format=self.framework, framework=self.framework, layout=self.artifact.layout,
+                       input_shape=tuple(self.artifact.input_shape), num_outputs=int(ref.shape[1]),
+                       converter=f"deploytool.localize cut after {op.name}", sha256=content_hash(path),
+                       size_bytes=size_on_disk(path))
+        return art, ref
+
+
+def _run(pipeline: "Pipeline", target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
+    from deploytool.runtimes import make_runtime
+
+    opts = {**pipeline.runtime_options(combo), "warmup_runs": 0}
+    opts["latency_runs" if target == "android" else "latency_samples"] = 1
+    with make_runtime(target, art.format, **opts) as rt:
+        rt.load(art)
+        return rt.run(x).outputs
+
+
+def localize(pipeline: "Pipeline", result: Result, converter: Any, samples: int = SAMPLES,
+             stop_at_first: bool = True) -> Localization:
+    """`converter`: an IsolatedConverter (the cuts convert in the same worker as the run's models)."""
+    from deploytool import convert
+
+    c = result.combo
+    if pipeline.user_artifact is not None:
+        raise UnknownOption("localization cuts a zoo model along its layer plan; a model file has no plan here")
+    threshold = THRESHOLD.get(c.quantize, THRESHOLD_QUANTIZED)
+    loc = Localization(row=c.label, threshold=threshold)
+    source = _Source(pipeline, c.framework)
+    flipped = [f["index"] for f in (result.details.get("comparison") or {}).get("flipped", [])]
+    idx = list(dict.fromkeys(flipped[:samples] + list(range(len(pipeline.dataset.x_test)))))[:samples]
+    x = pipeline.dataset.in_layout(pipeline.dataset.x_test[idx], source.artifact.layout)
+    calib = pipeline.dataset.in_layout(pipeline.calibration_set(), source.artifact.layout)
+    artifact_format = convert.ARTIFACT_FORMAT[c.format]
+    cross_check = c.target != "host" and ("host", artifact_format) in _host_formats()
+    work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
+    try:
+        for n, (i, op) in enumerate(_cut_points(source.plan)):
+            cut_dir = work / f"{n:02d}-{op.name}"
+            art, ref = source.cut(i, op, cut_dir / "source", x)
+            entry = Cut(index=n, layer=op.name, kind=type(op).__name__, status="ok")
+            try:
+                conv_dir = cut_dir / "converted"
+                conv_dir.mkdir()
+                converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
+                out = _run(pipeline, c.target, converted, c, x)
+                entry.rel_error = rel_error(out, ref)
+                if entry.rel_error > threshold:
+                    entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
+                np.save(cut_dir / "inputs.npy", x)
+                np.save(cut_dir / "expected.npy", ref)
+                np.save(cut_dir / "observed.npy", out)
+                if cross_check:
+                    entry.host_rel_error = rel_error(_run(pipeline, "host", converted, c, x), ref)
+            except StageFailed as e:
+                entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
+            loc.cuts.append(entry)
+            if entry.status != "ok" and stop_at_first:
+                break
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    loc.verdict = _verdict(loc, c.target, cross_check)
+    return loc
+
+
+def _host_formats() -> set[tuple[str, str]]:
+    from deploytool.runtimes import REGISTRY
+
+    return set(REGISTRY)
+
+
+def _verdict(loc: Localization, target: str, cross_check: bool) -> str:
+    bad = loc.first_bad
+    if bad is None:
+        return ("every layer's output is within the threshold: the difference builds up across layers "
+                "rather than breaking at one")
+    where = f"layer {bad.layer} ({bad.kind}, cut #{bad.index})"
+    if bad.status == "failed":
+        return f"{where} is the first cut that fails: {bad.reason}"
+    if cross_check and bad.host_rel_error is not None:
+        if bad.host_rel_error <= loc.threshold:
+            return (f"{where} is the first cut whose output is wrong on {target} (off by {bad.rel_error:.3g}) "
+                    f"while the same converted file is right on the host (off by {bad.host_rel_error:.3g}): "
+                    f"a fault of the {target} runtime")
+        return (f"{where} is the first cut whose output is wrong, on {target} and on the host alike "
+                f"(off by {bad.rel_error:.3g} / {bad.host_rel_error:.3g}): a fault of the converted model")
+    return f"{where} is the first cut whose output is wrong (off by {bad.rel_error:.3g} of its range)"
+
+
+def attach_to_bundle(loc: Localization, bundle: Path) -> None:
+    """localization.json, a section in README.md, and the smallest failing cut as minimal/."""
+    (bundle / "localization.json").write_text(json.dumps(
+        {"row": loc.row, "threshold": loc.threshold, "verdict": loc.verdict,
+         "cuts": [asdict(c) for c in loc.cuts]}, indent=2))
+    bad = loc.first_bad
+    work = loc.work_dir
+    if bad is not None and work is not None:
+        src = next(Path(work).glob(f"{bad.index:02d}-*"), None)
+        if src is not None:
+            dest = bundle / "minimal"
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(src, dest)
+    readme = bundle / "README.md"
+    text = readme.read_text() if readme.exists() else ""
+    marker = "\n## Where it goes wrong\n"
+    text = text.split(marker)[0]
+    text += (marker + "\n" + loc.verdict + ".\n\nEach row is the model cut after that layer, converted and run the same "
+             "way, compared with the source model's own output there (relative error = max |difference| / max "
+             f"|source output|; threshold {loc.threshold:g}).\n\n```\n{loc.table()}\n```\n")
+    if bad is not None:
+        text += ("\n`minimal/` holds that smallest failing cut: `source/` (the cut source model), `converted/` "
+                 "(what the converter made of it) and, when it ran, its `inputs.npy`, `expected.npy` and "
+                 "`observed.npy`.\n")
+    readme.write_text(text)
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
