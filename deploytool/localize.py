@@ -55,6 +55,12 @@ class Localization:
     verdict: str = ""
     work_dir: Path | None = None  # the cuts' files, until attach_to_bundle keeps the smallest failing one
 
+    def discard(self) -> None:
+        """Remove the cuts' working files (attach_to_bundle keeps what it needs first)."""
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+
     @property
     def first_bad(self) -> Cut | None:
         return next((c for c in self.cuts if c.status != "ok"), None)
@@ -250,5 +256,3 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
                  "(what the converter made of it) and, when it ran, its `inputs.npy`, `expected.npy` and "
                  "`observed.npy`.\n")
     readme.write_text(text)
-    if work is not None:
-        shutil.rmtree(work, ignore_errors=True)

@@ -411,6 +411,7 @@ class Pipeline:
                 self.store.save(r)
             if r.details.get("bundle"):
                 attach_to_bundle(loc, Path(r.details["bundle"]))
+            loc.discard()
             self.log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
             done.append((r, loc))
         return done
