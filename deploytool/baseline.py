@@ -16,7 +16,7 @@ from deploytool.artifact import Artifact
 from deploytool.data import Dataset
 from deploytool.provenance import host_facts
 from deploytool.runtimes import make_runtime
-from deploytool.runtimes.base import LatencyStats, Outputs
+from deploytool.runtimes.base import Outputs
 from deploytool.workspace import stable_hash
 
 
@@ -84,7 +84,3 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     )
     meta.write_text(json.dumps(asdict(b), indent=2, default=float))
     return b
-
-
-def latency_of(b: Baseline) -> LatencyStats:
-    return LatencyStats(**b.latency)

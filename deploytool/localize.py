@@ -172,7 +172,7 @@ def localize(pipeline: "Pipeline", result: Result, converter: Any, samples: int 
     flipped = [f["index"] for f in (result.details.get("comparison") or {}).get("flipped", [])]
     idx = list(dict.fromkeys(flipped[:samples] + list(range(len(pipeline.dataset.x_test)))))[:samples]
     x = pipeline.dataset.in_layout(pipeline.dataset.x_test[idx], source.artifact.layout)
-    calib = pipeline.dataset.in_layout(pipeline.calibration_set(), source.artifact.layout)
+    calib = pipeline.dataset.in_layout(pipeline.calibration_set, source.artifact.layout)
     artifact_format = convert.ARTIFACT_FORMAT[c.format]
     cross_check = c.target != "host" and ("host", artifact_format) in _host_formats()
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))

@@ -15,6 +15,7 @@ import hashlib
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -232,22 +233,22 @@ class Pipeline:
 
     # -- one combination -----------------------------------------------------
     def convert_cached(self, src: Source, combo: Combo) -> Artifact:
-        calib = self.dataset.in_layout(self.calibration_set(), src.artifact.layout)
         key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
-                           "calibration": self.calibration_sha256(),
+                           "calibration": self.calibration_sha256,
                            "versions": {p: package_version(p) for p in PACKAGES}})
         out = self.ws.artifact_dir(key)
         meta = out / "artifact.json"
         if meta.exists():
             return Artifact.load(meta)
         fresh_dir(out)
+        calib = self.dataset.in_layout(self.calibration_set, src.artifact.layout)
         return self.converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
 
+    @cached_property
     def calibration_sha256(self) -> str:
-        if not hasattr(self, "_calibration_sha256"):
-            self._calibration_sha256 = hashlib.sha256(self.calibration_set().tobytes()).hexdigest()
-        return self._calibration_sha256
+        return hashlib.sha256(self.calibration_set.tobytes()).hexdigest()
 
+    @cached_property
     def calibration_set(self) -> np.ndarray:
         if len(self.dataset.x_train):
             return self.dataset.calibration()

@@ -10,10 +10,9 @@ from typing import Any
 from deploytool.workspace import stable_hash
 
 # status words: "measured" means a Comparison exists; every other status carries a reason.
-# Final: measuring again would give the same answer. Retryable: a re-run of the same request tries again
-# (a phone unplugged, a run that timed out). Failing: the run's exit code is 1.
+# Final: measuring again would give the same answer; every other status (a phone unplugged, a run that
+# timed out, a runtime error) is tried again by a re-run of the same request. Failing: the exit code is 1.
 FINAL_STATUSES = ("measured", "conversion_failed", "unsupported", "not_applicable", "delegate_refused", "wrong_abi")
-RETRYABLE_STATUSES = ("runtime_failed", "timeout", "device_error", "device_lost", "error", "interrupted")
 FAILING_STATUSES = ("conversion_failed", "runtime_failed", "timeout", "device_error", "device_lost", "wrong_abi",
                     "error")
 
