@@ -14,6 +14,58 @@ from pathlib import Path
 from deploytool.errors import DeploytoolError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (`deploytool: error: ...`) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"deploytool: error: {self.prog.removeprefix('deploytool ')}: {message}; "
+              f"see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):  # noqa: ANN202
+    """An argparse type: a finite number of `kind` at least (or above) `minimum`."""
+    import math
+
+    def parse(text: str):  # noqa: ANN202
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value) or value < minimum or (not allow_equal and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+_positive_int = _number(int, 1, "a whole number >= 1")
+_non_negative_int = _number(int, 0, "a whole number >= 0")
+_positive_seconds = _number(float, 0.0, "a positive number of seconds", allow_equal=False)
+
+
+def _finite_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite non-zero number")
+    return value
+
+
+def _run_id(text: str) -> str:
+    from deploytool.errors import WorkspaceError
+    from deploytool.workspace import check_name
+
+    try:
+        return check_name(text, "run id")
+    except WorkspaceError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _examples(*lines: str) -> str:
     return "example:\n" + "\n".join(f"  {line}" for line in lines)
 
@@ -31,11 +83,12 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
                    help=f"which twin to use (default: {framework_default})")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="official dataset files (MNIST IDX, CIFAR-10 batches) instead of the bundled data")
-    p.add_argument("--epochs", type=int, default=None, help="override the manifest's epochs (changes the cache key)")
+    p.add_argument("--epochs", type=_positive_int, default=None,
+                   help="override the manifest's epochs (changes the cache key)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="deploytool",
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "
                     "in headless Chromium and on Android, and compare with the PC baseline.",
@@ -63,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("baseline", "measure the PC baseline: accuracy, latency, throughput, memory, size (trains if needed)",
             "deploytool baseline --model lenet5 --framework torch")
     _model_args(p, "all")
-    p.add_argument("--latency-samples", type=int, default=None, help="samples timed at batch 1 (default: all)")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up inferences before timing (default: 10)")
+    p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
 
     p = add("migrate", "convert/quantize, run on the targets, compare with the PC baseline, store, report",
             "deploytool migrate --model lenet5 --target host --format tflite --quantize int8",
@@ -78,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
     p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
-    p.add_argument("--scale", type=float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
+    p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
     p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
     p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
     p.add_argument("--backend", default="wasm", help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: wasm)")
@@ -86,14 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
     p.add_argument("--benchmark-model", type=Path, default=None,
                    help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
-    p.add_argument("--threads", type=int, default=1, help="inference threads on every runtime (default: 1)")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up inferences before timing (default: 10)")
-    p.add_argument("--latency-samples", type=int, default=None, help="samples timed at batch 1 (default: all)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds one combination may run (default: 600)")
+    p.add_argument("--threads", type=_positive_int, default=1, help="inference threads on every runtime (default: 1)")
+    p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
+    p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--test-samples", type=_positive_int, default=None,
+                   help="use only the first N test samples (default: all)")
+    p.add_argument("--timeout", type=_positive_seconds, default=600.0, help="seconds one combination may run (default: 600)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=PASS[,FAIL]",
                    help="override a manifest tolerance, e.g. agreement=0.99,0.97 or accuracy_drop_points=1,2")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
-    p.add_argument("--run-id", default=None, help="name the run (default: derived from the request, so a re-run resumes)")
+    p.add_argument("--run-id", type=_run_id, default=None,
+                   help="name the run: letters, digits, '.', '_', '-' (default: derived from the request, so a re-run resumes)")
     p.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
     p.add_argument("--localize", action="store_true",
                    help="for each failing row, find the first layer where it goes wrong (cuts the model layer by layer)")
@@ -197,7 +253,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         backends=(args.backend,), devices=tuple(args.device), delegate=args.delegate, threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance), benchmark_binary=args.benchmark_model,
-        run_id=args.run_id, fresh=args.fresh, layout=args.layout, localize=args.localize,
+        run_id=args.run_id, fresh=args.fresh, layout=args.layout, localize=args.localize, limit_test=args.test_samples,
         labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
         scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
     )
@@ -211,12 +267,17 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:
+    import math
+
     from deploytool.errors import UnknownOption
 
     try:
-        return tuple(float(v) for v in text.split(","))
+        values = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise UnknownOption(f"{flag} {text!r}: expected numbers separated by commas, e.g. 0.485,0.456,0.406") from None
+    if not all(math.isfinite(v) for v in values) or (flag == "--std" and 0 in values):
+        raise UnknownOption(f"{flag} {text!r}: expected finite numbers" + (", none of them 0" if flag == "--std" else ""))
+    return values
 
 
 def _fmt(v, spec: str, scale: float = 1.0) -> str:  # noqa: ANN001

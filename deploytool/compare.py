@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.spec import TOLERANCE_METRICS
+from deploytool.spec import TOLERANCE_METRICS, tolerance_problem
 
 VERDICTS = ("pass", "degraded", "fail")
 # Memory figures in order of preference when one number must stand for a run;
@@ -159,5 +159,8 @@ def parse_tolerance_overrides(items: list[str]) -> dict[str, tuple[float, float]
             raise UnknownOption(f"--tolerance {item!r}: limits must be numbers") from None
         if len(nums) not in (1, 2):
             raise UnknownOption(f"--tolerance {item!r}: give one or two limits")
+        problem = tolerance_problem(name, (nums[0], nums[-1]))
+        if problem:
+            raise UnknownOption(f"--tolerance {item!r}: {problem}")
         out[name] = (nums[0], nums[-1])
     return out

@@ -47,6 +47,10 @@ class StoreError(DeploytoolError):
     pass
 
 
+class WorkspaceError(DeploytoolError):
+    """A workspace that cannot be written, or a name that would leave it."""
+
+
 class DeviceNotFound(DeploytoolError):
     pass
 

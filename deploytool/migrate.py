@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
+import secrets
+import shlex
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -26,17 +30,20 @@ from deploytool.baseline import Baseline, run_baseline
 from deploytool.compare import compare, primary_memory
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.data import Dataset, load_dataset
-from deploytool.errors import DataError, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed, UnknownOption
-from deploytool.provenance import PACKAGES, host_facts, package_version
+from deploytool.errors import (DataError, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed, UnknownOption,
+                               WorkspaceError)
+from deploytool.provenance import PACKAGES, host_facts, host_identity, package_version
 from deploytool.result import Combo, Result
 from deploytool.runtimes import REGISTRY as RUNTIME_REGISTRY
 from deploytool.runtimes import TARGETS, make_runtime, runtime_class
 from deploytool.spec import ModelSpec, load_spec
 from deploytool.store import Store, open_store
-from deploytool.train import train
-from deploytool.workspace import Workspace, fresh_dir, stable_hash
+from deploytool.train import train, train_key
+from deploytool.workspace import Workspace, check_name, fresh_dir, stable_hash
 
 WEB_BACKENDS = ("wasm", "cpu", "webgl")
+# A run id is <model name, cut to this>-<12 hex> (or -<timestamp>-<8 hex> with --fresh): at most 64 characters.
+RUN_NAME_CHARS = 40
 ANDROID_DELEGATES = ("cpu", "xnnpack", "gpu", "nnapi")
 
 
@@ -69,6 +76,44 @@ class MigrateRequest:
     scale: float = 1.0
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        # Files by absolute path: a stored request means the same from any directory.
+        from deploytool.usermodel import is_model_file
+
+        for name in ("data_dir", "test_npz", "benchmark_binary"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, Path(value).expanduser().absolute())
+        if is_model_file(self.model) or self.model.endswith(".toml"):
+            self.model = str(Path(self.model).expanduser().absolute())
+        self.check()
+
+    def check(self) -> None:
+        """Numbers a run cannot mean anything with; the CLI refuses them first, a library caller here."""
+        problems = []
+        if self.threads < 1:
+            problems.append(f"threads={self.threads} (must be >= 1)")
+        if self.warmup_runs < 0:
+            problems.append(f"warmup_runs={self.warmup_runs} (must be >= 0)")
+        if self.latency_samples is not None and self.latency_samples < 1:
+            problems.append(f"latency_samples={self.latency_samples} (must be >= 1, or None for all)")
+        if self.epochs is not None and self.epochs < 1:
+            problems.append(f"epochs={self.epochs} (must be >= 1, or None for the manifest's)")
+        if not (self.timeout_s > 0 and self.timeout_s != float("inf")):
+            problems.append(f"timeout_s={self.timeout_s} (must be a positive number of seconds)")
+        if self.limit_test is not None and self.limit_test < 1:
+            problems.append(f"limit_test={self.limit_test} (must be >= 1)")
+        if not (math.isfinite(self.scale) and self.scale != 0):
+            problems.append(f"scale={self.scale} (must be a finite non-zero number)")
+        if not all(math.isfinite(v) for v in self.mean):
+            problems.append(f"mean={list(self.mean)} (must be finite)")
+        if not all(math.isfinite(v) and v != 0 for v in self.std):
+            problems.append(f"std={list(self.std)} (must be finite and non-zero)")
+        if len(set(self.labels)) != len(self.labels):
+            problems.append(f"labels={list(self.labels)} (class names must differ)")
+        if problems:
+            raise UnknownOption("invalid request: " + "; ".join(problems))
 
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
@@ -164,6 +209,12 @@ def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
         raise UnknownOption(sorted(reasons)[0])
 
 
+def chromium_build() -> str:
+    from deploytool.devices.browser import chromium_build as build
+
+    return build()
+
+
 def resolve_devices(req: MigrateRequest) -> list[str]:
     """Android serials for the matrix (--device, else $ANDROID_SERIAL, else every ready device);
     no device is a user error before anything runs."""
@@ -207,17 +258,43 @@ class Pipeline:
             check_harness()
         if not self.combos:
             raise UnknownOption("the request names no combination to run; check --format/--quantize/--target")
-        ident = {"spec": self.spec.content_hash(), "data": self.dataset.sha256, "request": req.describe()}
-        ident["request"].pop("fresh")
-        ident["request"].pop("run_id")
-        if req.run_id:
-            self.run_id = req.run_id
-        elif req.fresh:
-            self.run_id = f"{self.spec.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-        else:
-            self.run_id = f"{self.spec.name}-{stable_hash(ident, 12)}"
+        self.host_id = host_identity()
+        # The browser build is asked of the binary only when rows will run; a stored run's comes from its record.
+        self.browser_build = chromium_build() if with_devices and any(c.target == "web" for c in self.combos) else ""
+        self.source_ids = {fw: self._source_id(fw) for fw in {c.framework for c in self.combos}}
+        self.run_id = self._run_id()
         self.tolerances = {g: {**self.spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         self.sources: dict[str, Source] = {}
+
+    # -- identity: a row belongs to exactly what was measured -----------------
+    def _source_id(self, framework: str) -> str:
+        """The content identity of a source model before it exists: a user's file by its bytes, a zoo
+        model by everything its training depends on (manifest, data, epochs, seed, framework versions)."""
+        if self.user_artifact is not None:
+            return self.user_artifact.sha256
+        return train_key(self.spec, framework, self.dataset, self.req.epochs or self.spec.train.epochs)
+
+    def _run_id(self) -> str:
+        req = self.req
+        if req.run_id:
+            return check_name(req.run_id, "--run-id")
+        name = self.spec.name[:RUN_NAME_CHARS]
+        if req.fresh:  # unique even for two runs started in the same second on the same host
+            return f"{name}-{dt.datetime.now():%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
+        request = req.describe()
+        for k in ("fresh", "run_id", "model", "test_npz", "data_dir", "localize"):
+            request.pop(k, None)  # the inputs enter by content below, not by path
+        ident = {"spec": self.spec.content_hash(), "data": self.dataset.sha256, "sources": self.source_ids,
+                 "host": self.host_id, "browser": self.browser_build, "request": request}
+        return f"{name}-{stable_hash(ident, 12)}"
+
+    def combo_key(self, combo: Combo) -> str:
+        """Everything the row's numbers depend on: source model and data by content, calibration set,
+        the combination, and where it runs (host; browser build for web rows; the serial is in `combo`)."""
+        return stable_hash({"model": self.spec.name, "data": self.dataset.sha256,
+                            "source": self.source_ids[combo.framework], "calibration": self.calibration_sha256,
+                            "host": self.host_id, "browser": self.browser_build if combo.target == "web" else "",
+                            **asdict(combo)})
 
     def source(self, framework: str) -> Source:
         if framework not in self.sources:
@@ -298,6 +375,11 @@ class Pipeline:
             return Result(**base, status=e.status, reason=e.reason, details=details)
         except (HarnessMissing, DeviceNotFound):
             raise  # the machine lacks something every combination of this target needs: one line, exit 2
+        except OSError as e:
+            if self._workspace_fault(e):
+                raise  # the workspace itself failed (full, read-only): the run stops, resumable
+            details["traceback"] = traceback.format_exc(limit=20)
+            return Result(**base, status="error", reason=f"{type(e).__name__}: {e}", details=details)
         except DeploytoolError as e:
             # A user-level problem confined to this combination (e.g. a device refusing one model).
             return Result(**base, status="error", reason=str(e), details=details)
@@ -352,9 +434,10 @@ class Pipeline:
 
         t_start = time.perf_counter()
         self.prepare()
-        keys = {c: c.key(self.spec.name, self.dataset.sha256) for c in self.combos}
+        keys = {c: self.combo_key(c) for c in self.combos}
         done = self.store.final_keys(self.run_id)
         self.store.start_run(self.run_id, self.spec.name, {**self.req.describe(), "host": host_facts(),
+                                                          "browser_build": self.browser_build,
                                                           "combos": len(self.combos)})
         todo = [c for c in self.combos if keys[c] not in done]
         reused = len(self.combos) - len(todo)
@@ -371,20 +454,28 @@ class Pipeline:
                 if result.failing:
                     self.write_bundle(result)
                 t = time.perf_counter()
-                self.store.save(result)
+                result.details["stage_seconds"]["store"] = 0.0
+                self.store.save(self._for_store(result))
                 result.details["stage_seconds"]["store"] = time.perf_counter() - t
                 in_runtimes += result.details["stage_seconds"].get("runtime", 0.0)
                 converting += result.details["stage_seconds"].get("convert", 0.0)
             if self.req.localize:
-                self.localize_failures(self.store.results_for(self.run_id), self.converter)
+                self.localize_failures(self.stored_results(), self.converter)
         except (KeyboardInterrupt, DeploytoolError):
-            self.store.finish_run(self.run_id, "interrupted")
+            self._interrupted()
             raise
+        except OSError as e:
+            if not self._workspace_fault(e):
+                raise
+            self._interrupted()
+            raise WorkspaceError(f"the workspace {self.ws.root} failed mid-run ({e.strerror or type(e).__name__}: "
+                                 f"{e.filename}); results measured so far are kept: free space or fix permissions, "
+                                 "then run the same command again to resume") from None
         finally:
             bar.close()
             self.converter.close()
         self.store.finish_run(self.run_id)
-        results = self.store.results_for(self.run_id)
+        results = self.stored_results()
         order = {keys[c]: i for i, c in enumerate(self.combos)}
         results = sorted((r for r in results if r.combo_key in order), key=lambda r: order[r.combo_key])
         t = time.perf_counter()
@@ -392,6 +483,44 @@ class Pipeline:
         t_report = time.perf_counter() - t
         return RunOutcome(self.run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report)
+
+    def _interrupted(self) -> None:
+        """Mark the run interrupted when the store still answers; a store that fails says so itself."""
+        try:
+            self.store.finish_run(self.run_id, "interrupted")
+        except DeploytoolError:
+            pass
+
+    def _workspace_fault(self, e: OSError) -> bool:
+        """An OSError about a file of the workspace (full disk, read-only, removed folder)."""
+        name = e.filename or ""
+        try:
+            real = Path(os.path.realpath(name)) if name else None
+        except (OSError, ValueError):
+            return False
+        return real is not None and (real == self.ws.root or self.ws.root in real.parents)
+
+    def _for_store(self, result: Result) -> Result:
+        """The row as the store keeps it: workspace files by their workspace-relative path, so it means the
+        same from any directory and names nothing on this host's disk."""
+        details = dict(result.details)
+        for k in ("latency_samples_path", "bundle"):
+            if details.get(k):
+                details[k] = self.ws.relative(Path(details[k]))
+        return replace(result, details=details,
+                       outputs_path=self.ws.relative(Path(result.outputs_path)) if result.outputs_path else "")
+
+    def stored_results(self) -> list[Result]:
+        """This run's rows from the store, with workspace files resolved to absolute paths."""
+        out = []
+        for r in self.store.results_for(self.run_id):
+            details = dict(r.details)
+            for k in ("latency_samples_path", "bundle"):
+                if details.get(k):
+                    details[k] = str(self.ws.absolute(details[k]))
+            out.append(replace(r, details=details,
+                               outputs_path=str(self.ws.absolute(r.outputs_path)) if r.outputs_path else ""))
+        return out
 
     def localize_failures(self, results: list[Result], converter: IsolatedConverter,
                           only: str | None = None) -> list[tuple[Result, Any]]:
@@ -409,13 +538,50 @@ class Pipeline:
             loc = localize(self, r, converter)
             if not r.details.get("bundle"):
                 self.write_bundle(r)
-                self.store.save(r)
+                self.store.save(self._for_store(r))
             if r.details.get("bundle"):
                 attach_to_bundle(loc, Path(r.details["bundle"]))
             loc.discard()
             self.log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
             done.append((r, loc))
         return done
+
+    def reproduce_command(self, c: Combo) -> list[str]:
+        """`deploytool migrate` for this one combination with every option that shaped its row, as argv:
+        quoted with shlex.join wherever it is shown, it runs as written from any directory."""
+        req = self.req
+        args = ["deploytool", "migrate", "--model"]
+        if self.user_artifact is not None:
+            # the workspace's content-addressed copy: the very bytes that were measured
+            args += [str(Path(self.user_artifact.path).absolute()), "--data", str(req.test_npz),
+                     "--layout", self.user_artifact.layout, "--scale", repr(req.scale),
+                     "--mean", ",".join(map(repr, req.mean)), "--std", ",".join(map(repr, req.std))]
+            if req.labels:
+                args += ["--labels", ",".join(req.labels)]
+        else:
+            args += [req.model, "--framework", c.framework]
+            if req.data_dir:
+                args += ["--data-dir", str(req.data_dir)]
+            if req.test_npz:
+                args += ["--data", str(req.test_npz)]
+            if req.epochs:
+                args += ["--epochs", str(req.epochs)]
+        args += ["--format", c.format, "--quantize", c.quantize, "--target", c.target]
+        if c.target == "web":
+            args += ["--backend", c.backend]
+        if c.target == "android":
+            args += ["--device", c.device, "--delegate", c.backend]
+            if req.benchmark_binary:
+                args += ["--benchmark-model", str(req.benchmark_binary)]
+        args += ["--threads", str(req.threads), "--warmup", str(req.warmup_runs), "--timeout", repr(req.timeout_s)]
+        if req.latency_samples is not None:
+            args += ["--latency-samples", str(req.latency_samples)]
+        if req.limit_test is not None:
+            args += ["--test-samples", str(req.limit_test)]
+        tol = self.tolerances["none" if c.quantize == "none" else "quantized"]
+        for metric, (pass_limit, fail_limit) in sorted(tol.items()):
+            args += ["--tolerance", f"{metric}={pass_limit!r},{fail_limit!r}"]
+        return args + ["--workspace", str(self.ws.root), "--fresh"]
 
     def write_bundle(self, result: Result) -> None:
         """A reproducer for a failing row (bugreport.py); a fault here never costs the row."""
@@ -426,9 +592,7 @@ class Pipeline:
             return
         c = result.combo
         layout = (result.details.get("artifact") or {}).get("layout") or src.artifact.layout
-        command = (f"deploytool migrate --model {self.req.model} --framework {c.framework} --format {c.format} "
-                   f"--quantize {c.quantize} --target {c.target}" + (f" --backend {c.backend}" if c.target == "web" else "")
-                   + (f" --device {c.device} --delegate {c.backend}" if c.target == "android" else "") + " --fresh")
+        command = shlex.join(self.reproduce_command(c))
         try:
             path = write_bundle(result, self.ws.report_dir(self.run_id) / "bugs",
                                 x_test=self.dataset.in_layout(self.dataset.x_test, layout),
@@ -471,13 +635,14 @@ def _pipeline_for(run: dict[str, Any], store: Store, ws: Workspace, log: Callabl
     p = Pipeline(MigrateRequest(**kw), ws, store, progress=False, log=log)
     p.prepare(with_devices=False)
     p.run_id = run["run_id"]
+    p.browser_build = (run.get("request") or {}).get("browser_build", "")
     return p
 
 
 def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
     """Write the report of a stored run again, from the database and the workspace."""
     p = _pipeline_for(run, store, ws)
-    results = store.results_for(run["run_id"])
+    results = p.stored_results()
     return p.write_report(results), results
 
 
@@ -486,11 +651,11 @@ def localize_run(run: dict[str, Any], store: Store, ws: Workspace, only: str | N
     """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
     p = _pipeline_for(run, store, ws, log)
     with IsolatedConverter(ws.root / "logs" / f"localize-{run['run_id']}.log", p.req.timeout_s) as conv:
-        found = p.localize_failures(store.results_for(run["run_id"]), conv, only)
+        found = p.localize_failures(p.stored_results(), conv, only)
     if not found:
         raise UnknownOption(f"run {run['run_id']} has no failing row" + (f" matching {only!r}" if only else "")
                             + " to localize; `deploytool report RUN` lists its rows")
-    p.write_report(store.results_for(run["run_id"]))
+    p.write_report(p.stored_results())
     return found
 
 

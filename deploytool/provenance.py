@@ -34,11 +34,40 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+ENV_HOST_NAME = "DEPLOYTOOL_HOST_NAME"
+
+
+def host_name() -> str:
+    """The name this host gives its rows: $DEPLOYTOOL_HOST_NAME (a lab whose containers share a
+    hostname names them apart), else the network node name."""
+    return os.environ.get(ENV_HOST_NAME) or platform.node() or "unknown-host"
+
+
+def _machine_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            return open(path).read().strip()
+        except OSError:
+            continue
+    return ""
+
+
+def host_identity() -> str:
+    """Where a row ran, as part of its identity: host name, machine id, CPU and OS. Two hosts writing
+    the same request to one shared store never share a row."""
+    import hashlib
+
+    facts = [host_name(), _machine_id(), cpu_model(), platform.machine(), platform.system()]
+    return f"{host_name()[:40]}:{hashlib.sha256('|'.join(facts).encode()).hexdigest()[:12]}"
+
+
 def host_facts() -> dict[str, Any]:
     from deploytool import __version__
 
     return {
         "deploytool": __version__,
+        "host": host_name(),
+        "host_id": host_identity(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploytool.errors import SpecError, UnknownModel
+from deploytool.errors import SpecError, UnknownModel, WorkspaceError
+from deploytool.workspace import check_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 LAYOUTS = ("NHWC", "NCHW")
@@ -91,6 +93,20 @@ DEFAULT_TOLERANCES = {
 }
 
 
+def tolerance_problem(metric: str, limits: tuple[float, ...]) -> str | None:
+    """Why a [pass, fail] pair cannot judge anything, or None when it can."""
+    if len(limits) != 2 or not all(math.isfinite(v) for v in limits):
+        return f"must be two finite numbers [pass, fail], got {list(limits)}"
+    pass_limit, fail_limit = limits
+    if TOLERANCE_METRICS[metric] == "min" and pass_limit < fail_limit:
+        return (f"is inverted: {metric} passes at >= {pass_limit:g} and fails below {fail_limit:g}, "
+                f"so the pass limit must be the larger one")
+    if TOLERANCE_METRICS[metric] == "max" and pass_limit > fail_limit:
+        return (f"is inverted: {metric} passes at <= {pass_limit:g} and fails beyond {fail_limit:g}, "
+                f"so the pass limit must be the smaller one")
+    return None
+
+
 class _Reader:
     """Typed field access that names the file and field on every error."""
 
@@ -135,12 +151,24 @@ def parse_spec(path: Path) -> ModelSpec:
 
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{path}: manifest not found") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory, not a manifest file") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte {e.start}); save the manifest as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML ({e}); fix the syntax") from None
     r = _Reader(path, data)
+    name = r.get("model.name", str)
+    try:
+        check_name(name, "model.name")
+    except WorkspaceError:
+        raise r.fail("model.name", f"is {name!r}; use 1-64 letters, digits, '.', '_' or '-' starting with a "
+                                   "letter or digit (it names folders and runs)") from None
     arch = r.get("model.architecture", str)
     if arch not in zoo.ARCHITECTURES:
         raise r.fail("model.architecture", f"is {arch!r}; known architectures: {', '.join(zoo.ARCHITECTURES)}")
@@ -155,6 +183,9 @@ def parse_spec(path: Path) -> ModelSpec:
     labels = tuple(str(x) for x in r.get("data.labels", list))
     if len(labels) < 2:
         raise r.fail("data.labels", "must list at least two class names")
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise r.fail("data.labels", f"names {', '.join(map(repr, dupes))} more than once; class names must differ")
     mean = r.numbers("preprocess.mean", None, [0.0])
     std = r.numbers("preprocess.std", None, [1.0])
     for fld, v in (("preprocess.mean", mean), ("preprocess.std", std)):
@@ -162,6 +193,12 @@ def parse_spec(path: Path) -> ModelSpec:
             raise r.fail(fld, f"must have 1 or {channels} values (one per channel)")
     if any(s == 0 for s in std):
         raise r.fail("preprocess.std", "must not contain 0")
+    scale = r.get("preprocess.scale", float, 1.0)
+    for fld, v in (("preprocess.mean", mean), ("preprocess.std", std), ("preprocess.scale", (scale,))):
+        if not all(math.isfinite(x) for x in v):
+            raise r.fail(fld, f"must be finite numbers, got {list(v)}")
+    if scale == 0:
+        raise r.fail("preprocess.scale", "must not be 0 (every pixel would become the same value)")
     train = TrainSpec(
         epochs=r.get("train.epochs", int),
         batch_size=r.get("train.batch_size", int),
@@ -170,8 +207,9 @@ def parse_spec(path: Path) -> ModelSpec:
         seed=r.get("train.seed", int),
         schedule=r.choice("train.schedule", SCHEDULES, "constant"),
     )
-    if train.epochs < 1 or train.batch_size < 1 or train.learning_rate <= 0:
-        raise r.fail("train", "epochs, batch_size and learning_rate must be positive")
+    if train.epochs < 1 or train.batch_size < 1 or not (math.isfinite(train.learning_rate)
+                                                         and train.learning_rate > 0):
+        raise r.fail("train", "epochs, batch_size and learning_rate must be positive finite numbers")
     acc = r.numbers("expect.accuracy", 2)
     if not 0 <= acc[0] <= acc[1] <= 1:
         raise r.fail("expect.accuracy", "must be [low, high] with 0 <= low <= high <= 1")
@@ -183,16 +221,19 @@ def parse_spec(path: Path) -> ModelSpec:
             if metric not in TOLERANCE_METRICS:
                 raise r.fail(f"tolerance.{group}.{metric}", f"is unknown; metrics are {', '.join(TOLERANCE_METRICS)}")
             pair = r.numbers(f"tolerance.{group}.{metric}", 2)
+            problem = tolerance_problem(metric, pair)
+            if problem:
+                raise r.fail(f"tolerance.{group}.{metric}", problem)
             tolerances[group][metric] = (pair[0], pair[1])
     return ModelSpec(
-        name=r.get("model.name", str),
+        name=name,
         architecture=arch,
         frameworks=frameworks,
         dataset=r.choice("data.dataset", DATASETS),
         input_shape=(int(shape[0]), int(shape[1]), channels),
         layout=r.choice("data.layout", LAYOUTS, "NHWC"),
         labels=labels,
-        preprocess=Preprocess(r.get("preprocess.scale", float, 1.0), mean, std),
+        preprocess=Preprocess(scale, mean, std),
         train=train,
         expected_accuracy=(acc[0], acc[1]),
         tolerances=tolerances,

@@ -16,7 +16,7 @@ from pathlib import Path
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, ShapeError
 from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
-from deploytool.workspace import Workspace
+from deploytool.workspace import Workspace, safe_segment
 
 SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}
 CHANNELS = (1, 3, 4)
@@ -153,7 +153,8 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     digest = content_hash(path)
     if external:  # the weights are part of the model's identity
         digest = hashlib.sha256("".join([digest, *(content_hash(path.parent / n) for n in external)]).encode()).hexdigest()
-    dest_dir = ws.root / "models" / f"user-{path.stem}-{digest[:12]}"
+    name = safe_segment(path.stem)  # the file's name may hold anything; folders and run ids get a clean one
+    dest_dir = ws.inside(ws.root / "models" / f"user-{name}-{digest[:12]}")
     dest = dest_dir / (path.name if path.is_file() else "saved_model")
     if not dest.exists():
         dest_dir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +167,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
                         sha256=digest, size_bytes=size_on_disk(dest))
     artifact.save(dest_dir / "artifact.json")
     spec = ModelSpec(
-        name=path.stem, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,
+        name=name, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,
         labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
         train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
         expected_accuracy=(0.0, 1.0), tolerances={g: dict(v) for g, v in DEFAULT_TOLERANCES.items()},

@@ -2,6 +2,10 @@
 converted artifacts, per-sample outputs, the results database and reports
 live. It only names places and finds cached entries by key; it never decides
 what to compute.
+
+Every path it hands out is checked to stay under the workspace root: names
+that become path segments (run ids, model names, keys) are validated with
+`check_name`, and `inside()` refuses anything that would resolve outside.
 """
 
 from __future__ import annotations
@@ -9,16 +13,39 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deploytool.errors import WorkspaceError
+
 DEFAULT_WORKSPACE = Path("runs")
+# A name that becomes one path segment: no separators, no leading dot, bounded so
+# that a run id built from it fits the store's columns.
+NAME_MAX = 64
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def check_name(name: str, what: str, limit: int = NAME_MAX) -> str:
+    """`name` unchanged when it is safe as one path segment; otherwise WorkspaceError naming `what`."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name or len(name) > limit:
+        raise WorkspaceError(f"{what} {name!r} cannot name a folder: use 1-{limit} letters, digits, '.', '_' "
+                             "or '-', starting with a letter or digit (no '/', no '..')")
+    return name
+
+
+def safe_segment(text: str, limit: int = 40) -> str:
+    """A readable, path-safe version of arbitrary text (a user's file stem): never refused, only cleaned."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-_")
+    s = re.sub(r"\.{2,}", ".", s)[:limit].strip(".-_")
+    return s or "model"
 
 
 @dataclass(frozen=True)
@@ -28,20 +55,45 @@ class Workspace:
     @classmethod
     def open(cls, root: str | Path | None = None) -> "Workspace":
         r = Path(root or os.environ.get("DEPLOYTOOL_WORKSPACE") or DEFAULT_WORKSPACE).resolve()
-        r.mkdir(parents=True, exist_ok=True)
+        try:
+            r.mkdir(parents=True, exist_ok=True)
+            # Writable for real (root ignores permission bits; a read-only mount or a full disk does not).
+            with tempfile.NamedTemporaryFile(dir=r, prefix=".deploytool-probe-"):
+                pass
+        except OSError as e:
+            raise WorkspaceError(f"workspace {r} is not writable ({e.strerror or type(e).__name__}); "
+                                 "pass --workspace DIR pointing at a writable folder") from None
         return cls(r)
 
+    def inside(self, path: Path) -> Path:
+        """`path` if it resolves under the workspace root, else WorkspaceError."""
+        real = Path(os.path.realpath(path))
+        if real != self.root and self.root not in real.parents:
+            raise WorkspaceError(f"{path} would be written outside the workspace {self.root}; "
+                                 "names that become folders must not contain '/' or '..'")
+        return path
+
     def model_dir(self, name: str, framework: str, key: str) -> Path:
-        return self.root / "models" / f"{name}-{framework}-{key}"
+        return self.inside(self.root / "models" / check_name(f"{name}-{framework}-{key}", "model folder", 160))
 
     def artifact_dir(self, key: str) -> Path:
-        return self.root / "artifacts" / key
+        return self.inside(self.root / "artifacts" / check_name(key, "artifact key"))
 
     def report_dir(self, run_id: str) -> Path:
-        return self.root / "reports" / run_id
+        return self.inside(self.root / "reports" / check_name(run_id, "run id", 128))
 
     def outputs_path(self, run_id: str, combo_key: str) -> Path:
-        return self.root / "outputs" / run_id / f"{combo_key}.npy"
+        return self.inside(self.root / "outputs" / check_name(run_id, "run id", 128)
+                           / f"{check_name(combo_key, 'combination key')}.npy")
+
+    def relative(self, path: Path) -> str:
+        """How the store records a workspace file: relative to the root, so the row means the same on any host."""
+        return Path(path).resolve().relative_to(self.root).as_posix()
+
+    def absolute(self, stored: str) -> Path:
+        """A path as the store recorded it (workspace-relative, or absolute from older runs)."""
+        p = Path(stored)
+        return p if p.is_absolute() else self.inside(self.root / p)
 
     @property
     def default_db_url(self) -> str:

@@ -91,6 +91,17 @@ def _as_nhwc(x: np.ndarray, shape: tuple[int, int, int], where: str) -> np.ndarr
     return x
 
 
+def _refuse_non_finite(x: np.ndarray, part: str, where: str) -> None:
+    """NaN/inf pixels make every runtime's output arbitrary: judged, they give false verdicts."""
+    if x.dtype.kind != "f":
+        return
+    bad = ~np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+    if bad.any():
+        first = np.flatnonzero(bad)[:5].tolist()
+        raise DataError(f"{where}: {int(bad.sum())} {part} sample(s) contain NaN or infinity (first: {first}); "
+                        "remove or repair them before measuring")
+
+
 def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
     if dataset == "mnist":
         from deploytool.data import mnist
@@ -118,6 +129,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
         raw = load_raw(spec.dataset, spec, data_dir)
         name = spec.dataset
     where = str(test_npz) if test_npz else name
+    if len(raw.x_test) == 0:
+        raise DataError(f"{where}: the test set has 0 samples; nothing can be measured on it")
     x_test = _as_nhwc(raw.x_test, spec.input_shape, where)
     x_train = _as_nhwc(raw.x_train, spec.input_shape, where) if len(raw.x_train) else x_test[:0]
     y_test, y_train = raw.y_test.astype(np.int64).ravel(), raw.y_train.astype(np.int64).ravel()
@@ -127,11 +140,18 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
         if len(y) and (y.min() < 0 or y.max() >= spec.num_classes):
             raise DataError(f"{where}: labels must be in 0..{spec.num_classes - 1} "
                             f"(the manifest lists {spec.num_classes} classes), found {y.min()}..{y.max()}")
+    for part, x in (("test", x_test), ("training", x_train)):
+        _refuse_non_finite(x, part, where)
     if limit_train is not None:
         x_train, y_train = x_train[:limit_train], y_train[:limit_train]
     if limit_test is not None:
         x_test, y_test = x_test[:limit_test], y_test[:limit_test]
     xtr, xte = apply_preprocess(x_train, spec.preprocess), apply_preprocess(x_test, spec.preprocess)
+    for part, x in (("test", xte), ("training", xtr)):
+        if not np.isfinite(x).all():  # finite raw values can overflow float32 after scaling
+            raise DataError(f"{where}: the {part} samples are not finite after preprocessing "
+                            f"(scale {spec.preprocess.scale:g}, mean {spec.preprocess.mean}, std {spec.preprocess.std}); "
+                            "check --scale/--mean/--std")
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=raw.origin,
                    sha256=_checksum(xte, y_test, xtr, y_train))

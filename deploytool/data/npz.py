@@ -1,6 +1,9 @@
 """A user's own test set as .npz with arrays `x` (NHWC) and `y` (integer
 labels); optional `x_train`/`y_train` are used for calibration. Loaded with
-allow_pickle=False: an object array is refused, never unpickled."""
+allow_pickle=False: an object array is refused, never unpickled. Each member's
+declared shape is read from its header before anything is allocated, so a file
+that claims more than this machine can hold is refused instead of exhausting
+memory."""
 
 from __future__ import annotations
 
@@ -12,23 +15,69 @@ import numpy as np
 from deploytool.data import RawData
 from deploytool.errors import DataError
 
+MEMBERS = ("x", "y", "x_train", "y_train")
+_HOW = "save with np.savez(path, x=images, y=labels)"
+
+
+def _declared(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """member -> (shape, dtype) from the .npy headers, without reading the arrays."""
+    out = {}
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if name not in MEMBERS:
+                continue
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read(fh)
+            out[name] = (tuple(int(d) for d in shape), np.dtype(dtype))
+    return out
+
+
+def _memory_limit_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available // 4)
+    except Exception:  # noqa: BLE001 - no psutil: a fixed, generous cap
+        return 8 << 30
+
 
 def load(path: Path) -> RawData:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file; pass an .npz with arrays x (N,H,W,C) and y (N,)")
     try:
+        declared = _declared(path)
+        # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
+        need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
+        limit = _memory_limit_bytes()
+        if need > limit:
+            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ({', '.join(f'{k} {s}' for k, (s, _) in declared.items())}), "
+                            f"more than this machine can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
         with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
             if not {"x", "y"} <= keys:
-                raise DataError(f"{path}: needs arrays 'x' and 'y', found {sorted(keys) or 'none'}; "
-                                "save with np.savez(path, x=images, y=labels)")
+                raise DataError(f"{path}: needs arrays 'x' and 'y', found {sorted(keys) or 'none'}; {_HOW}")
             x, y = z["x"], z["y"]
             x_train = z["x_train"] if "x_train" in keys else x[:0]
             y_train = z["y_train"] if "y_train" in keys else y[:0]
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
-        raise DataError(f"{path}: not a readable .npz ({str(e).splitlines()[0]}); "
-                        "save with np.savez(path, x=images, y=labels)") from None
+    except DataError:
+        raise
+    except MemoryError:
+        raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(f"{path}: not a readable .npz ({text}); {_HOW}") from None
+    for name, a in (("x", x), ("x_train", x_train)):
+        if np.iscomplexobj(a):
+            raise DataError(f"{path}: {name} holds complex numbers ({a.dtype}); images are real: store the real part "
+                            "(or magnitude) explicitly")
     if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
         raise DataError(f"{path}: x must be numeric and y integer labels (got {x.dtype}, {y.dtype})")
+    if len(x_train) and (not np.issubdtype(x_train.dtype, np.number) or not np.issubdtype(y_train.dtype, np.integer)):
+        raise DataError(f"{path}: x_train must be numeric and y_train integer labels "
+                        f"(got {x_train.dtype}, {y_train.dtype})")
     return RawData(x_train, y_train, x, y, f"user test set {path}")

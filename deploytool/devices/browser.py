@@ -69,6 +69,22 @@ def find_chromium() -> Path:
                          f"(apt-get install chromium) or set {ENV_EXECUTABLE}")
 
 
+def chromium_build(executable: Path | None = None) -> str:
+    """`Chromium 156.0.8078.114` of the binary that will run (asked of the binary: ~50 ms); part of a
+    web row's identity, so a browser upgrade measures again instead of reusing old rows."""
+    import subprocess
+
+    exe = Path(executable or find_chromium())
+    try:
+        out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    if not out:  # still an identity: the binary itself, by size and time
+        st = exe.stat()
+        out = f"{exe} size={st.st_size} mtime={int(st.st_mtime)}"
+    return out
+
+
 def _status_kib(pid: int, field: str) -> int | None:
     try:
         text = Path(f"/proc/{pid}/status").read_text()

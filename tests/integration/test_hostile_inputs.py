@@ -1,0 +1,262 @@
+"""Every bad input a hostile user found, through the real CLI: exit code 2, one
+line on stderr that names the problem, no traceback, nothing written outside
+the workspace, and the workspace still usable afterwards. The model is a tiny
+ONNX classifier on 8x8 images (onnxruntime is its own baseline), so each case
+costs a process start, not a training run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration.test_usermodel import onnx_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    """inputs/ (a model and data the user owns), ws/ (the workspace), cwd/ (where the CLI runs)."""
+    root = tmp_path_factory.mktemp("hostile")
+    inputs = root / "inputs"
+    inputs.mkdir()
+    model = onnx_model(inputs / "m.onnx", [None, 8, 8, 1])
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (64, 8, 8, 1)).astype(np.uint8)
+    np.savez(inputs / "t.npz", x=x, y=rng.integers(0, 10, 64))
+    (root / "cwd").mkdir()
+    return root, model, inputs / "t.npz"
+
+
+def _tree(root: Path, skip: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if skip not in p.parents and p != skip}
+
+
+def _npz(path: Path, **arrays) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+def _huge_npz(path: Path) -> Path:
+    """An .npz whose x header declares 10^11 float32 pixels but holds a few bytes."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False,
+                                              "shape": (10**9, 10, 10, 1)})
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x.npy", buf.getvalue() + b"\0" * 64)
+        y = io.BytesIO()
+        np.save(y, np.zeros(4, np.int64))
+        zf.writestr("y.npy", y.getvalue())
+    return path
+
+
+def _manifest(path: Path, **override) -> Path:
+    """lenet1's manifest with `section.key=value` overrides (a dotted name per keyword: model__name)."""
+    import tomllib
+
+    import tomli_w
+
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "models" / "lenet1.toml").read_text())
+    for dotted, value in override.items():
+        *parents, key = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node[part]
+        node[key] = value
+    path.write_bytes(tomli_w.dumps(data).encode())
+    return path
+
+
+def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], str]]:
+    bad = root / "bad"
+    bad.mkdir(exist_ok=True)
+    user = ["migrate", "--model", str(model), "--data", str(data), "--format", "onnx", "--quantize", "none"]
+    not_utf8 = bad / "latin1.toml"
+    not_utf8.write_bytes(_manifest(bad / "tmp.toml").read_bytes().replace(b'description = "', b'description = "\xe9'))
+    inverted = _manifest(bad / "inverted.toml", tolerance__quantized__agreement=[0.90, 0.99])
+    rng = np.random.default_rng(1)
+    x = rng.random((16, 8, 8, 1)).astype(np.float32)
+    y = rng.integers(0, 10, 16)
+    nan_x = x.copy()
+    nan_x[3, 2, 2, 0] = np.nan
+    inf_x = x.copy()
+    inf_x[5, 0, 0, 0] = np.inf
+    return [
+        # names that would become paths outside the workspace
+        ("run id with ..", [*user, "--run-id", "../../x"], "cannot name a folder"),
+        ("absolute run id", [*user, "--run-id", str(root / "abs")], "cannot name a folder"),
+        ("manifest name ../../x", ["migrate", "--model", str(_manifest(bad / "escape.toml", model__name="../../x"))],
+         "field 'model.name'"),
+        # data
+        ("empty test set", ["migrate", "--model", str(model), "--data",
+                            str(_npz(bad / "empty.npz", x=x[:0], y=y[:0])), "--format", "onnx"], "0 samples"),
+        ("huge declared shape", ["migrate", "--model", str(model), "--data", str(_huge_npz(bad / "huge.npz")),
+                                 "--format", "onnx"], "more than this machine can hold"),
+        ("NaN pixel", ["migrate", "--model", str(model), "--data", str(_npz(bad / "nan.npz", x=nan_x, y=y))],
+         "contain NaN or infinity"),
+        ("inf pixel", ["migrate", "--model", str(model), "--data", str(_npz(bad / "inf.npz", x=inf_x, y=y))],
+         "contain NaN or infinity"),
+        ("complex pixels", ["migrate", "--model", str(model), "--data",
+                            str(_npz(bad / "cplx.npz", x=x.astype(np.complex64), y=y))], "complex"),
+        # manifests
+        ("manifest not UTF-8", ["migrate", "--model", str(not_utf8)], "not UTF-8"),
+        ("lr = nan", ["migrate", "--model", str(_manifest(bad / "lr.toml", train__learning_rate=float("nan")))],
+         "learning_rate must be positive finite"),
+        ("scale = 0", ["migrate", "--model", str(_manifest(bad / "scale.toml", preprocess__scale=0.0))], "must not be 0"),
+        ("infinite mean", ["migrate", "--model", str(_manifest(bad / "mean.toml", preprocess__mean=[float("inf")]))],
+         "must be finite"),
+        ("duplicate labels", ["migrate", "--model", str(_manifest(bad / "labels.toml",
+                                                                   data__labels=["a", "b", "a"]))], "more than once"),
+        ("inverted tolerances", ["migrate", "--model", str(inverted)], "inverted"),
+        # flags
+        ("latency samples 0", [*user, "--latency-samples", "0"], "--latency-samples"),
+        ("latency samples -3", [*user, "--latency-samples", "-3"], "--latency-samples"),
+        ("epochs 0", ["migrate", "--model", "lenet1", "--epochs", "0"], "--epochs"),
+        ("train epochs 0", ["train", "--model", "lenet1", "--epochs", "0"], "--epochs"),
+        ("threads 0", [*user, "--threads", "0"], "--threads"),
+        ("timeout 0", [*user, "--timeout", "0"], "--timeout"),
+        ("timeout nan", [*user, "--timeout", "nan"], "--timeout"),
+        ("timeout -5", [*user, "--timeout", "-5"], "--timeout"),
+        ("warmup -1", [*user, "--warmup", "-1"], "--warmup"),
+        ("tolerance nan", [*user, "--tolerance", "agreement=nan,nan"], "finite"),
+        ("tolerance inverted", [*user, "--tolerance", "accuracy_drop_points=3,1"], "inverted"),
+        ("scale 0", [*user, "--scale", "0"], "--scale"),
+        ("std 0", [*user, "--std", "0"], "--std"),
+        ("mean nan", [*user, "--mean", "nan"], "--mean"),
+        ("duplicate --labels", [*user, "--labels", "a,b,c,d,e,f,g,h,i,a"], "class names must differ"),
+        ("unwritable workspace", ["report", "--list", "--workspace", str(data / "ws")], "not writable"),
+    ]
+
+
+def test_every_bad_input_is_one_line_exit_2_and_writes_nothing_outside(sandbox):
+    root, model, data = sandbox
+    ws = root / "ws"
+    cases = _cases(root, model, data)
+    before = _tree(root, ws)
+    failures = []
+    for name, args, needle in cases:
+        if "--workspace" not in args:
+            args = [*args, "--workspace", str(ws)]
+        r = run_cli(*args, "--quiet", cwd=root / "cwd", timeout=120)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        ok = (r.returncode == 2 and len(lines) == 1 and lines[0].startswith("deploytool: error:")
+              and needle in lines[0] and "Traceback" not in r.stderr)
+        if not ok:
+            failures.append(f"{name}: exit {r.returncode}, stderr {r.stderr[-600:]!r}")
+    assert not failures, "\n".join(failures)
+    assert _tree(root, ws) == before, "a bad input wrote outside the workspace"
+    assert not (root.parent / "x").exists() and not (root / "abs").exists()
+    # the workspace is still usable: a good run, then its report from another directory
+    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--format", "onnx", "--quantize", "none",
+                "--workspace", str(ws), "--quiet", cwd=root / "cwd", timeout=300)
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
+    r = run_cli("report", run_id, "--workspace", str(ws), cwd=root, timeout=120)
+    assert r.returncode == 0 and "report:" in r.stdout, r.stderr
+
+
+def test_workspace_failing_mid_run_leaves_an_interrupted_run_that_resumes(sandbox, tmp_path):
+    _, model, data = sandbox
+    ws = tmp_path / "ws"
+    args = ["migrate", "--model", str(model), "--data", str(data), "--format", "onnx", "--quantize", "none,dynamic",
+            "--run-id", "mid-run", "--workspace", str(ws), "--quiet"]
+    (ws / "outputs").mkdir(parents=True)
+    (ws / "outputs" / "mid-run").write_text("a file where the run's output folder must go")
+    r = run_cli(*args, cwd=tmp_path, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "failed mid-run" in lines[0] and "Traceback" not in r.stderr
+    with sqlite3.connect(ws / "results.db") as db:
+        assert db.execute("select status from runs where run_id = 'mid-run'").fetchone() == ("interrupted",)
+    (ws / "outputs" / "mid-run").unlink()
+    r = run_cli(*args, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(ws / "results.db") as db:
+        assert db.execute("select status from runs where run_id = 'mid-run'").fetchone() == ("complete",)
+        assert db.execute("select count(*) from results where run_id = 'mid-run' and status = 'measured'"
+                          ).fetchone() == (2,)
+
+
+def test_an_immutable_workspace_is_one_line(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if subprocess.run(["chattr", "+i", str(ws)], capture_output=True).returncode != 0:
+        pytest.fail("chattr +i is needed to make a folder unwritable for root (e2fsprogs, ext4 /tmp)")
+    try:
+        r = run_cli("report", "--list", "--workspace", str(ws), cwd=tmp_path)
+    finally:
+        subprocess.run(["chattr", "-i", str(ws)], check=True)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "not writable" in lines[0], r.stderr
+
+
+def test_a_bundled_command_is_quoted_complete_and_reproduces_the_verdict(tmp_path):
+    """A model file named `a;touch x.onnx`, a forced failure, and the bundle's command run by a shell."""
+    inputs = tmp_path / "in put"
+    inputs.mkdir()
+    model = onnx_model(inputs / "a;touch x.onnx", [None, 8, 8, 1])
+    rng = np.random.default_rng(0)
+    data = _npz(inputs / "t d.npz", x=rng.integers(0, 255, (48, 8, 8, 1)).astype(np.uint8),
+                y=rng.integers(0, 10, 48))
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--scale", "0.00392156862745098",
+                "--format", "onnx", "--quantize", "dynamic", "--tolerance", "max_abs_error=0,0",
+                "--latency-samples", "5", "--workspace", str(ws), "--quiet", cwd=tmp_path, timeout=300)
+    assert r.returncode == 1, r.stderr
+    (readme,) = (ws / "reports").glob("*/bugs/*/README.md")
+    text = readme.read_text()
+    command = text.split("With deploytool, the same combination again:")[1].split("```")[1].strip()
+    for flag in ("--data", "--scale", "--tolerance", "--latency-samples", "--layout", "--format onnx",
+                 "--quantize dynamic", "--target host", "--fresh"):
+        assert flag in command, (flag, command)
+    assert "--framework" not in command  # a user's model has no twin to choose
+    shell_cwd = tmp_path / "shell"
+    shell_cwd.mkdir()
+    env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-c", command], cwd=shell_cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert not (shell_cwd / "x").exists() and not (shell_cwd / "x.onnx").exists(), "the command ran `touch`"
+    assert r.returncode == 1, r.stderr
+    row = [ln for ln in r.stdout.splitlines() if ln.startswith("onnx ")]
+    assert row and row[0].split()[-1] == "fail", r.stdout
+
+
+def test_two_fresh_runs_get_different_ids_and_a_changed_model_is_measured_again(sandbox, tmp_path):
+    _, model, data = sandbox
+    ws = tmp_path / "ws"
+    work = tmp_path / "work"
+    work.mkdir()
+    m = work / "m.onnx"
+    shutil.copy(model, m)
+    base = ["migrate", "--model", str(m), "--data", str(data), "--format", "onnx", "--quantize", "none",
+            "--workspace", str(ws), "--quiet"]
+    procs = [subprocess.Popen([os.sys.executable, "-m", "deploytool", *base, "--fresh"], cwd=work, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    ids = {o[0].strip().splitlines()[-1].split()[1] for o in outs}
+    assert len(ids) == 2, ids
+    first = run_cli(*base, cwd=work, timeout=300)
+    assert first.returncode == 0, first.stderr
+    # replace the file with another model under the same name: the same command must not reuse the old row
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(m))
+    w = numpy_helper.to_array(proto.graph.initializer[0])
+    proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(-w, "W"))
+    onnx.save(proto, str(m))
+    second = run_cli(*base, cwd=work, timeout=300)
+    assert second.returncode == 0, second.stderr
+    run1, run2 = (o.stdout.strip().splitlines()[-1].split()[1] for o in (first, second))
+    assert run1 != run2 and "already measured" not in second.stdout
+    outputs = [np.load(next((ws / "outputs" / run.rstrip(":")).glob("*.npy"))) for run in (run1, run2)]
+    assert not np.array_equal(*outputs), "the second run reported the first model's outputs"
