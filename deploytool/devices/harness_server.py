@@ -4,15 +4,23 @@ explicit MIME types and the cross-origin isolation headers that let wasm run
 multi-threaded with fine timers, and it accepts the page's POST of binary
 results. It binds 127.0.0.1 on a free port and serves nothing outside the
 roots it was given: no directory listings, no `..`, no absolute paths, no
-symlink that leads out of a root, no dotfiles. It must never bind another
-interface or serve the working directory.
+symlink that leads out of a root, no dotfiles. It answers only requests
+addressed to itself (Host 127.0.0.1:<port>; a POST also needs Origin
+http://127.0.0.1:<port>, which Chromium sends), so a page of another site that
+rebinds its DNS name to 127.0.0.1 gets nothing. A hostile or departing client
+(a path too long to resolve, a hang-up mid-file) gets a status code or silence,
+never a traceback. It must never bind another interface or serve the working
+directory.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +30,13 @@ from urllib.parse import unquote, urlsplit
 
 LOOPBACK = "127.0.0.1"
 RESULTS_PREFIX = "/results/"
+# The page's longest URL is a model file under /lib/... or /model/..., far
+# below this; the stdlib alone would read request lines up to 64 KiB.
+MAX_REQUEST_LINE_BYTES = 8 * 1024
+# After a refusal, what the client is still sending is read and dropped, up to
+# this much for this long, before the socket is closed (see _drain).
+LINGER_MAX_BYTES = 4 << 20
+LINGER_S = 2.0
 
 # Explicit, because mimetypes depends on the host's /etc/mime.types and a wasm
 # file served as octet-stream cannot be compiled with streaming instantiation.
@@ -90,13 +105,15 @@ class HarnessServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Requests answered with 400/403/414 or another refusal: a browser
+        # running the harness page never sends one, so a count above 0 means
+        # something else talked to the server.
         self.requests_refused = 0
 
     # life cycle
     def start(self) -> "HarnessServer":
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer((LOOPBACK, 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietHTTPServer((LOOPBACK, 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="harness-server",
                                         kwargs={"poll_interval": 0.1}, daemon=True)
         self._thread.start()
@@ -125,9 +142,14 @@ class HarnessServer:
         return str(host), int(port)
 
     @property
-    def origin(self) -> str:
+    def authority(self) -> str:
+        """The only Host header the server answers: "127.0.0.1:<port>"."""
         host, port = self.address
-        return f"http://{host}:{port}"
+        return f"{host}:{port}"
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.authority}"
 
     # results posted by the page
     def _store_result(self, name: str, body: bytes) -> None:
@@ -144,7 +166,9 @@ class HarnessServer:
 
     # path resolution
     def resolve(self, url_path: str) -> Path | None:
-        """The file a URL path maps to; None when no route has it.
+        """The file a URL path maps to; None when no route has it, or when the
+        file system cannot even look the path up (a name over NAME_MAX, a path
+        over PATH_MAX).
 
         Raises `Refused` for anything that would leave a root.
         """
@@ -168,13 +192,51 @@ class HarnessServer:
                 raise Refused(url_path)
             if any(s.startswith(".") for s in rest.split("/")):
                 raise Refused(url_path)
-            candidate = Path(os.path.realpath(route.target / rest))
-            # realpath follows symlinks: a link inside the root that points out
-            # of it lands here and is refused.
-            if candidate != route.target and route.target not in candidate.parents:
-                raise Refused(url_path)
-            return candidate if candidate.is_file() else None
+            try:
+                candidate = Path(os.path.realpath(route.target / rest))
+                # realpath follows symlinks: a link inside the root that points
+                # out of it lands here and is refused.
+                if candidate != route.target and route.target not in candidate.parents:
+                    raise Refused(url_path)
+                return candidate if candidate.is_file() else None
+            except OSError:  # ENAMETOOLONG, ELOOP, EACCES...: nothing we can serve
+                return None
         return None
+
+
+def _drain(sock: socket.socket) -> None:
+    """Half-close after a refusal, then read and drop the rest of the request.
+
+    Closing a socket with unread input makes the kernel send a reset, and a
+    client still sending its request (a 100 KiB request line, a POST body) then
+    fails mid-send or loses the answer it has not read yet. Bounded in bytes
+    and time, so a client that never stops sending cannot hold the thread.
+    """
+    try:
+        sock.shutdown(socket.SHUT_WR)  # the answer is complete: the client reads EOF after it
+        sock.settimeout(LINGER_S)
+        deadline = time.monotonic() + LINGER_S
+        left = LINGER_MAX_BYTES
+        while left > 0 and time.monotonic() < deadline:
+            chunk = sock.recv(min(left, 1 << 16))
+            if not chunk:
+                return
+            left -= len(chunk)
+    except OSError:  # reset, timeout: the client is gone either way
+        pass
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # a client holding a connection open must not delay exit
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that hangs up (a closed tab, the browser closed at teardown
+        # while a model file was still streaming, a reset) is normal: the
+        # stdlib would print its traceback on the user's terminal. Anything
+        # else is a bug in this module and is still printed.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
@@ -182,9 +244,43 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"  # keep-alive: a TF.js model is many small files
         server_version = "deploytool-harness"
         sys_version = ""
+        _linger = False  # set when an answer ends the connection before the request was read
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass  # the page's requests are not the user's business
+
+        def parse_request(self) -> bool:
+            """The stdlib's parsing, then refuse what the harness page never sends."""
+            if not super().parse_request():
+                return False  # already answered, through send_error below
+            if len(self.raw_requestline) > MAX_REQUEST_LINE_BYTES:
+                return self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG)
+            # Absolute-form ("GET http://host/x") names its own host, which
+            # would override the Host header checked next.
+            if not self.path.startswith("/"):
+                return self._refuse(HTTPStatus.BAD_REQUEST)
+            # DNS rebinding: a page of evil.example whose name now resolves to
+            # 127.0.0.1 reaches this port, but its browser still says
+            # Host: evil.example. The page itself uses only 127.0.0.1:<port>.
+            if self.headers.get_all("Host") != [server.authority]:
+                return self._refuse(HTTPStatus.BAD_REQUEST)
+            # A cross-site page may POST here without reading the answer; its
+            # Origin gives it away. Chromium sends Origin on every POST, the
+            # page's same-origin fetch too, so a missing one is refused as well.
+            if self.command == "POST" and self.headers.get_all("Origin") != [server.origin]:
+                return self._refuse(HTTPStatus.BAD_REQUEST)
+            return True
+
+        def _refuse(self, status: HTTPStatus) -> bool:
+            server.requests_refused += 1
+            self._send_empty(status, close=True)
+            return False
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            # The stdlib's own refusals (a request line over 64 KiB, bad syntax,
+            # too many headers, an unknown method) answer like ours: no HTML
+            # body, and the connection ends since its framing is in doubt.
+            self._refuse(HTTPStatus(code))
 
         def _send_empty(self, status: HTTPStatus, close: bool = False) -> None:
             self.send_response(status)
@@ -194,7 +290,13 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
             if close:
                 self.send_header("Connection", "close")
                 self.close_connection = True
+                self._linger = True
             self.end_headers()
+
+        def finish(self) -> None:
+            super().finish()  # flushes the answer
+            if self._linger:
+                _drain(self.connection)
 
         def _serve(self, with_body: bool) -> None:
             if self.path.startswith(RESULTS_PREFIX):

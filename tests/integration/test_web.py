@@ -2,8 +2,9 @@
 models converted with the real converters (tensorflowjs, tf2onnx,
 TFLiteConverter) in every in-browser runtime and backend, and the outputs are
 checked against the Keras model's own. Also: the harness server's roots and
-loopback binding, and faults (a corrupt model, a timeout, a crashed renderer)
-becoming StageFailed with the browser closed.
+loopback binding (its defences against a hostile client are unit tests, in
+tests/unit/test_harness_server.py), and faults (a corrupt model, a timeout, a
+crashed renderer) becoming StageFailed with the browser closed.
 """
 
 from __future__ import annotations
@@ -205,12 +206,14 @@ def test_server_serves_only_its_roots_on_loopback(tmp_path):
             assert status == 404, (path, status)
             assert b"SECRET" not in body
 
+        # Chromium sends Origin on the page's POSTs; the server requires it
+        # (tests/unit/test_harness_server.py has the refusals).
         conn = http.client.HTTPConnection(host, port, timeout=5)
-        conn.request("POST", "/results/outputs", body=b"\x00" * 1000)
+        conn.request("POST", "/results/outputs", body=b"\x00" * 1000, headers={"Origin": srv.origin})
         assert conn.getresponse().status == 204
         conn.close()
         conn = http.client.HTTPConnection(host, port, timeout=5)
-        conn.request("POST", "/results/../x", body=b"x")
+        conn.request("POST", "/results/../x", body=b"x", headers={"Origin": srv.origin})
         assert conn.getresponse().status == 403
         conn.close()
         assert srv.take_result("outputs") == b"\x00" * 1000
