@@ -42,25 +42,30 @@ _USERINFO = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^:/@?#\s]*):(?P<pw>.*)@")
 _BARE_USERINFO = re.compile(r"^(?P<head>[^:/@?#\s]*):(?P<pw>.*)@")  # "user:pass@host/db", the scheme forgotten
 _QUERY_SECRET = re.compile(r"(?i)(?P<head>[?&](?:password|sslpassword)=)[^&#\s]*")
 
-# What a database failure means for the user, by a phrase of the driver's message: (phrases, fix).
-_FIXES = (
-    (("readonly database", "read-only", "read only"),
-     "the database file or its folder is read-only: make both writable by this user, or pass --db with a "
-     "writable location"),
-    (("unable to open database file",),
+# What a database failure means for the user, by the driver's message: (pattern, fix), first match wins.
+_FIXES = tuple((re.compile(p, re.IGNORECASE), fix) for p, fix in (
+    (r"readonly database|read-only|read only",
+     "it is read-only here (a read-only file or folder, or a read-only server): make it writable for this user, "
+     "or pass --db with a writable location"),
+    (r"unable to open database file",
      "its folder does not exist or cannot be written: create it or make it writable, or pass --db elsewhere"),
-    (("disk is full", "no space left", "could not extend file", "disk full"),
-     "the disk holding it is full: free some space and run again (measured rows so far are kept)"),
-    (("database is locked",),
-     f"another process held it locked for over {SQLITE_BUSY_TIMEOUT_S} s: wait for it, or give each "
-     "concurrent lab host a PostgreSQL --db"),
-    (("value too long", "right truncation"),
+    (r"file is not a database|file is encrypted",
+     "that file is not a SQLite database: move it away, or pass --db with another path"),
+    (r"disk is full|no space left|could not extend file|disk full",
+     "the disk holding it is full: free some space and run again (the rows measured so far are kept)"),
+    (r"database is locked",
+     f"another process held it locked for over {SQLITE_BUSY_TIMEOUT_S} s: wait for that process, or give "
+     "concurrent lab hosts a PostgreSQL --db"),
+    (r"value too long|right truncation",
      "a name or run id is longer than its column allows: shorten it, or let the database owner widen the column"),
-    (("permission denied", "must be owner"),
+    (r'(database|role) "[^"]*" does not exist|password authentication failed',
+     "the server has no such database or user, or refused the password: fix --db / DEPLOYTOOL_DB, or create the "
+     "database first"),
+    (r"permission denied|must be owner",
      "the database user lacks rights on deploytool's tables (runs, results): grant them, or use another --db"),
-    (("no such table", "does not exist", "no such column", "undefinedcolumn", "undefinedtable"),
-     "its tables are not the ones deploytool made: point --db / DEPLOYTOOL_DB at deploytool's database"),
-)
+    (r"no such (table|column)|(relation|column) .* does not exist",
+     "its tables are not the ones deploytool made: point --db / DEPLOYTOOL_DB at deploytool's own database"),
+))
 _FIX_DEFAULT = "check --db / DEPLOYTOOL_DB and that the server is running and reachable"
 
 
@@ -77,7 +82,7 @@ def mask_url(url: str) -> str:
 def _secrets(url: str) -> list[str]:
     """The passwords in `url` (as typed, their pieces around an unescaped "@", and as SQLAlchemy parses them),
     to scrub from driver messages, which may quote a misparsed host such as "rest-of-password@host"."""
-    typed = [m.group("pw") for rx in (_USERINFO, _BARE_USERINFO) for m in rx.finditer(url)]
+    typed = [m.group("pw") for m in (_USERINFO if "://" in url else _BARE_USERINFO).finditer(url)]
     typed += [m.group(0).split("=", 1)[1] for m in _QUERY_SECRET.finditer(url)]
     try:
         from sqlalchemy.engine import make_url
@@ -96,7 +101,10 @@ def _now() -> str:
 def _number(v: Any) -> float | int | None:
     """A metric for a numeric column: a finite number, else NULL (NaN and ±inf have no place in SQL or JSON)."""
     if hasattr(v, "item") and not isinstance(v, (bool, int, float)):  # numpy scalars
-        v = v.item()
+        try:
+            v = v.item()
+        except (TypeError, ValueError):  # an array is no single number
+            return None
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, str):  # how older versions of this store kept non-finite numbers ("nan", "inf")
@@ -143,7 +151,7 @@ def _absolute_sqlite(url: Any) -> Any:
     db = url.database
     if url.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file::memory:"):
         return url
-    if db.startswith("file:"):  # a SQLite URI filename (?uri=true): file:relative/path or file:/abs/path
+    if db.startswith("file:") and url.query.get("uri"):  # a SQLite URI filename: file:relative/path, file:/abs
         path = db[len("file:"):]
         return url if path.startswith("/") else url.set(database="file:" + os.path.abspath(path))
     return url if os.path.isabs(db) else url.set(database=os.path.abspath(db))
@@ -267,8 +275,7 @@ class Store:
 
     def _explain(self, doing: str, e: BaseException) -> str:
         line = self._scrub(e)
-        low = line.lower()
-        fix = next((fix for phrases, fix in _FIXES if any(p in low for p in phrases)), _FIX_DEFAULT)
+        fix = next((fix for pattern, fix in _FIXES if pattern.search(line)), _FIX_DEFAULT)
         return f"{doing} the results database {self.url}: {line}; {fix}"
 
     @contextlib.contextmanager

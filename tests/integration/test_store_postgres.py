@@ -155,6 +155,13 @@ def test_a_value_too_long_for_its_column_is_a_one_line_store_error(pg_url):
     assert "\n" not in msg and "too long" in msg and pg_url.split("@")[1] in msg
 
 
+def test_a_database_that_does_not_exist_on_the_server_is_a_one_line_store_error(pg_url):
+    with pytest.raises(StoreError) as e:
+        Store(pg_url.rsplit("/", 1)[0] + "/no_such_db")
+    msg = str(e.value)
+    assert "\n" not in msg and 'database "no_such_db" does not exist' in msg and "create the database" in msg
+
+
 def test_a_database_server_that_goes_away_is_a_one_line_store_error():
     with _cluster() as (url, stop):
         s = Store(url)

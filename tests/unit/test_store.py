@@ -45,7 +45,8 @@ def test_roundtrip_resume_and_history(tmp_path):
     rows = store.results_for("r1")
     assert [r.combo_key for r in rows] == ["a", "b", "c"]
     b = rows[1]
-    assert b.status == "measured" and b.metrics["accuracy"] == 0.8 and b.combo == Combo("keras", "tflite", "int8", "host")
+    assert b.status == "measured" and b.metrics["accuracy"] == 0.8
+    assert b.combo == Combo("keras", "tflite", "int8", "host")
     assert b.details["notes"] == ["n"] and b.metrics["max_abs_error"] is None
     store.finish_run("r1")
     assert store.get_run("r1")["status"] == "complete" and store.get_run("r")["run_id"] == "r1"
@@ -274,6 +275,12 @@ def test_a_results_file_that_cannot_be_created_is_a_one_line_store_error(tmp_pat
     assert "does not exist" in msg
 
 
+def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path):
+    (tmp_path / "results.db").write_bytes(b"not sqlite at all " * 100)
+    msg = _one_line_store_error(lambda: Store(f"sqlite:///{tmp_path / 'results.db'}"))
+    assert "file is not a database" in msg and "move it away" in msg
+
+
 def test_a_full_database_is_a_one_line_store_error(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'results.db'}")
     store.save(make("r", "a"))
@@ -296,8 +303,11 @@ def test_a_relative_sqlite_url_stays_on_its_file_when_the_working_directory_chan
     (tmp_path / "b").mkdir()
     monkeypatch.chdir(tmp_path / "a")
     store = Store("sqlite:///results.db")
+    uri = Store("sqlite:///file:results.db?uri=true")  # a SQLite URI filename is made absolute too
     monkeypatch.chdir(tmp_path / "b")
     store.engine.dispose()  # new connections after the chdir
     store.save(make("r", "a"))
     assert (tmp_path / "a" / "results.db").exists() and not (tmp_path / "b" / "results.db").exists()
     assert str(tmp_path / "a" / "results.db") in store.url
+    uri.engine.dispose()
+    assert [r.combo_key for r in uri.results_for("r")] == ["a"]
