@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deploytool.report import png, svg
-from deploytool.report.text import (SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count, fmt_float,
-                                    fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
+from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count,
+                                    fmt_float, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
 from deploytool.report.svg import esc
 
 if TYPE_CHECKING:
@@ -135,9 +135,15 @@ def _pill(row: dict[str, Any]) -> str:
 
 def _td(text: str, v: Any = None, cls: str = "n", title: str = "") -> str:
     f = num(v)
-    dv = "" if f is None or not math.isfinite(f) else f"{f:.10g}"
+    dv = "" if f is None else f"{f:.10g}"  # cells without a finite number sort as empty
     t = f' title="{esc(title)}"' if title else ""
     return f'<td class="{cls}" data-v="{dv}"{t}>{text}</td>'
+
+
+def _exact(v: Any) -> str:
+    """A number in full (for a tooltip), or n/a when it is missing or not finite."""
+    f = num(v)
+    return MISSING if f is None else repr(v) if isinstance(v, (int, float)) else f"{f:.10g}"
 
 
 def _where(row: dict[str, Any]) -> str:
@@ -177,6 +183,8 @@ def _plain(v: Any, key: str = "") -> str:
     if isinstance(v, bool) or v is None:
         return str(v).lower() if isinstance(v, bool) else "—"
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if num(v) is None:  # NaN, ±inf
+            return MISSING
         if key.endswith("_bytes"):
             return f"{fmt_bytes(v)} ({v:,.0f} B)" if abs(v) >= 1024 else fmt_bytes(v)
         if key.endswith("_ms"):
@@ -310,8 +318,8 @@ def _summary_table(rows: list[dict[str, Any]]) -> str:
             else:
                 why = '<span class="muted">no tolerance checks</span>'
             checks_title = "\n".join(
-                f"{c.get('metric')}: {c.get('value')} (pass {c.get('pass_limit')}, fail {c.get('fail_limit')}) → "
-                f"{c.get('outcome')}" for c in r["checks"])
+                f"{c.get('metric')}: {_exact(c.get('value'))} (pass {_exact(c.get('pass_limit'))}, fail "
+                f"{_exact(c.get('fail_limit'))}) → {c.get('outcome')}" for c in r["checks"])
             if r["tolerances"]:
                 tolerance_sets.setdefault(json.dumps(r["tolerances"], sort_keys=True), []).append(r["label"])
         else:

@@ -22,16 +22,19 @@ _CTRL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 # ---------------------------------------------------------------- numbers
+MISSING = "n/a"  # how every table shows a number that is missing or not finite (NaN, ±inf)
+
+
 def num(v: Any) -> float | None:
-    """A metric as a float, or None when missing; the store keeps non-finite floats as strings ("inf")."""
+    """A metric as a finite float, or None when missing or not finite: NaN and ±inf (a model that outputs
+    inf, a ratio over a zero baseline) have no value to show or sort by. Older stores kept them as "inf"."""
     if v is None or isinstance(v, bool):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
     try:
-        return float(v)
+        f = float(v)
     except (TypeError, ValueError):
         return None
+    return f if math.isfinite(f) else None
 
 
 def clean(s: Any) -> str:
@@ -46,38 +49,32 @@ def first_line(s: Any, limit: int = 200) -> str:
 
 def fmt_pct(v: Any, digits: int = 2) -> str:
     f = num(v)
-    return "—" if f is None else ("n/a" if not math.isfinite(f) else f"{100 * f:.{digits}f}%")
+    return MISSING if f is None else f"{100 * f:.{digits}f}%"
 
 
 def fmt_points(v: Any) -> str:
     f = num(v)
     if f is None:
-        return "—"
-    if not math.isfinite(f):
-        return str(f)
+        return MISSING
     return "±0.00" if abs(f) < 0.005 else f"{f:+.2f}".replace("-", "−")
 
 
 def fmt_ratio(v: Any) -> str:
     f = num(v)
-    return "—" if f is None else (f"{f:.2f}×" if math.isfinite(f) else str(f))
+    return MISSING if f is None else f"{f:.2f}×"
 
 
 def fmt_ms(v: Any) -> str:
     f = num(v)
     if f is None:
-        return "—"
-    if not math.isfinite(f):
-        return str(f)
+        return MISSING
     return f"{f:.3f}" if f < 1 else (f"{f:.2f}" if f < 100 else f"{f:,.0f}")
 
 
 def fmt_bytes(v: Any) -> str:
     f = num(v)
     if f is None:
-        return "—"
-    if not math.isfinite(f):
-        return str(f)
+        return MISSING
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(f) >= size:
             return f"{f / size:.1f} {unit}"
@@ -86,12 +83,12 @@ def fmt_bytes(v: Any) -> str:
 
 def fmt_float(v: Any) -> str:
     f = num(v)
-    return "—" if f is None else f"{f:.3g}"
+    return MISSING if f is None else f"{f:.3g}"
 
 
 def fmt_count(v: Any) -> str:
     f = num(v)
-    return "—" if f is None else f"{int(f)}"
+    return MISSING if f is None else f"{int(f)}"
 
 
 def outcome(row: dict[str, Any]) -> str:
@@ -149,8 +146,8 @@ def _finite(obj: Any) -> Any:
 
 
 def _number(v: Any) -> Any:
-    """The store keeps non-finite floats as strings ("inf"); in this schema a metric is a number or null."""
-    return num(v) if isinstance(v, str) and num(v) is not None else v
+    """In this schema a metric is a number or null; older stores kept non-finite floats as strings ("inf")."""
+    return num(v) if isinstance(v, str) else v
 
 
 RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",

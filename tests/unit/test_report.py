@@ -253,7 +253,7 @@ def test_json_turns_non_finite_numbers_into_null(tmp_path):
     m = next(x for x in doc["results"] if x["combo_key"] == r.combo_key)["metrics"]
     assert m["max_abs_error"] is None and m["latency_ratio_p50"] is None  # numbers or null, never strings
     assert "NaN" not in paths.json.read_text()
-    assert "<td class=\"n\" data-v=\"\">inf</td>" in paths.html.read_text()
+    assert "<td class=\"n\" data-v=\"\">n/a</td>" in paths.html.read_text()
 
 
 # ------------------------------------------------------------------ Markdown

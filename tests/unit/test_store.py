@@ -1,14 +1,37 @@
+"""Unit tests for deploytool.store on real SQLite files: the round trip, resume
+and history; non-finite numbers (stored as NULL, read back as None, shown as
+"n/a"); database URLs whose password must never be echoed; read-only, missing
+and full databases as one-line StoreErrors; and independence from the working
+directory. Several processes at once: tests/integration/test_store_concurrency.py
+(SQLite) and test_store_postgres.py (a real PostgreSQL server)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
 import math
+import os
+import socket
+import subprocess
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from deploytool import cli
+from deploytool.errors import StoreError
+from deploytool.report import ReportInput, summary_rows
+from deploytool.report import html, text
 from deploytool.result import Combo, Result
-from deploytool.store import Store
+from deploytool.store import Store, mask_url
+from tests.conftest import run_cli
 
 
-def make(run_id, key, status="measured", acc=0.9):
+def make(run_id, key, status="measured", acc=0.9, created_at=""):
     return Result(run_id=run_id, combo_key=key, model="m", dataset="d", combo=Combo("keras", "tflite", "int8", "host"),
                   status=status, reason="" if status == "measured" else "boom", verdict="pass" if status == "measured" else None,
                   metrics={"accuracy": acc, "max_abs_error": float("inf"), "p50_ms": float("nan")},
-                  details={"notes": ["n"], "comparison": {"flipped": [{"index": 1}]}})
+                  details={"notes": ["n"], "comparison": {"flipped": [{"index": 1}]}}, created_at=created_at)
 
 
 def test_roundtrip_resume_and_history(tmp_path):
@@ -18,12 +41,13 @@ def test_roundtrip_resume_and_history(tmp_path):
     store.save(make("r1", "b", status="runtime_failed"))
     store.save(make("r1", "c", status="conversion_failed"))
     assert store.final_keys("r1") == {"a", "c"}  # a runtime fault is retried on re-run
-    store.save(make("r1", "b", acc=0.8))  # the retry replaces the row
+    store.save(make("r1", "b", acc=0.8))  # the retry replaces the row, in place
     rows = store.results_for("r1")
-    assert [r.combo_key for r in rows] == ["a", "c", "b"]
-    b = rows[-1]
-    assert b.metrics["accuracy"] == 0.8 and b.combo == Combo("keras", "tflite", "int8", "host")
-    assert b.details["notes"] == ["n"] and b.metrics["max_abs_error"] == "inf"
+    assert [r.combo_key for r in rows] == ["a", "b", "c"]
+    b = rows[1]
+    assert b.status == "measured" and b.metrics["accuracy"] == 0.8
+    assert b.combo == Combo("keras", "tflite", "int8", "host")
+    assert b.details["notes"] == ["n"] and b.metrics["max_abs_error"] is None
     store.finish_run("r1")
     assert store.get_run("r1")["status"] == "complete" and store.get_run("r")["run_id"] == "r1"
     store.start_run("r2", "m", {})
@@ -35,9 +59,255 @@ def test_roundtrip_resume_and_history(tmp_path):
     assert len(again.results_for("r1")) == 3 and {r["run_id"] for r in again.list_runs()} == {"r1", "r2"}
 
 
+def test_starting_a_run_again_keeps_its_first_request(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.start_run("r1", "m", {"n": 1})
+    first = store.get_run("r1")
+    store.finish_run("r1", "interrupted")
+    store.start_run("r1", "m", {"n": 2})  # the resume of an interrupted run
+    again = store.get_run("r1")
+    assert again["status"] == "running" and again["request"] == {"n": 1} and again["created_at"] == first["created_at"]
+    assert len(store.list_runs()) == 1
+
+
+def test_history_is_the_latest_measurement_even_when_an_old_run_was_re_saved(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.save(make("r1", "a", acc=0.1, created_at="2025-01-01T00:00:00+00:00"))
+    store.save(make("r2", "a", acc=0.2, created_at="2025-01-02T00:00:00+00:00"))
+    store.save(make("r1", "a", acc=0.3, created_at="2025-01-03T00:00:00+00:00"))  # r1 re-run later: same row id
+    assert store.history("m", ["a"], before_run="r3")["a"].metrics["accuracy"] == 0.3
+
+
+def test_a_run_id_prefix_is_literal(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.start_run("a_1", "m", {})
+    store.start_run("ab1", "m", {})
+    assert store.get_run("a_")["run_id"] == "a_1" and store.get_run("a") is None  # "a" is ambiguous
+
+
+# ------------------------------------------------------------------ non-finite numbers
 def test_metric_columns_hold_numbers_or_null(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
     store.save(make("r", "a"))
     with store.engine.connect() as c:
         row = c.execute(store.sa.text("select accuracy, max_abs_error, p50_ms from results")).one()
     assert row[0] == 0.9 and row[1] is None and row[2] is None and not math.isnan(row[0])
+
+
+def _nan_result() -> Result:
+    nan, inf = float("nan"), float("inf")
+    return Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "onnx", "int8", "host"),
+                  status="measured", verdict="fail",
+                  metrics={"accuracy": 0.5, "agreement": nan, "max_abs_error": inf, "mean_abs_error": np.float32(nan),
+                           "latency_ratio_p50": -inf, "p50_ms": np.float64(inf), "size_bytes": 1000,
+                           "flipped_count": nan, "memory_ratio": nan, "accuracy_delta_points": nan},
+                  details={"comparison": {"checks": [{"metric": "agreement", "value": nan, "pass_limit": 0.99,
+                                                      "fail_limit": 0.97, "outcome": "fail"}]},
+                           "latency_ms": np.array([1.0, inf])})
+
+
+def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.save(_nan_result())
+    with store.engine.connect() as c:
+        raw, agreement, p50 = c.execute(store.sa.text("select details, agreement, p50_ms from results")).one()
+    details = json.loads(raw, parse_constant=lambda s: pytest.fail(f"{s} in the stored JSON"))  # strict JSON
+    assert details["metrics"]["agreement"] is None and details["latency_ms"] == [1.0, None]
+    assert agreement is None and p50 is None
+    r = store.results_for("r")[0]
+    assert r.metrics["accuracy"] == 0.5 and r.metrics["size_bytes"] == 1000
+    for k in ("agreement", "max_abs_error", "mean_abs_error", "latency_ratio_p50", "p50_ms", "flipped_count"):
+        assert r.metrics[k] is None, k
+    assert r.details["comparison"]["checks"][0]["value"] is None
+
+
+def test_non_finite_numbers_written_as_strings_by_older_versions_read_back_as_none(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    with store.engine.begin() as c:
+        c.execute(store.results.insert().values(
+            run_id="old", combo_key="k", model="m", dataset="d", framework="keras", format="tflite", quantize="none",
+            target="host", status="measured", verdict="pass",
+            details={"metrics": {"accuracy": 0.9, "p50_ms": "nan", "max_abs_error": "inf", "size_ratio": "-inf"}}))
+    m = store.results_for("old")[0].metrics
+    assert m == {"accuracy": 0.9, "p50_ms": None, "max_abs_error": None, "size_ratio": None}
+
+
+def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.save(_nan_result())
+    for results in (store.results_for("r"), [_nan_result()]):  # read back (None), and fresh (NaN/inf) floats
+        inp = ReportInput(run_id="r", model="m", dataset="d", run_info={}, results=results, baselines={},
+                          labels=[], y_true=np.zeros(0, int), images=np.zeros((0, 2, 2, 1)))
+        rows = summary_rows(inp)
+        assert rows[0]["agreement"] is None and rows[0]["max_abs_error"] is None
+        terminal = text.plain_table(rows).splitlines()[2]
+        md = next(ln for ln in text.markdown(inp, rows).splitlines() if ln.startswith("| keras->onnx"))
+        page = html._summary_table(rows)
+        doc = text.json_document(inp, rows)
+        for shown in (terminal, md, page):
+            assert "n/a" in shown and "50.00%" in shown, shown
+            assert not any(w in shown.lower() for w in ("nan", "inf", "—")), shown
+        assert md.split(" | ")[1:6] == ["50.00%", "n/a", "n/a", "n/a", "n/a"]  # acc, Δ, agree, flips, p50
+        assert "agreement = n/a → fail" in text.markdown(inp, rows)
+        json.dumps(doc, allow_nan=False)  # the JSON form stays strict
+        assert doc["results"][0]["metrics"]["agreement"] is None
+
+
+@pytest.mark.parametrize("fmt", [text.fmt_pct, text.fmt_points, text.fmt_ratio, text.fmt_ms, text.fmt_bytes,
+                                 text.fmt_float, text.fmt_count])
+@pytest.mark.parametrize("value", [None, float("nan"), float("inf"), -float("inf"), "nan", "inf", np.float32("nan")])
+def test_every_number_format_shows_missing_and_non_finite_as_n_a(fmt, value):
+    assert fmt(value) == "n/a"
+
+
+# ------------------------------------------------------------------ URLs and their passwords
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mask_url_hides_passwords_even_in_urls_that_do_not_parse():
+    assert mask_url("postgresql+psycopg://u:s3cret@host:notaport/db") == "postgresql+psycopg://u:***@host:notaport/db"
+    assert mask_url("postgresql://u:p@ss:w@rd@h/db") == "postgresql://u:***@h/db"
+    assert mask_url("postgresql://u@h/db?sslmode=require&password=s3cret") == \
+        "postgresql://u@h/db?sslmode=require&password=***"
+    assert mask_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_the_briefs_broken_url_on_the_command_line_is_one_line_without_its_password(tmp_path):
+    r = run_cli("report", "--list", "--db", "postgresql+psycopg://u:s3cret@host:notaport/db",
+                "--workspace", str(tmp_path))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "s3cret" not in r.stderr + r.stdout, r.stderr
+    assert "u:***@host:notaport" in lines[0] and "sqlite:///" in lines[0]  # names the URL and the fix
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://u:s3cretXYZ@host:notaport/db",  # make_url fails on the port
+    "u:s3cretXYZ@host/db",  # no scheme at all
+    "postgresql+psycopg://u:s3cretXYZ@[::1/db",  # broken IPv6 host
+    "nosuch://u:s3cretXYZ@h/db",  # unknown dialect
+    "mysql://u:s3cretXYZ@h/db",  # a dialect deploytool does not keep results in
+    "postgresql+psycopg://u:s3cr@tXYZ@127.0.0.1:{port}/db",  # an unescaped "@" in the password: misparsed host
+    "postgresql+psycopg://u@127.0.0.1:{port}/db?password=s3cretXYZ",  # libpq password as a query parameter
+    "postgresql+psycopg://u:s3cretXYZ@127.0.0.1:{port}/db",  # parses, but nothing listens there
+])
+@pytest.mark.parametrize("via", ["--db", "DEPLOYTOOL_DB"])
+def test_a_broken_database_url_is_one_line_and_never_shows_its_password(tmp_path, capsys, monkeypatch, url, via):
+    url = url.format(port=_closed_port())
+    argv = ["report", "--list", "--workspace", str(tmp_path)]
+    if via == "--db":
+        argv += ["--db", url]
+    else:
+        monkeypatch.setenv("DEPLOYTOOL_DB", url)
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("deploytool: error:"), err
+    assert "XYZ" not in out + err and "s3cr" not in out + err, err
+
+
+# ------------------------------------------------------------------ read-only, missing, full
+@contextlib.contextmanager
+def read_only(*paths: Path):
+    """Make files/folders really read-only for this process. Tests run as root, which chmod does not stop:
+    there the immutable attribute does (what a read-only mount or a foreign owner does to a user)."""
+    root = os.geteuid() == 0
+    for p in paths:
+        if root:
+            subprocess.run(["chattr", "+i", str(p)], check=True, capture_output=True)
+        else:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for p in paths:
+            if root:
+                subprocess.run(["chattr", "-i", str(p)], check=True, capture_output=True)
+            else:
+                p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def _one_line_store_error(call) -> str:
+    with pytest.raises(StoreError) as e:
+        call()
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+def test_a_read_only_results_file_reads_but_a_write_is_a_one_line_store_error(tmp_path):
+    db = tmp_path / "results.db"
+    Store(f"sqlite:///{db}").save(make("r", "a"))
+    with read_only(db, tmp_path):
+        store = Store(f"sqlite:///{db}")  # opening and reading need no write
+        assert [r.combo_key for r in store.results_for("r")] == ["a"] and store.final_keys("r") == {"a"}
+        for call in (lambda: store.save(make("r", "b")), lambda: store.start_run("r2", "m", {}),
+                     lambda: store.finish_run("r")):
+            msg = _one_line_store_error(call)
+            assert "attempt to write a readonly database" in msg and str(db) in msg and "writable" in msg
+
+
+def test_a_read_only_uri_is_a_one_line_store_error_on_write(tmp_path):
+    db = tmp_path / "results.db"
+    Store(f"sqlite:///{db}").save(make("r", "a"))
+    store = Store(f"sqlite:///file:{db}?mode=ro&uri=true")
+    assert len(store.results_for("r")) == 1
+    assert "readonly database" in _one_line_store_error(lambda: store.save(make("r", "b")))
+
+
+def test_report_list_works_on_a_read_only_results_file(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    Store(f"sqlite:///{db}").start_run("ro-run", "m", {})
+    with read_only(db, tmp_path):
+        assert cli.main(["report", "--list", "--workspace", str(tmp_path)]) == 0
+    assert "ro-run" in capsys.readouterr().out
+
+
+def test_a_results_file_that_cannot_be_created_is_a_one_line_store_error(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with read_only(folder):
+        msg = _one_line_store_error(lambda: Store(f"sqlite:///{folder / 'results.db'}"))
+    assert "unable to open database file" in msg and "writable" in msg
+    msg = _one_line_store_error(lambda: Store(f"sqlite:///{tmp_path / 'no' / 'such' / 'results.db'}"))
+    assert "does not exist" in msg
+
+
+def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path):
+    (tmp_path / "results.db").write_bytes(b"not sqlite at all " * 100)
+    msg = _one_line_store_error(lambda: Store(f"sqlite:///{tmp_path / 'results.db'}"))
+    assert "file is not a database" in msg and "move it away" in msg
+
+
+def test_a_full_database_is_a_one_line_store_error(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'results.db'}")
+    store.save(make("r", "a"))
+    with store.engine.connect() as c:
+        pages = c.exec_driver_sql("PRAGMA page_count").scalar()
+    store.engine.dispose()
+    # SQLite's own size limit: the same SQLITE_FULL a full disk gives, on this store's connections
+    store.sa.event.listen(store.engine, "connect",
+                          lambda conn, _: conn.execute(f"PRAGMA max_page_count = {pages}"))
+    big = make("r", "b")
+    big.details["log"] = "x" * 200_000
+    msg = _one_line_store_error(lambda: store.save(big))
+    assert "database or disk is full" in msg and "free some space" in msg
+    assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written
+
+
+# ------------------------------------------------------------------ working directory
+def test_a_relative_sqlite_url_stays_on_its_file_when_the_working_directory_changes(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    store = Store("sqlite:///results.db")
+    uri = Store("sqlite:///file:results.db?uri=true")  # a SQLite URI filename is made absolute too
+    monkeypatch.chdir(tmp_path / "b")
+    store.engine.dispose()  # new connections after the chdir
+    store.save(make("r", "a"))
+    assert (tmp_path / "a" / "results.db").exists() and not (tmp_path / "b" / "results.db").exists()
+    assert str(tmp_path / "a" / "results.db") in store.url
+    uri.engine.dispose()
+    assert [r.combo_key for r in uri.results_for("r")] == ["a"]
