@@ -5,6 +5,8 @@ matrix, and TensorFlow's threads and memory stay out of the process that
 measures latency. The worker is started once ("spawn", never fork: the parent
 may already hold TensorFlow's threads) and reused; a dead one is replaced.
 Its stderr (converter chatter) goes to a log file whose tail explains a crash.
+The worker never outlives this process, even one killed with SIGKILL: it
+holds TensorFlow (hundreds of MB) and nobody would ever read its result.
 This module only moves work across the process boundary; `convert` does it.
 """
 
@@ -12,8 +14,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
-from concurrent.futures import ProcessPoolExecutor
+import sys
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -23,8 +29,63 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 
+# prctl(2) option: the signal the kernel sends us when our parent ends.
+_PR_SET_PDEATHSIG = 1
+# How often the watchdog also compares os.getppid() with the parent's pid: the
+# parent's pipe alone is not enough if another process inherited its end.
+WATCH_INTERVAL_S = 0.5
 
-def _init_worker(log_path: str) -> None:
+
+def exit_when_parent_dies(parent_pid: int, death_signal: bool = True) -> None:
+    """Make this (spawned) process end as soon as `parent_pid`, its parent, is gone.
+
+    Three guards, because each one alone has a hole:
+    - Linux's parent-death signal (SIGKILL) is delivered by the kernel, so it
+      works even while a converter holds the GIL in native code; but it only
+      covers deaths after prctl ran, and fires when the parent *thread* that
+      spawned us ends (see `_submit_from_lasting_thread`);
+    - comparing os.getppid() with `parent_pid` covers a parent that died before
+      prctl ran (we have already been re-parented then);
+    - a watchdog thread covers every platform: it waits for EOF on the pipe
+      that multiprocessing keeps open from the parent (`parent_process()`),
+      and polls os.getppid() in case that pipe was inherited by someone else.
+    """
+    if death_signal:
+        _set_parent_death_signal()
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent is gone already; nobody waits for this exit code
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
+
+
+def _set_parent_death_signal() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        # Arguments as unsigned long: prctl is variadic in glibc's header.
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+                                ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (OSError, AttributeError):  # no prctl in this libc (musl without it): the watchdog still guards
+        pass
+
+
+def _watch_parent(parent_pid: int) -> None:
+    parent = multiprocessing.parent_process()
+    while os.getppid() == parent_pid:
+        if parent is None:
+            time.sleep(WATCH_INTERVAL_S)
+        else:
+            parent.join(WATCH_INTERVAL_S)  # returns early when the parent's end of the pipe closes
+            if not parent.is_alive():
+                break
+    # os._exit, not sys.exit: this is not the main thread, and a conversion may
+    # be running there; the process must end now, without cleanup.
+    os._exit(1)
+
+
+def _init_worker(log_path: str, parent_pid: int) -> None:
+    exit_when_parent_dies(parent_pid)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -63,7 +124,7 @@ class IsolatedConverter:
         if self._pool is None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_init_worker, initargs=(str(self.log_path),))
+                                             initializer=_init_worker, initargs=(str(self.log_path), os.getpid()))
         return self._pool
 
     def _kill(self) -> list[int]:
@@ -80,8 +141,9 @@ class IsolatedConverter:
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
                 calibration: np.ndarray | None = None) -> Artifact:
-        future = self._start().submit(_convert, source, fmt, quantize, str(out_dir), calibration)
         try:
+            future = _submit_from_lasting_thread(self._start(), _convert, source, fmt, quantize, str(out_dir),
+                                                 calibration)
             return future.result(timeout=self.timeout_s)
         except FutureTimeout:
             self._kill()
@@ -104,6 +166,45 @@ class IsolatedConverter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _submit_from_lasting_thread(pool: ProcessPoolExecutor, fn: object, *args: object) -> Future:
+    """`pool.submit(fn, *args)`, called where the worker may be spawned safely.
+
+    ProcessPoolExecutor ("spawn") starts its worker inside the first submit(),
+    in the calling thread, and Linux sends the parent-death signal when *that
+    thread* ends. The main thread lasts as long as the process; any other
+    caller (a Dask task thread, a short-lived helper) hands the submit to one
+    daemon thread that also lasts until the process exits.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return pool.submit(fn, *args)
+    done: Future = Future()
+    _lasting_thread_jobs().put((lambda: pool.submit(fn, *args), done))
+    return done.result()
+
+
+_spawner_lock = threading.Lock()
+_spawner: tuple[int, "queue.Queue"] | None = None  # (pid that started the thread, its job queue)
+
+
+def _lasting_thread_jobs() -> "queue.Queue":
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner[0] != os.getpid():  # a forked copy of us has no such thread
+            jobs: queue.Queue = queue.Queue()
+            threading.Thread(target=_serve, args=(jobs,), name="deploytool-spawner", daemon=True).start()
+            _spawner = (os.getpid(), jobs)
+        return _spawner[1]
+
+
+def _serve(jobs: "queue.Queue") -> None:
+    while True:
+        call, done = jobs.get()
+        try:
+            done.set_result(call())
+        except BaseException as e:  # handed back to the caller, who raises it
+            done.set_exception(e)
 
 
 def _describe_exit(code: int) -> str:

@@ -1,0 +1,206 @@
+"""Issue 8, item 15: `kill -9` of a deploytool process leaves nothing behind.
+A parent is SIGKILLed (no cleanup code of ours runs) and every process it
+started (the TensorFlow conversion worker, multiprocessing's resource tracker,
+Playwright's node driver, every Chromium process) must be gone within a few
+seconds. The parents are real: small driver scripts around IsolatedConverter
+(tests/integration/orphan_driver.py) and `python -m deploytool migrate`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.tiny_models import build_keras, digits
+
+pytestmark = pytest.mark.slow
+
+GONE_WITHIN_S = 5.0
+DRIVER = "tests.integration.orphan_driver"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    src = build_keras(d, epochs=1)
+    (d / "artifact.json").write_text(json.dumps(src.artifact.to_json()))
+    x, y = digits()
+    np.savez(d / "test.npz", x=x[-64:], y=y[-64:])
+    return d
+
+
+class Family:
+    """A parent process we start, and every descendant it has been seen with.
+    Orphans are re-parented to init, so descendants are remembered as they
+    appear (psutil.Process objects, which are never fooled by a reused pid)."""
+
+    def __init__(self, stderr_path: Path, *args: str):
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.stderr_path = stderr_path
+        with open(stderr_path, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, text=True,
+                                         stdout=subprocess.PIPE, stderr=err)
+        self.parent = psutil.Process(self.proc.pid)
+        self.seen: dict[int, psutil.Process] = {}
+
+    def look(self) -> list[str]:
+        """Remember the current descendants; returns their command lines."""
+        try:
+            for c in self.parent.children(recursive=True):
+                self.seen.setdefault(c.pid, c)
+        except psutil.NoSuchProcess:
+            pass
+        return [_cmdline(p) for p in self.alive()]
+
+    def line(self) -> str:
+        line = self.proc.stdout.readline().strip()
+        assert line, f"the parent ended without saying anything: {self.stderr_tail()}"
+        return line
+
+    def stderr_tail(self) -> str:
+        return " | ".join(self.stderr_path.read_text(errors="replace").splitlines()[-5:])
+
+    def wait_for(self, cond, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not cond(self.look()):
+            assert self.proc.poll() is None, f"the parent ended on its own: {self.stderr_tail()}"
+            assert time.monotonic() < deadline, f"timed out; children: {self.look()}"
+            time.sleep(0.05)
+
+    def kill_parent(self) -> float:
+        """SIGKILL the parent; seconds until none of its descendants runs (inf if some still do)."""
+        self.look()
+        assert self.proc.poll() is None, f"the parent ended before it could be killed: {self.stderr_tail()}"
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        t0 = time.monotonic()
+        while self.alive():
+            if time.monotonic() - t0 > GONE_WITHIN_S:
+                return float("inf")
+            time.sleep(0.02)
+        return time.monotonic() - t0
+
+    def alive(self) -> list[psutil.Process]:
+        """Descendants still running; a zombie is dead and only waits for init to reap it."""
+        out = []
+        for p in self.seen.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    def clean_up(self) -> None:
+        """After a failed assertion: kill what this test started, so it does not linger."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        # The resource tracker last: once the others are gone it unlinks the
+        # semaphores they leaked in /dev/shm and exits by itself.
+        for last in (False, True):
+            for p in self.alive():
+                if last or "resource_tracker" not in _cmdline(p):
+                    try:
+                        p.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+            psutil.wait_procs(self.alive(), timeout=3)
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())[:120]
+    except psutil.Error:
+        return f"pid {p.pid}"
+
+
+def _is_worker(cmd: str) -> bool:
+    return "spawn_main" in cmd
+
+
+def test_the_conversion_worker_dies_with_a_parent_killed_mid_conversion(tiny, tmp_path):
+    log = tmp_path / "convert.log"
+    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "convert", str(tiny / "artifact.json"), str(tmp_path / "out"),
+                 str(log))
+    try:
+        fam.wait_for(lambda cmds: any(map(_is_worker, cmds)) and log.exists() and "--- convert" in log.read_text())
+        cmds = fam.look()
+        assert any(map(_is_worker, cmds)) and any("resource_tracker" in c for c in cmds), cmds
+        gone_s = fam.kill_parent()
+        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+    finally:
+        fam.clean_up()
+
+
+def test_a_worker_spawned_by_an_ended_thread_lives_on_and_still_dies_with_its_process(tiny, tmp_path):
+    """Linux's parent-death signal follows the spawning *thread*: a worker first used from a
+    short-lived thread must survive that thread's end, and still die with the process."""
+    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "convert-after-thread", str(tiny / "artifact.json"),
+                 str(tmp_path / "out"), str(tmp_path / "convert.log"))
+    try:
+        first, second, ready = fam.line(), fam.line(), fam.line()
+        assert first == second and first.startswith("worker ") and ready == "ready", (first, second, ready)
+        worker = psutil.Process(int(first.split()[1]))
+        fam.look()
+        assert worker.pid in {c.pid for c in fam.alive()}, fam.stderr_tail()
+        gone_s = fam.kill_parent()
+        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+    finally:
+        fam.clean_up()
+
+
+def test_the_portable_watchdog_alone_ends_an_orphan(tmp_path):
+    """Without prctl (as on macOS), the watchdog thread ends a worker whose parent died."""
+    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "watchdog")
+    try:
+        worker, ready = fam.line(), fam.line()
+        assert ready == "ready"
+        fam.look()
+        assert int(worker.split()[1]) in {c.pid for c in fam.alive()}, fam.stderr_tail()
+        gone_s = fam.kill_parent()
+        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+    finally:
+        fam.clean_up()
+
+
+def test_a_worker_whose_parent_died_before_the_guard_ran_exits_at_once(tmp_path):
+    """The race the parent-death signal cannot cover: by the time the worker sets it up, the
+    parent is already gone (the worker was re-parented). The worker must end there, before it
+    could take any work."""
+    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "parent-gone-before-guard")
+    try:
+        t0 = time.monotonic()
+        assert fam.line() == "exit 1", fam.stderr_tail()
+        assert time.monotonic() - t0 < 30
+    finally:
+        fam.clean_up()
+
+
+@pytest.mark.browser
+def test_kill_9_of_migrate_during_a_web_row_leaves_no_process_behind(tiny, tmp_path):
+    """The real CLI: the conversion worker, the resource tracker, Playwright's node driver (it
+    exits on EOF of its stdin) and Chromium (it exits when its pipe to the driver closes)."""
+    fam = Family(tmp_path / "parent.err", "-m", "deploytool", "migrate", "--model", str(tiny / "tiny.keras"),
+                 "--data", str(tiny / "test.npz"), "--target", "web", "--format", "tflite", "--quantize", "none",
+                 "--workspace", str(tmp_path / "ws"), "--quiet")
+    try:
+        fam.wait_for(lambda cmds: any("--type=renderer" in c for c in cmds))
+        time.sleep(0.5)  # the harness page is loading the model now
+        cmds = fam.look()
+        assert any(map(_is_worker, cmds)), cmds
+        assert any("playwright" in c and "node" in c for c in cmds), cmds
+        assert any("chromium" in c and "--type=" not in c for c in cmds), cmds
+        gone_s = fam.kill_parent()
+        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+    finally:
+        fam.clean_up()
