@@ -74,6 +74,8 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             ins, outs = read_io(str(path))
             return list(ins[0].shape), int(outs[0].shape[-1])
         if fmt in ("keras", "saved_model"):
+            if fmt == "keras":
+                _check_keras_archive(path)
             from deploytool.quiet import import_tensorflow
 
             tf = import_tensorflow()
@@ -83,25 +85,39 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
 
                 model = keras.saving.load_model(path, compile=False)
                 return list(model.input_shape), int(model.output_shape[-1])
-            sig = tf.saved_model.load(str(path)).signatures["serving_default"]
+            loaded = tf.saved_model.load(str(path))  # named: it owns what the signature refers to
+            sig = loaded.signatures["serving_default"]
             spec = next(iter(sig.structured_input_signature[1].values()))
             out = next(iter(sig.structured_outputs.values()))
             return list(spec.shape), int(out.shape[-1])
         if fmt == "torch":
-            import torch
+            from deploytool import pt2
 
-            ep = torch.export.load(str(path))
-            args = ep.example_inputs[0]
-            x = args[0]
-            with torch.inference_mode():
-                y = ep.module()(x)
-            return [None, *x.shape[1:]], int(y.shape[-1])
+            # Shapes come from the graph's placeholders: the archive's sample inputs are never unpickled.
+            program = pt2.load_program(path)
+            return [None, *pt2.input_shape(program, path)[1:]], pt2.output_size(program, path)
     except BadModelFile:
         raise
     except Exception as e:
         raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); check the file") from None
     raise BadModelFile(f"{path}: unknown model format {fmt}")
+
+
+def _check_keras_archive(path: Path) -> None:
+    """Keras answers a damaged .keras file with "File not found"; say what is really wrong."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+            names = set(z.namelist())
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BadModelFile(f"{path}: not a readable .keras file (bad zip archive: {e}); "
+                           "re-save it with model.save('model.keras')") from None
+    if bad is not None or "config.json" not in names:
+        what = f"member {bad} is damaged" if bad is not None else "no config.json inside"
+        raise BadModelFile(f"{path}: not a readable .keras file ({what}); re-save it with model.save('model.keras')")
 
 
 def _onnx_external_files(path: Path) -> list[str]:

@@ -25,10 +25,11 @@ MODES = {"none": Mode("float32, no quantization")}
 
 
 def load_program(path: Path):  # noqa: ANN201
-    """The ExportedProgram of a .pt2 file (a serialized graph; no pickled code is run)."""
-    import torch
+    """The ExportedProgram of a .pt2 file, read by deploytool.pt2: never torch.export.load, which
+    unpickles the archive's sample inputs with weights_only=False."""
+    from deploytool import pt2
 
-    return torch.export.load(str(path))
+    return pt2.load_program(path)
 
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:

@@ -27,8 +27,10 @@ class KerasRuntime(Runtime):
                 model = keras.saving.load_model(artifact.path, compile=False)
                 call = lambda x: model(x, training=False)  # noqa: E731
             else:
-                loaded = tf.saved_model.load(str(artifact.path))
-                sig = loaded.signatures["serving_default"]
+                # Kept for the runtime's life: the signature only holds weak references to the
+                # variables, which the loaded object owns; once it is collected, every call fails.
+                self._loaded = tf.saved_model.load(str(artifact.path))
+                sig = self._loaded.signatures["serving_default"]
                 key = next(iter(sig.structured_outputs))
                 call = lambda x: sig(x)[key]  # noqa: E731
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
@@ -45,3 +47,6 @@ class KerasRuntime(Runtime):
         env = {"runtime": "tensorflow", "version": self._tf.__version__,
                "intra_op_threads": self._tf.config.threading.get_intra_op_parallelism_threads()}
         return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)
+
+    def _close(self) -> None:
+        self._fn = self._loaded = None

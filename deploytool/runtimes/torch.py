@@ -1,5 +1,5 @@
 """The PC baseline runtime for PyTorch-born models: a `.pt2` ExportedProgram
-(torch.export; no pickled code is executed), run in eager mode under
+read by deploytool.pt2 (no pickled code is executed), run in eager mode under
 inference_mode with an explicit intra-op thread count (one by default: on a
 busy small machine OpenMP spinning makes more threads slower)."""
 
@@ -8,19 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.errors import BadModelFile
 from deploytool.runtimes.base import Outputs, Runtime
 
 
 def load_exported(path: str):  # noqa: ANN201
-    """The nn.Module of a .pt2 file; torch.export.load reads a serialized graph, not pickled code."""
-    import torch
+    """The nn.Module of a .pt2 file, read by deploytool.pt2 (never unpickles code or sample inputs)."""
+    from deploytool.pt2 import load_program
 
-    try:
-        return torch.export.load(str(path)).module()
-    except Exception as e:
-        raise BadModelFile(f"{path}: cannot be loaded as a torch.export .pt2 program "
-                           f"({str(e).splitlines()[0][:200]}); save it with torch.export.save") from None
+    return load_program(path).module()
 
 
 class TorchRuntime(Runtime):
