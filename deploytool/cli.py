@@ -304,9 +304,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from deploytool.store import open_store
     from deploytool.workspace import Workspace
 
-    ws = Workspace.open(args.workspace)
+    listing = args.list or not args.run
+    ws = Workspace.open(args.workspace, writable=not listing)  # a listing only reads
     store = open_store(args.db, ws.default_db_url)
-    if args.list or not args.run:
+    if listing:
         runs = store.list_runs()
         _print_table(("run", "model", "status", "created", "host"),
                      [(r["run_id"], r["model"], r["status"], r["created_at"], r["host"]) for r in runs])

@@ -18,12 +18,13 @@ import contextlib
 import datetime as dt
 import math
 import os
-import platform
+
 import re
 import time
 from typing import Any, Iterable, Iterator
 
 from deploytool.errors import StoreError
+from deploytool.provenance import host_name
 from deploytool.result import FINAL_STATUSES, Combo, Result
 
 # Numbers kept as real columns so a lab can query them in SQL; the rest is JSON.
@@ -299,7 +300,7 @@ class Store:
     # runs -------------------------------------------------------------
     def start_run(self, run_id: str, model: str, request: dict[str, Any]) -> None:
         """Record a run as running; starting it again (a resume, or a second host) keeps its first request."""
-        row = {"run_id": run_id, "model": model, "host": platform.node(), "status": "running",
+        row = {"run_id": run_id, "model": model, "host": host_name(), "status": "running",
                "created_at": _now(), "updated_at": _now(), "request": _jsonable(request)}
         with self._errors("cannot record the run in"), self.engine.begin() as c:
             c.execute(self._upsert(self.runs, row, ("run_id",), ("status", "updated_at")))

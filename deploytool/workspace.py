@@ -53,13 +53,14 @@ class Workspace:
     root: Path
 
     @classmethod
-    def open(cls, root: str | Path | None = None) -> "Workspace":
+    def open(cls, root: str | Path | None = None, *, writable: bool = True) -> "Workspace":
+        """The workspace at `root`, created when missing; `writable=False` for commands that only read it."""
         r = Path(root or os.environ.get("DEPLOYTOOL_WORKSPACE") or DEFAULT_WORKSPACE).resolve()
         try:
             r.mkdir(parents=True, exist_ok=True)
-            # Writable for real (root ignores permission bits; a read-only mount or a full disk does not).
-            with tempfile.NamedTemporaryFile(dir=r, prefix=".deploytool-probe-"):
-                pass
+            if writable:  # for real: root ignores permission bits, a read-only mount or a full disk does not
+                with tempfile.NamedTemporaryFile(dir=r, prefix=".deploytool-probe-"):
+                    pass
         except OSError as e:
             raise WorkspaceError(f"workspace {r} is not writable ({e.strerror or type(e).__name__}); "
                                  "pass --workspace DIR pointing at a writable folder") from None

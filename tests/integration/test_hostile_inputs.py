@@ -134,7 +134,7 @@ def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], st
         ("std 0", [*user, "--std", "0"], "--std"),
         ("mean nan", [*user, "--mean", "nan"], "--mean"),
         ("duplicate --labels", [*user, "--labels", "a,b,c,d,e,f,g,h,i,a"], "class names must differ"),
-        ("unwritable workspace", ["report", "--list", "--workspace", str(data / "ws")], "not writable"),
+        ("unwritable workspace", [*user, "--workspace", str(data / "ws")], "not writable"),
     ]
 
 
@@ -192,7 +192,7 @@ def test_an_immutable_workspace_is_one_line(tmp_path):
     if subprocess.run(["chattr", "+i", str(ws)], capture_output=True).returncode != 0:
         pytest.fail("chattr +i is needed to make a folder unwritable for root (e2fsprogs, ext4 /tmp)")
     try:
-        r = run_cli("report", "--list", "--workspace", str(ws), cwd=tmp_path)
+        r = run_cli("report", "some-run", "--workspace", str(ws), cwd=tmp_path)
     finally:
         subprocess.run(["chattr", "-i", str(ws)], check=True)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
