@@ -446,8 +446,7 @@ def _plots(inp: "ReportInput", rows: list[dict[str, Any]], res_by_key: dict[str,
         if stats:
             dists.append(svg.Distribution(f"{fw} baseline (pc)", stats[0], baseline=True, note=stats[1]))
     for r in measured:
-        res = res_by_key[r["combo_key"]]
-        stats = _stats(_load_samples(res.details.get("latency_samples_path")), r)
+        stats = _stats(_load_samples(r["latency_path"]), r)
         if stats:
             dists.append(svg.Distribution(_short(r, with_fw), stats[0], tcol[_where(r)], note=stats[1]))
     box = svg.boxplot(dists, title="latency distribution per row", x_label="latency per sample at batch 1 (ms)")
@@ -476,12 +475,12 @@ def _stats(samples: np.ndarray | None, summary: dict[str, Any]) -> tuple[dict[st
     return s, "summary only"
 
 
-def _flips_of(res: Any) -> list[dict[str, int]]:
-    return list(((res.details.get("comparison") or {}).get("flipped")) or [])
+def _flips_of(row: dict[str, Any]) -> list[dict[str, int]]:
+    return list(row["flipped"])
 
 
 def _confusion(inp: "ReportInput", rows: list[dict[str, Any]], res_by_key: dict[str, Any]) -> str:
-    with_flips = [(r, _flips_of(res_by_key[r["combo_key"]])) for r in rows if r["status"] == "measured"]
+    with_flips = [(r, _flips_of(r)) for r in rows if r["status"] == "measured"]
     with_flips = sorted([(r, f) for r, f in with_flips if f], key=lambda rf: -len(rf[1]))
     out = ['<section id="confusion"><h2>Confusion difference against the baseline</h2>']
     if not with_flips:
@@ -549,7 +548,7 @@ def _image(images: Any, index: int) -> np.ndarray | None:
 
 
 def _gallery(inp: "ReportInput", rows: list[dict[str, Any]], res_by_key: dict[str, Any]) -> str:
-    with_flips = [(r, _flips_of(res_by_key[r["combo_key"]])) for r in rows if r["status"] == "measured"]
+    with_flips = [(r, _flips_of(r)) for r in rows if r["status"] == "measured"]
     with_flips = sorted([(r, f) for r, f in with_flips if f], key=lambda rf: -len(rf[1]))
     out = ['<section id="gallery"><h2>Flipped samples</h2>']
     if not with_flips:
@@ -606,17 +605,16 @@ def _provenance(inp: "ReportInput", rows: list[dict[str, Any]], res_by_key: dict
                    f"{_kv_table({k: v for k, v in facts.items() if v is not None})}</div>")
     out.append("</div><h3>Per row: artifact, environment, timings</h3>")
     for r in rows:
-        d = res_by_key[r["combo_key"]].details
-        art = {k: v for k, v in (d.get("artifact") or {}).items() if k not in ("notes",)}
-        stage = d.get("stage_seconds") or {}
+        art = {k: v for k, v in r["artifact"].items() if k not in ("notes",)}
+        stage = r["stage_seconds"]
         stage_text = " · ".join(f"{k} {num(v):.3f} s" for k, v in stage.items() if num(v) is not None)
         body = ['<div class="cols" style="margin:6px 0">']
         body.append(f'<div><h3>Artifact</h3>{_kv_table(art)}</div>')
-        body.append(f'<div><h3>Environment</h3>{_kv_table(d.get("environment") or {})}</div>')
-        extra = {"memory_bytes": d.get("memory_bytes"), "tolerances": d.get("tolerances"),
+        body.append(f'<div><h3>Environment</h3>{_kv_table(r["environment"])}</div>')
+        extra = {"memory_bytes": r["memory_by_name"] or None, "tolerances": r["tolerances"] or None,
                  "stage_seconds": stage_text or None, "load_ms": r["load_ms"],
                  "first_inference_ms": r["first_inference_ms"], "throughput_sps": r["throughput_sps"],
-                 "mean_abs_error": r["mean_abs_error"], "outputs": res_by_key[r["combo_key"]].outputs_path or None,
+                 "mean_abs_error": r["mean_abs_error"], "outputs": r["outputs_path"],
                  "combo_key": r["combo_key"]}
         body.append(f'<div><h3>Measurement</h3>{_kv_table({k: v for k, v in extra.items() if v is not None})}</div>')
         if r["reason"]:
