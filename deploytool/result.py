@@ -188,7 +188,7 @@ class Result:
                        load_ms=m.load_ms, first_inference_ms=m.first_inference_ms, throughput_sps=m.throughput_sps)
         if a is not None and c is not None:
             out["size_bytes"] = a.size_bytes
-        return out
+        return {k: _number(v) for k, v in out.items()}
 
     # -- the JSON boundary ---------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -224,7 +224,8 @@ class Result:
 def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
     if not d:
         return None
-    d = {k: _nan_if_none(v) if k in _FLOAT_FIELDS else v for k, v in d.items()}
+    d = {k: _nan_if_none(v) if k in _FLOAT_FIELDS else (_float_or_none(v) if k in _RATIO_FIELDS else v)
+         for k, v in d.items()}
     d["flipped"] = [Flip(**f) for f in d.get("flipped") or []]
     d["checks"] = [Check(**c) for c in d.get("checks") or []]
     if d.get("memory_figures") is not None:
@@ -234,11 +235,33 @@ def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
 
 _FLOAT_FIELDS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "max_abs_error",
                  "mean_abs_error")
+_RATIO_FIELDS = ("latency_ratio_p50", "latency_ratio_p90", "memory_ratio", "size_ratio")
+
+
+def _float_or_none(v: Any) -> Any:
+    return None if v is None else _nan_if_none(v)
+
+
+def _number(v: Any) -> float | int | None:
+    """A metric: a finite number, or None where it could not be computed (NaN, inf)."""
+    if v is None or isinstance(v, bool):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
 
 
 def _nan_if_none(v: Any) -> Any:
-    if v is None or v == "nan":
+    """A float of a stored comparison: null (or a string an older version wrote, "nan"/"inf") -> a float."""
+    if v is None:
         return float("nan")
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return float("nan")
     return v
 
 

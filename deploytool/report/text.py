@@ -168,7 +168,7 @@ def json_document(inp: "ReportInput", rows: list[dict[str, Any]]) -> dict[str, A
             "combo_key": row["combo_key"], "label": row["label"],
             **{k: row[k] for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
             "reason": clean(row["reason"]), "verdict": row["verdict"], "failing": row["failing"],
-            "metrics": {k: _number(row[k]) for k in METRIC_KEYS if row.get(k) is not None}, "checks": row["checks"], "tolerances": row["tolerances"],
+            "metrics": {k: _number(row[k]) for k in METRIC_KEYS} if row["verdict"] is not None else {}, "checks": row["checks"], "tolerances": row["tolerances"],
             "memory_figures": row["memory_figures"], "notes": row["notes"], "regression": row["regression"],
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
             "flipped": row["flipped"],
