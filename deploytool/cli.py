@@ -353,7 +353,11 @@ COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except DeploytoolError as e:  # a plugin named in $DEPLOYTOOL_PLUGINS that does not import
+        print(f"deploytool: error: {e}", file=sys.stderr)
+        return e.exit_code
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -5,6 +5,7 @@ here and imported only when asked for); nothing else changes."""
 from __future__ import annotations
 
 import importlib
+import os
 
 from deploytool.errors import UnknownOption
 from deploytool.targets.base import NoOptions, Position, Preflight, RunSettings, Target, TargetOptions
@@ -16,6 +17,22 @@ _BUILTIN = {
     "android": "deploytool.targets.android:AndroidTarget",
 }
 _REGISTERED: dict[str, Target] = {}
+PLUGINS_ENV = "DEPLOYTOOL_PLUGINS"  # modules (comma-separated) that register more targets/runtimes when imported
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import the modules named in $DEPLOYTOOL_PLUGINS once (each registers its targets and runtimes)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UnknownOption(f"${PLUGINS_ENV} names {module!r}, which cannot be imported ({e}); "
+                                "fix or unset it") from None
 
 
 def register(target: Target) -> Target:
@@ -31,10 +48,12 @@ def unregister(name: str) -> None:
 
 
 def names() -> list[str]:
+    load_plugins()
     return list(dict.fromkeys([*_BUILTIN, *_REGISTERED]))
 
 
 def get_target(name: str) -> Target:
+    load_plugins()
     if name not in _REGISTERED:
         ref = _BUILTIN.get(name)
         if ref is None:
