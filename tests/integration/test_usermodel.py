@@ -97,3 +97,24 @@ def test_user_onnx_with_external_weights_runs_unchanged(tmp_path, target):
     (art,) = [a for a in arts if a.sha256 == row["artifact"]["sha256"]]
     assert sorted(p.name for p in art.path.parent.iterdir()) == ["artifact.json", "model.onnx", "x.onnx.data"]
     assert art.size_bytes == model.stat().st_size + (model.parent / "x.onnx.data").stat().st_size
+
+
+@pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd"])
+def test_weights_named_outside_the_models_folder_are_one_line_and_nothing_is_copied(tmp_path, location):
+    import onnx
+
+    from tests.conftest import run_cli
+
+    model = onnx_model(tmp_path / "x.onnx", [None, 8, 8, 1], external=True)
+    proto = onnx.load(str(model), load_external_data=False)
+    for t in proto.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = location
+    model.write_bytes(proto.SerializeToString())
+    np.savez(tmp_path / "test.npz", x=np.zeros((4, 8, 8, 1), np.float32), y=np.arange(4))
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "onnx",
+                "--quantize", "none", "--target", "host", "--workspace", str(tmp_path / "ws"), "--quiet")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "outside the model's folder" in lines[0], r.stderr
+    assert not list((tmp_path / "ws").glob("models/*"))
