@@ -55,7 +55,7 @@ def _checked(model_path: Path, location: str) -> Path:
     if not location:
         raise BadModelFile(f"{model_path}: a tensor is marked external but names no file; re-save the model")
     pure = PurePosixPath(location)
-    if pure.is_absolute() or Path(location).is_absolute() or ".." in pure.parts \
+    if pure.is_absolute() or ".." in pure.parts \
             or "\\" in location or "\x00" in location:
         raise BadModelFile(f"{model_path}: its weights are said to live in {location!r}, outside the model's "
                            "folder; such a model is never read. Re-save it with its external data beside it")
