@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.onnx_external import copy_with_external
 from deploytool.result import Result, Status
 from deploytool.targets import get_target
 
@@ -69,10 +70,10 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
         shutil.rmtree(bundle)
     (bundle / "model").mkdir(parents=True)
     model_path = Path(art["path"]) if art and result.status is not Status.CONVERSION_FAILED else Path(source.path)
-    copy = shutil.copytree if model_path.is_dir() else shutil.copy2
-    copy(model_path, bundle / "model" / model_path.name)
-    for extra in (model_path.parent.glob(model_path.name + ".data") if model_path.is_file() else []):
-        shutil.copy2(extra, bundle / "model" / extra.name)  # ONNX external weights
+    if model_path.is_dir():
+        shutil.copytree(model_path, bundle / "model" / model_path.name)
+    else:
+        copy_with_external(model_path, bundle / "model")  # an .onnx's external weights go with it
     idx = _pick(result, len(x_test))
     np.save(bundle / "inputs.npy", x_test[idx])
     np.save(bundle / "expected.npy", baseline_outputs[idx])
