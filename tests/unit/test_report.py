@@ -446,6 +446,23 @@ def test_the_inline_script_is_allowed_by_its_hash_and_nothing_else(written):
     assert "addEventListener('click'" in script and "sort" in script
 
 
+def test_the_html_page_reads_a_result_only_in_row_view():
+    """Result's fields are about to change: the page must read them in one function, never in templates."""
+    import ast
+    import inspect
+
+    from deploytool.report import figures, html
+
+    result_fields = {"details", "metrics", "outputs_path", "combo", "combo_key", "status", "verdict", "reason"}
+    readers = []
+    for mod in (html, figures):
+        for fn in ast.walk(ast.parse(inspect.getsource(mod))):
+            if isinstance(fn, ast.FunctionDef) and {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)} \
+                    & result_fields:
+                readers.append(fn.name)
+    assert readers == ["_row_view"]
+
+
 def test_confusion_difference_is_target_minus_baseline(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=300, n_rows=4, with_history=False)
     res = next(r for r in inp.results if r.status == "measured" and r.metrics["flipped_count"])
