@@ -39,7 +39,9 @@ def _short(row: dict[str, Any], with_fw: bool) -> str:
     return f"{row['framework']}→{s}" if with_fw else s
 
 
+# ---------------------------------------------------------------- verdict matrix and plots
 def matrix(views: list[dict[str, Any]]) -> str:
+    """SVG heatmap, one cell per (conversion, place it ran): accuracy change or why it did not run; "" if one column."""
     cols = list(dict.fromkeys(v["where"] for v in views))
     if len(cols) < 2:
         return ""
@@ -66,6 +68,7 @@ def _load_samples(path: str | None) -> np.ndarray | None:
 
 
 def plots(inp: "ReportInput", views: list[dict[str, Any]]) -> dict[str, str]:
+    """SVG of accuracy against size ("scatter") and of per-sample latency per row ("box")."""
     measured = [v for v in views if v["status"] == "measured"]
     with_fw = len({v["framework"] for v in views}) > 1
     formats = list(dict.fromkeys(v["format"] for v in measured))
@@ -141,6 +144,7 @@ def with_flips(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def confusion(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Target minus baseline confusion per row, computed from its flips alone; the first CONFUSION_TABLES_MAX rows."""
     n_cls = max(len(inp.labels), 1 + max((max(f["true_label"], f["baseline_pred"], f["target_pred"])
                                           for v in flipped_rows for f in v["flipped"]), default=0))
     support = np.bincount(np.asarray(inp.y_true, dtype=np.int64).ravel().clip(0), minlength=n_cls) \
@@ -189,6 +193,7 @@ def _image(images: Any, index: int) -> np.ndarray | None:
 
 
 def gallery(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Up to GALLERY_PER_ROW flipped samples per row as PNG thumbnails with their three classes."""
     cache: dict[int, tuple[str, int, int] | None] = {}
     out = []
     for v in flipped_rows:
