@@ -56,9 +56,14 @@ class Artifact:
 
 
 def content_hash(path: Path) -> str:
-    """sha256 of a file, or of a directory's files (names and bytes, sorted)."""
+    """sha256 of a file, or of a directory's files (names and bytes, sorted); an .onnx file's
+    includes the external data files it names."""
     h = hashlib.sha256()
     path = Path(path)
+    if path.suffix == ".onnx" and path.is_file():
+        from deploytool import onnx_external
+
+        return onnx_external.content_hash(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for f in files:
         if path.is_dir():
@@ -70,7 +75,12 @@ def content_hash(path: Path) -> str:
 
 
 def size_on_disk(path: Path) -> int:
+    """Bytes of a file (an .onnx with its external data) or of a directory's files."""
     path = Path(path)
+    if path.suffix == ".onnx" and path.is_file():
+        from deploytool import onnx_external
+
+        return onnx_external.size_on_disk(path)
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

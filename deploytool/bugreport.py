@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.result import Result
+from deploytool.onnx_external import copy_with_external
+from deploytool.result import Result, Status
+from deploytool.targets import get_target
+
+if TYPE_CHECKING:
+    from deploytool.context import RunContext
+    from deploytool.result import Combo
 
 SAMPLES = 16
 HOST_RUNTIME = {"tflite": ("litert", "ai-edge-litert"), "onnx": ("onnxruntime", "onnxruntime")}
@@ -27,60 +34,59 @@ REPRODUCER = Path(__file__).with_name("bugreport_reproduce.py")
 
 def slug(result: Result) -> str:
     c = result.combo
-    parts = [c.framework, c.format, c.quantize, c.target, c.backend, c.device]
+    parts = [c.framework, c.format, c.quantize, c.target, c.backend, c.device, c.runtime]
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(p for p in parts if p))
 
 
 def _pick(result: Result, n_samples: int) -> np.ndarray:
-    flipped = [f["index"] for f in (result.details.get("comparison") or {}).get("flipped", [])]
+    flipped = [f.index for f in result.comparison.flipped] if result.comparison is not None else []
     rest = [i for i in range(n_samples) if i not in set(flipped[:SAMPLES])]
     return np.asarray((flipped[:SAMPLES] + rest)[:SAMPLES], dtype=np.int64)
 
 
 def _title(result: Result, art: dict[str, Any] | None, env: dict[str, Any]) -> str:
     c = result.combo
-    runtime = " ".join(str(env[k]) for k in ("runtime", "runtime_version", "version") if env.get(k))
-    where = {"web": f"{runtime or 'the browser'} ({env.get('backend') or c.backend}) in Chromium "
-                    f"{env.get('browser_version', '')}".rstrip(),
-             "android": f"benchmark_model on {env.get('model') or c.device}"}.get(c.target, runtime or c.target)
+    from deploytool.targets import Position
+
+    where = get_target(c.target).runs_on(env, Position(c.device, c.backend))
     made_by = f"{art['converter']} {art['converter_version']}" if art else "the converter"
-    if result.status == "conversion_failed":
+    if result.status is Status.CONVERSION_FAILED:
         return f"{made_by.split(' ')[0]} cannot convert {result.model} ({c.framework}) to {c.format}/{c.quantize}"
-    if result.status != "measured":
+    cmp = result.comparison
+    if cmp is None:
         return f"{where}: {c.format}/{c.quantize} model made by {made_by} fails ({result.status})"
-    m = result.metrics
-    return (f"{where}: {c.format}/{c.quantize} model made by {made_by} gives {m['accuracy']:.1%} accuracy "
-            f"vs {m['baseline_accuracy']:.1%} for the source model ({m['flipped_count']} predictions change)")
+    return (f"{where}: {c.format}/{c.quantize} model made by {made_by} gives {cmp.accuracy:.1%} accuracy "
+            f"vs {cmp.baseline_accuracy:.1%} for the source model ({len(cmp.flipped)} predictions change)")
 
 
 def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_outputs: np.ndarray,
                  source: Artifact, versions: dict[str, str], command: str) -> Path:
     """Write the bundle for one failing row into out_dir/<slug>/ and return that folder."""
     c = result.combo
-    art = result.details.get("artifact")
-    env = result.details.get("environment") or {}
+    art = result.artifact.to_json() if result.artifact is not None else None
+    env = result.environment
     bundle = out_dir / slug(result)
     if bundle.exists():
         shutil.rmtree(bundle)
     (bundle / "model").mkdir(parents=True)
-    model_path = Path(art["path"]) if art and result.status != "conversion_failed" else Path(source.path)
-    copy = shutil.copytree if model_path.is_dir() else shutil.copy2
-    copy(model_path, bundle / "model" / model_path.name)
-    for extra in (model_path.parent.glob(model_path.name + ".data") if model_path.is_file() else []):
-        shutil.copy2(extra, bundle / "model" / extra.name)  # ONNX external weights
+    model_path = Path(art["path"]) if art and result.status is not Status.CONVERSION_FAILED else Path(source.path)
+    if model_path.is_dir():
+        shutil.copytree(model_path, bundle / "model" / model_path.name)
+    else:
+        copy_with_external(model_path, bundle / "model")  # an .onnx's external weights go with it
     idx = _pick(result, len(x_test))
     np.save(bundle / "inputs.npy", x_test[idx])
     np.save(bundle / "expected.npy", baseline_outputs[idx])
     if result.outputs_path and Path(result.outputs_path).exists():
         np.save(bundle / "observed.npy", np.load(result.outputs_path)[idx])
     fmt = art["format"] if art else ""
-    host_runtime = HOST_RUNTIME.get(fmt, (None, None))[0] if result.status != "conversion_failed" else None
-    limits = {k: v[0] for k, v in (result.details.get("tolerances") or {}).items()
-              if k in ("agreement", "max_abs_error")}
-    where = c.target + (f":{c.backend}" if c.backend else "") + (f"@{c.device}" if c.device else "")
+    host_runtime = HOST_RUNTIME.get(fmt, (None, None))[0] if result.status is not Status.CONVERSION_FAILED else None
+    limits = {k: v[0] for k, v in result.tolerances.items() if k in ("agreement", "max_abs_error")}
+    where = c.where
     title = _title(result, art, env)
     meta = {"title": title, "model": result.model, "dataset": result.dataset, "combo": c.__dict__,
-            "status": result.status, "verdict": result.verdict, "reason": result.reason, "target": c.target,
+            "status": str(result.status), "verdict": result.verdict and str(result.verdict), "reason": result.reason,
+            "target": c.target, "judges_itself": get_target(c.target).judges_itself,
             "where": where, "model_file": model_path.name, "host_runtime": host_runtime, "pass_limits": limits,
             "sample_indices": idx.tolist(), "layout": (art or {}).get("layout") or source.layout,
             "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions}
@@ -112,7 +118,7 @@ def _readme(meta: dict[str, Any], command: str) -> str:
         pkg = HOST_RUNTIME[art["format"]][1]
         ver = meta["versions"].get(pkg, "")
         lines += [f"`pip install numpy {pkg}=={ver}` then `python reproduce.py`"
-                  + (" (exit code 1 when the problem reproduces)." if meta["target"] == "host" else
+                  + (" (exit code 1 when the problem reproduces)." if meta["judges_itself"] else
                      f": it runs the model in {meta['host_runtime']} on this PC, where it is right, and shows what "
                      f"{meta['where']} produced on the same inputs."), ""]
     lines += ["With deploytool, the same combination again:", "", "```", command, "```", "",
@@ -130,3 +136,55 @@ def _readme(meta: dict[str, Any], command: str) -> str:
             lines.append(f"- {k}: {v}")
     lines += [f"- {k} {v}" for k, v in sorted(meta["versions"].items())]
     return "\n".join(lines) + "\n"
+
+
+def reproduce_command(ctx: "RunContext", c: "Combo") -> list[str]:
+    """`deploytool migrate` for this one combination with every option that shaped its row, as argv:
+    quoted with shlex.join wherever it is shown, it runs as written from any directory."""
+    req = ctx.req
+    args = ["deploytool", "migrate", "--model"]
+    if ctx.user_artifact is not None:
+        # the workspace's content-addressed copy: the very bytes that were measured
+        args += [str(Path(ctx.user_artifact.path).absolute()), "--data", str(req.test_npz),
+                 "--layout", ctx.user_artifact.layout, "--scale", repr(req.scale),
+                 "--mean", ",".join(map(repr, req.mean)), "--std", ",".join(map(repr, req.std))]
+        if req.labels:
+            args += ["--labels", ",".join(req.labels)]
+    else:
+        args += [req.model, "--framework", c.framework]
+        if req.data_dir:
+            args += ["--data-dir", str(req.data_dir)]
+        if req.test_npz:
+            args += ["--data", str(req.test_npz)]
+        if req.epochs:
+            args += ["--epochs", str(req.epochs)]
+    args += ["--format", c.format, "--quantize", c.quantize, "--target", c.target]
+    if c.runtime:
+        args += ["--runtime", c.runtime]
+    args += get_target(c.target).reproduce_args(ctx.target_options[c.target], ctx.position(c))
+    args += ["--threads", str(req.threads), "--warmup", str(req.warmup_runs), "--timeout", repr(req.timeout_s)]
+    if req.latency_samples is not None:
+        args += ["--latency-samples", str(req.latency_samples)]
+    if req.limit_test is not None:
+        args += ["--test-samples", str(req.limit_test)]
+    for metric, (pass_limit, fail_limit) in sorted(ctx.tolerance_for(c).items()):
+        args += ["--tolerance", f"{metric}={pass_limit!r},{fail_limit!r}"]
+    return args + ["--workspace", str(ctx.ws.root), "--fresh"]
+
+
+def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
+    """Write the bundle of a failing row and note it on the row; a fault here never costs the row."""
+    src = ctx.sources.get(result.combo.framework)
+    if src is None:
+        return
+    layout = result.artifact.layout if result.artifact is not None else src.artifact.layout
+    from deploytool.provenance import host_facts
+
+    try:
+        path = write_bundle(result, ctx.ws.report_dir(run_id) / "bugs",
+                            x_test=ctx.dataset.in_layout(ctx.dataset.x_test, layout),
+                            baseline_outputs=src.baseline.outputs(), source=src.artifact,
+                            versions=host_facts()["versions"], command=shlex.join(reproduce_command(ctx, result.combo)))
+        result.bundle, result.bundle_error = str(path), ""
+    except Exception as e:
+        result.bundle_error = f"{type(e).__name__}: {e}"

@@ -23,11 +23,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):  # noqa: ANN202
+def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):
     """An argparse type: a finite number of `kind` at least (or above) `minimum`."""
     import math
 
-    def parse(text: str):  # noqa: ANN202
+    def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
@@ -134,11 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
     p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
     p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
-    p.add_argument("--backend", default="wasm", help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: wasm)")
-    p.add_argument("--device", action="append", default=[], help="android: a serial (repeatable); default $ANDROID_SERIAL or every ready device")
-    p.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
-    p.add_argument("--benchmark-model", type=Path, default=None,
-                   help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
+    from deploytool.targets import all_targets
+
+    for target in all_targets():
+        target.add_cli_options(p)  # each target's own flags (--backend, --device, --delegate, ...)
+    p.add_argument("--runtime", default="",
+                   help="which runtime where a target offers several for a format, e.g. litert,tensorflow-lite "
+                        "(comma-separated, or all: side by side; default: each target's default)")
     p.add_argument("--threads", type=_positive_int, default=1, help="inference threads on every runtime (default: 1)")
     p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
     p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
@@ -183,11 +185,11 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _frameworks(spec, choice: str) -> list[str]:  # noqa: ANN001
+def _frameworks(spec, choice: str) -> list[str]:
     return list(spec.frameworks) if choice == "all" else [choice]
 
 
-def _train_all(args: argparse.Namespace):  # noqa: ANN202
+def _train_all(args: argparse.Namespace):
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
     from deploytool.train import train
@@ -246,13 +248,15 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 def cmd_migrate(args: argparse.Namespace) -> int:
     from deploytool.compare import parse_tolerance_overrides
     from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.targets import all_targets
 
     req = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, test_npz=args.data, epochs=args.epochs,
-        backends=(args.backend,), devices=tuple(args.device), delegate=args.delegate, threads=args.threads,
+        target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
+        runtimes=(args.runtime,) if args.runtime else (), threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
-        tolerances=parse_tolerance_overrides(args.tolerance), benchmark_binary=args.benchmark_model,
+        tolerances=parse_tolerance_overrides(args.tolerance),
         run_id=args.run_id, fresh=args.fresh, layout=args.layout, localize=args.localize, limit_test=args.test_samples,
         labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
         scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
@@ -280,27 +284,26 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
     return values
 
 
-def _fmt(v, spec: str, scale: float = 1.0) -> str:  # noqa: ANN001
+def _fmt(v, spec: str, scale: float = 1.0) -> str:
     return "-" if v is None else format(v * scale, spec)
 
 
-def _print_results(results) -> None:  # noqa: ANN001
+def _print_results(results) -> None:
     rows = []
     for r in results:
         m = r.metrics
-        rows.append((r.combo.framework, r.combo.format, r.combo.quantize,
-                     r.combo.target + (f":{r.combo.backend}" if r.combo.backend else "") + (f"@{r.combo.device}" if r.combo.device else ""),
+        rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
                      _fmt(m.get("accuracy"), ".2%"), _fmt(m.get("accuracy_delta_points"), "+.2f"),
                      _fmt(m.get("agreement"), ".2%"), _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
-                     r.verdict if r.status == "measured" else f"{r.status}: {r.reason[:70]}"))
+                     str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}"))
     _print_table(("framework", "format", "quantize", "target", "accuracy", "delta", "agree", "p50 ms", "p90 ms",
                   "KiB", "verdict"), rows)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from deploytool.errors import UnknownOption
-    from deploytool.migrate import rebuild_report
+    from deploytool.runs import rebuild_report
     from deploytool.store import open_store
     from deploytool.workspace import Workspace
 
@@ -323,7 +326,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_localize(args: argparse.Namespace) -> int:
     from deploytool.errors import UnknownOption
-    from deploytool.migrate import localize_run
+    from deploytool.localize import localize_run
     from deploytool.store import open_store
     from deploytool.workspace import Workspace
 
@@ -333,8 +336,8 @@ def cmd_localize(args: argparse.Namespace) -> int:
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
     for result, _ in localize_run(run, store, ws, args.row):
-        if result.details.get("bundle"):
-            print(f"bundle: {result.details['bundle']}")
+        if result.bundle:
+            print(f"bundle: {result.bundle}")
     return 0
 
 
@@ -350,7 +353,11 @@ COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except DeploytoolError as e:  # a plugin named in $DEPLOYTOOL_PLUGINS that does not import
+        print(f"deploytool: error: {e}", file=sys.stderr)
+        return e.exit_code
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -44,8 +44,15 @@ class Check:
     outcome: str  # pass / degraded / fail
 
     def describe(self) -> str:
-        op = ">=" if TOLERANCE_METRICS[self.metric] == "min" else "<="
-        return f"{self.metric} = {self.value:.6g} ({self.outcome}; pass if {op} {self.pass_limit:g}, fail beyond {self.fail_limit:g})"
+        return f"{self.metric} = {self.value:.6g} ({self.outcome}; {format_tolerance(self.metric, (self.pass_limit, self.fail_limit))})"
+
+
+def format_tolerance(metric: str, limits: tuple[float, float]) -> str:
+    """The one way a tolerance is written for a person: `pass if >= 0.99, fail below 0.97`."""
+    pass_limit, fail_limit = limits
+    if TOLERANCE_METRICS[metric] == "min":
+        return f"pass if >= {pass_limit:g}, fail below {fail_limit:g}"
+    return f"pass if <= {pass_limit:g}, fail above {fail_limit:g}"
 
 
 @dataclass

@@ -18,16 +18,15 @@ from collections import OrderedDict
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.context import RunContext
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.result import Result
-
-if TYPE_CHECKING:
-    from deploytool.migrate import Pipeline
+from deploytool.targets import get_target
 
 SAMPLES = 32
 # Relative error (max |target - source| / max |source|) beyond which a layer's output is wrong.
@@ -68,7 +67,7 @@ class Localization:
     def table(self) -> str:
         lines = [f"{'#':>3}  {'layer':16} {'op':10} {'status':7} {'rel. error':>11} {'on host':>9}  reason"]
         for c in self.cuts:
-            fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+            fmt = lambda v: "-" if v is None else f"{v:.3g}"
             lines.append(f"{c.index:>3}  {c.layer:16} {c.kind:10} {c.status:7} {fmt(c.rel_error):>11} "
                          f"{fmt(c.host_rel_error):>9}  {c.reason[:90]}")
         return "\n".join(lines)
@@ -96,12 +95,12 @@ def _keras_layer_name(op: Any) -> str:
 class _Source:
     """The trained source model, loaded once, cut at any point of its plan."""
 
-    def __init__(self, pipeline: "Pipeline", framework: str):
+    def __init__(self, ctx: RunContext, framework: str):
         from deploytool import zoo
 
-        spec = pipeline.spec
+        spec = ctx.spec
         self.framework = framework
-        self.artifact = pipeline.source(framework).artifact
+        self.artifact = ctx.source(framework).artifact
         self.plan = zoo.layer_plan(spec.architecture, spec.num_classes)
         self.spec = spec
         if framework == "keras":
@@ -148,33 +147,36 @@ class _Source:
         return art, ref
 
 
-def _run(pipeline: "Pipeline", target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
+def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
+    """One quick untimed run of a cut on `target` (the row's target, or the host for the cross-check)."""
     from deploytool.runtimes import make_runtime
 
-    opts = {**pipeline.runtime_options(combo), "warmup_runs": 0}
-    opts["latency_runs" if target == "android" else "latency_samples"] = 1
-    with make_runtime(target, art.format, **opts) as rt:
+    t = get_target(target)
+    options = ctx.target_options.get(target) or t.options()
+    opts = t.single_run_options(t.runtime_options(options, ctx.req.settings, ctx.position(combo)))
+    runtime = combo.runtime if target == combo.target else ""
+    with make_runtime(target, art.format, runtime, **opts) as rt:
         rt.load(art)
         return rt.run(x).outputs
 
 
-def localize(pipeline: "Pipeline", result: Result, converter: Any, samples: int = SAMPLES,
+def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAMPLES,
              stop_at_first: bool = True) -> Localization:
     """`converter`: an IsolatedConverter (the cuts convert in the same worker as the run's models)."""
     from deploytool import convert
 
     c = result.combo
-    if pipeline.user_artifact is not None:
+    if ctx.user_artifact is not None:
         raise UnknownOption("localization cuts a zoo model along its layer plan; a model file has no plan here")
     threshold = THRESHOLD.get(c.quantize, THRESHOLD_QUANTIZED)
     loc = Localization(row=c.label, threshold=threshold)
-    source = _Source(pipeline, c.framework)
-    flipped = [f["index"] for f in (result.details.get("comparison") or {}).get("flipped", [])]
-    idx = list(dict.fromkeys(flipped[:samples] + list(range(len(pipeline.dataset.x_test)))))[:samples]
-    x = pipeline.dataset.in_layout(pipeline.dataset.x_test[idx], source.artifact.layout)
-    calib = pipeline.dataset.in_layout(pipeline.calibration_set, source.artifact.layout)
+    source = _Source(ctx, c.framework)
+    flipped = [f.index for f in result.comparison.flipped] if result.comparison is not None else []
+    idx = list(dict.fromkeys(flipped[:samples] + list(range(len(ctx.dataset.x_test)))))[:samples]
+    x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], source.artifact.layout)
+    calib = ctx.dataset.in_layout(ctx.calibration_set, source.artifact.layout)
     artifact_format = convert.ARTIFACT_FORMAT[c.format]
-    cross_check = c.target != "host" and ("host", artifact_format) in _host_formats()
+    reference = _reference_target(c.target, artifact_format)
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
     try:
         for n, (i, op) in enumerate(_cut_points(source.plan)):
@@ -185,15 +187,15 @@ def localize(pipeline: "Pipeline", result: Result, converter: Any, samples: int 
                 conv_dir = cut_dir / "converted"
                 conv_dir.mkdir()
                 converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
-                out = _run(pipeline, c.target, converted, c, x)
+                out = _run(ctx, c.target, converted, c, x)
                 entry.rel_error = rel_error(out, ref)
                 if entry.rel_error > threshold:
                     entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
                 np.save(cut_dir / "inputs.npy", x)
                 np.save(cut_dir / "expected.npy", ref)
                 np.save(cut_dir / "observed.npy", out)
-                if cross_check:
-                    entry.host_rel_error = rel_error(_run(pipeline, "host", converted, c, x), ref)
+                if reference:
+                    entry.host_rel_error = rel_error(_run(ctx, reference, converted, c, x), ref)
             except StageFailed as e:
                 entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
             loc.cuts.append(entry)
@@ -202,14 +204,20 @@ def localize(pipeline: "Pipeline", result: Result, converter: Any, samples: int 
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    loc.verdict = _verdict(loc, c.target, cross_check)
+    loc.verdict = _verdict(loc, c.target, bool(reference))
     return loc
 
 
-def _host_formats() -> set[tuple[str, str]]:
-    from deploytool.runtimes import REGISTRY
+def _reference_target(target: str, artifact_format: str) -> str:
+    """The target whose runtime cross-checks a cut: the host (the one that judges its own rows) when the
+    row ran elsewhere and the host runs this format; "" when there is nothing to cross-check against."""
+    from deploytool.runtimes import runtimes_for
+    from deploytool.targets import all_targets
 
-    return set(REGISTRY)
+    for t in all_targets():
+        if t.judges_itself and t.name != target and runtimes_for(t.name, artifact_format):
+            return t.name
+    return ""
 
 
 def _verdict(loc: Localization, target: str, cross_check: bool) -> str:
@@ -256,3 +264,46 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
                  "(what the converter made of it) and, when it ran, its `inputs.npy`, `expected.npy` and "
                  "`observed.npy`.\n")
     readme.write_text(text)
+
+
+def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Result], converter: Any,
+                      only: str | None = None, log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
+    """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
+    from deploytool import runs
+    from deploytool.bugreport import bundle_row
+
+    done: list[tuple[Result, Localization]] = []
+    if ctx.user_artifact is not None:
+        log("localization cuts a zoo model along its layer plan; a model file has none: skipped")
+        return done
+    for r in results:
+        if not r.failing or (only and only not in r.combo.label):
+            continue
+        log(f"localizing {r.combo.label} ...")
+        loc = localize(ctx, r, converter)
+        if not r.bundle:
+            bundle_row(ctx, r, run_id)
+            runs.save(store, ctx.ws, r)
+        if r.bundle:
+            attach_to_bundle(loc, Path(r.bundle))
+        loc.discard()
+        log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
+        done.append((r, loc))
+    return done
+
+
+def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = None,
+                 log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
+    """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
+    from deploytool import runs
+    from deploytool.convert.isolated import IsolatedConverter
+
+    ctx = runs.context_for_stored_run(run, ws)
+    run_id = run["run_id"]
+    with IsolatedConverter(ws.root / "logs" / f"localize-{run_id}.log", ctx.req.timeout_s) as conv:
+        found = localize_failures(ctx, store, run_id, runs.stored_results(store, ws, run_id), conv, only, log)
+    if not found:
+        raise UnknownOption(f"run {run_id} has no failing row" + (f" matching {only!r}" if only else "")
+                            + " to localize; `deploytool report RUN` lists its rows")
+    runs.write_report(ctx, store, run_id, runs.stored_results(store, ws, run_id))
+    return found

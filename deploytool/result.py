@@ -1,20 +1,73 @@
 """`Result`: one row of a run — (model, dataset, framework, format, quantize,
-target, device/backend) -> status, comparison, provenance. A value object; the
-store persists it and the report reads it. A failed stage is a Result too."""
+target, device/backend, runtime) -> status, comparison, provenance. A typed
+value object; JSON exists only at the store and report boundary (`to_json` /
+`from_json`, schema `SCHEMA_VERSION`, older rows upgraded on read). A failed
+stage is a Result too.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
-from deploytool.workspace import stable_hash
+from deploytool.artifact import Artifact
+from deploytool.compare import Check, Comparison, Flip, format_tolerance, primary_memory  # noqa: F401 (re-exported)
 
-# status words: "measured" means a Comparison exists; every other status carries a reason.
-# Final: measuring again would give the same answer; every other status (a phone unplugged, a run that
-# timed out, a runtime error) is tried again by a re-run of the same request. Failing: the exit code is 1.
-FINAL_STATUSES = ("measured", "conversion_failed", "unsupported", "not_applicable", "delegate_refused", "wrong_abi")
-FAILING_STATUSES = ("conversion_failed", "runtime_failed", "timeout", "device_error", "device_lost", "wrong_abi",
-                    "error")
+SCHEMA_VERSION = 2
+
+
+class Status(str, Enum):
+    """What became of a combination. "measured" means a Comparison exists; every other status carries a reason.
+    Final: measuring again would give the same answer (a re-run of the same request reuses the row); the others
+    (a phone unplugged, a time-out, a runtime error) are tried again. Failing: the run's exit code is 1."""
+
+    MEASURED = "measured"
+    CONVERSION_FAILED = "conversion_failed"
+    UNSUPPORTED = "unsupported"
+    NOT_APPLICABLE = "not_applicable"
+    DELEGATE_REFUSED = "delegate_refused"
+    WRONG_ABI = "wrong_abi"
+    RUNTIME_FAILED = "runtime_failed"
+    TIMEOUT = "timeout"
+    DEVICE_LOST = "device_lost"
+    ERROR = "error"
+
+    @property
+    def final(self) -> bool:
+        return self in _FINAL
+
+    @property
+    def failing(self) -> bool:
+        return self in _FAILING
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_FINAL = frozenset({Status.MEASURED, Status.CONVERSION_FAILED, Status.UNSUPPORTED, Status.NOT_APPLICABLE,
+                    Status.DELEGATE_REFUSED, Status.WRONG_ABI})
+_FAILING = frozenset({Status.CONVERSION_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT, Status.DEVICE_LOST,
+                      Status.WRONG_ABI, Status.ERROR})
+FINAL_STATUSES = tuple(s.value for s in Status if s.final)
+FAILING_STATUSES = tuple(s.value for s in Status if s.failing)
+
+
+class Verdict(str, Enum):
+    """A measured row against its tolerances (compare.py decides; this names the outcomes)."""
+
+    PASS = "pass"
+    DEGRADED = "degraded"
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        return ("pass", "degraded", "fail").index(self.value)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -25,14 +78,50 @@ class Combo:
     target: str
     device: str = ""  # android serial, or "" elsewhere
     backend: str = ""  # web backend (wasm/cpu/webgl), android delegate, or ""
+    runtime: str = ""  # the runtime chosen among several for (target, format); "" = the target's default
+
+    @property
+    def where(self) -> str:
+        """Where the row ran, e.g. `web:wasm`, `android:xnnpack@emulator-5554`, `host[tensorflow-lite]`."""
+        return (self.target + (f":{self.backend}" if self.backend else "") + (f"@{self.device}" if self.device else "")
+                + (f"[{self.runtime}]" if self.runtime else ""))
 
     @property
     def label(self) -> str:
-        where = self.target + (f":{self.backend}" if self.backend else "") + (f"@{self.device}" if self.device else "")
-        return f"{self.framework}->{self.format}/{self.quantize} on {where}"
+        return f"{self.framework}->{self.format}/{self.quantize} on {self.where}"
 
-    def key(self, model: str, dataset_sha256: str) -> str:
-        return stable_hash({"model": model, "data": dataset_sha256, **asdict(self)})
+    @property
+    def quantized(self) -> bool:
+        return self.quantize != "none"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a runtime measured besides the outputs: batch-1 latency, memory, load and throughput."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    latency_samples: int
+    memory_bytes: dict[str, float] = field(default_factory=dict)  # each name says what was measured
+    load_ms: float | None = None
+    first_inference_ms: float | None = None
+    throughput_sps: float | None = None
+
+    @property
+    def memory(self) -> tuple[str, float] | None:
+        return primary_memory(self.memory_bytes)
+
+
+@dataclass
+class StageTimes:
+    """Wall seconds of each stage of one combination."""
+
+    convert: float = 0.0
+    runtime: float = 0.0
+    compare: float = 0.0
+    store: float = 0.0
 
 
 @dataclass
@@ -42,23 +131,180 @@ class Result:
     model: str
     dataset: str
     combo: Combo
-    status: str
+    status: Status
     reason: str = ""
-    verdict: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)  # flat numbers: accuracy, p50_ms, size_ratio, ...
-    details: dict[str, Any] = field(default_factory=dict)  # comparison, artifact, environment, notes, timings
-    outputs_path: str = ""
+    comparison: Comparison | None = None  # set exactly when status is measured
+    measurement: Measurement | None = None
+    artifact: Artifact | None = None  # the converted model (also set when running it failed)
+    environment: dict[str, Any] = field(default_factory=dict)  # what the runtime said of itself
+    times: StageTimes = field(default_factory=StageTimes)
+    plan: dict[str, Any] = field(default_factory=dict)  # the conversion route
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    baseline_framework: str = ""
+    outputs_path: str = ""  # (N, C) float32 .npy
+    latency_path: str = ""  # per-sample batch-1 latencies, .npy
+    bundle: str = ""  # the bug bundle folder of a failing row
+    bundle_error: str = ""
+    traceback: str = ""
     created_at: str = ""
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    # -- one rule each -------------------------------------------------------
+    @property
+    def verdict(self) -> Verdict | None:
+        return Verdict(self.comparison.verdict) if self.comparison is not None else None
 
     @property
     def failing(self) -> bool:
-        return self.status in FAILING_STATUSES or self.verdict == "fail"
+        return self.status.failing or self.verdict is Verdict.FAIL
 
+    @property
+    def label(self) -> str:
+        return self.combo.label
+
+    @property
+    def outcome(self) -> str:
+        """The verdict of a measured row, else its status."""
+        return str(self.verdict) if self.verdict is not None else str(self.status)
+
+    @property
+    def metrics(self) -> dict[str, float | int | None]:
+        """The flat numbers of the row (the store's columns, the report's table)."""
+        c, m, a = self.comparison, self.measurement, self.artifact
+        out: dict[str, float | int | None] = {}
+        if c is not None:
+            out.update(accuracy=c.accuracy, baseline_accuracy=c.baseline_accuracy,
+                       accuracy_delta_points=c.accuracy_delta_points, agreement=c.agreement,
+                       flipped_count=len(c.flipped), max_abs_error=c.max_abs_error, mean_abs_error=c.mean_abs_error,
+                       latency_ratio_p50=c.latency_ratio_p50, latency_ratio_p90=c.latency_ratio_p90,
+                       memory_ratio=c.memory_ratio, size_ratio=c.size_ratio)
+        if m is not None:
+            mem = m.memory
+            out.update(p50_ms=m.p50_ms, p90_ms=m.p90_ms, p99_ms=m.p99_ms, mean_ms=m.mean_ms,
+                       latency_samples=m.latency_samples, memory_bytes=mem[1] if mem else None,
+                       load_ms=m.load_ms, first_inference_ms=m.first_inference_ms, throughput_sps=m.throughput_sps)
+        if a is not None and c is not None:
+            out["size_bytes"] = a.size_bytes
+        return {k: _number(v) for k, v in out.items()}
+
+    # -- the JSON boundary ---------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d: dict[str, Any] = {"schema": SCHEMA_VERSION}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "status":
+                v = v.value
+            elif f.name == "artifact":
+                v = v.to_json() if v is not None else None
+            elif f.name == "tolerances":
+                v = {k: list(lim) for k, lim in v.items()}
+            elif f.name in ("combo", "comparison", "measurement", "times"):
+                v = asdict(v) if v is not None else None
+            d[f.name] = v
+        return _finite(d)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Result":
         d = dict(d)
+        if int(d.pop("schema", 1) or 1) < 2:
+            d = _upgrade_v1(d)
         d["combo"] = Combo(**d["combo"])
-        return cls(**d)
+        d["comparison"] = comparison_from_json(d.get("comparison"))
+        d["measurement"] = Measurement(**d["measurement"]) if d.get("measurement") else None
+        d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
+        d["times"] = StageTimes(**(d.get("times") or {}))
+        d["tolerances"] = {k: (float(v[0]), float(v[1])) for k, v in (d.get("tolerances") or {}).items()}
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
+    if not d:
+        return None
+    d = {k: _nan_if_none(v) if k in _FLOAT_FIELDS else (_float_or_none(v) if k in _RATIO_FIELDS else v)
+         for k, v in d.items()}
+    d["flipped"] = [Flip(**f) for f in d.get("flipped") or []]
+    d["checks"] = [Check(**c) for c in d.get("checks") or []]
+    if d.get("memory_figures") is not None:
+        d["memory_figures"] = tuple(d["memory_figures"])
+    return Comparison(**d)
+
+
+_FLOAT_FIELDS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "max_abs_error",
+                 "mean_abs_error")
+_RATIO_FIELDS = ("latency_ratio_p50", "latency_ratio_p90", "memory_ratio", "size_ratio")
+
+
+def _float_or_none(v: Any) -> Any:
+    return None if v is None else _nan_if_none(v)
+
+
+def _number(v: Any) -> float | int | None:
+    """A metric: a finite number, or None where it could not be computed (NaN, inf)."""
+    if v is None or isinstance(v, bool):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _nan_if_none(v: Any) -> Any:
+    """A float of a stored comparison: null (or a string an older version wrote, "nan"/"inf") -> a float."""
+    if v is None:
+        return float("nan")
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return float("nan")
+    return v
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN/inf: they travel as null (numbers that could not be computed)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Enum):
+        return obj.value
+    return obj
+
+
+def _upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 row (flat `metrics` and a `details` bag) as a schema-2 dict."""
+    details = dict(d.pop("details", None) or {})
+    metrics = dict(d.pop("metrics", None) or details.pop("metrics", None) or {})
+    d.pop("verdict", None)  # schema 2 derives it from the comparison
+    d["comparison"] = details.get("comparison")
+    if metrics.get("p50_ms") is not None:
+        d["measurement"] = {"p50_ms": metrics.get("p50_ms"), "p90_ms": metrics.get("p90_ms"),
+                            "p99_ms": metrics.get("p99_ms"), "mean_ms": metrics.get("mean_ms"),
+                            "latency_samples": int(metrics.get("latency_samples") or 0),
+                            "memory_bytes": details.get("memory_bytes") or {}, "load_ms": metrics.get("load_ms"),
+                            "first_inference_ms": metrics.get("first_inference_ms"),
+                            "throughput_sps": metrics.get("throughput_sps")}
+    d["artifact"] = details.get("artifact")
+    d["environment"] = details.get("environment") or {}
+    stage = details.get("stage_seconds") or {}
+    d["times"] = {k: float(stage.get(k) or 0.0) for k in ("convert", "runtime", "compare", "store")}
+    d["plan"] = details.get("plan") or {}
+    d["tolerances"] = details.get("tolerances") or {}
+    d["notes"] = list(details.get("notes") or [])
+    d["baseline_framework"] = details.get("baseline_framework", "")
+    d["latency_path"] = details.get("latency_samples_path", "")
+    d["bundle"] = details.get("bundle", "")
+    d["bundle_error"] = details.get("bundle_error", "")
+    d["traceback"] = details.get("traceback", "")
+    if d.get("status") == "device_error":  # a v1 word that nothing produced
+        d["status"] = "error"
+    return d

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator
 
 from deploytool.errors import StoreError
 from deploytool.provenance import host_name
-from deploytool.result import FINAL_STATUSES, Combo, Result
+from deploytool.result import FINAL_STATUSES, SCHEMA_VERSION, Result
 
 # Numbers kept as real columns so a lab can query them in SQL; the rest is JSON.
 METRIC_COLUMNS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count",
@@ -33,6 +33,9 @@ METRIC_COLUMNS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agr
                   "latency_ratio_p50", "latency_ratio_p90", "memory_bytes", "memory_ratio", "size_bytes",
                   "size_ratio", "load_ms", "first_inference_ms")
 
+# what the store keeps in columns of its own rather than in the details document
+_COLUMNS = ("schema", "run_id", "combo_key", "model", "dataset", "combo", "status", "reason", "outputs_path",
+            "created_at")
 URL_HINT = "use sqlite:///path/results.db or postgresql+psycopg://user:pass@host/db"
 SQLITE_BUSY_TIMEOUT_S = 30  # how long a writer waits for another process's write on the same SQLite file
 _SCHEMA_ATTEMPTS = 5
@@ -89,7 +92,7 @@ def _secrets(url: str) -> list[str]:
         from sqlalchemy.engine import make_url
 
         typed.append(make_url(url).password or "")
-    except Exception:  # noqa: BLE001 - a URL that does not parse has only the literal secrets above
+    except Exception:
         pass
     found = {piece for s in typed for piece in [s, *s.split("@")]}
     return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)  # shorter ones would mangle the text
@@ -185,7 +188,7 @@ class Store:
             self.url = mask_url(parsed.render_as_string(hide_password=True))
         except StoreError:
             raise
-        except Exception as e:  # noqa: BLE001 - make_url/create_engine raise many kinds for a bad URL
+        except Exception as e:
             raise StoreError(f"the database URL {self.url!r} (--db / DEPLOYTOOL_DB) is not usable "
                              f"({self._scrub(e)}); {URL_HINT}") from None
         self._define_tables()
@@ -218,6 +221,8 @@ class Store:
             sa.Column("target", sa.String(64)),
             sa.Column("device", sa.Text),
             sa.Column("backend", sa.String(64)),
+            sa.Column("runtime", sa.String(64)),  # schema 2
+            sa.Column("schema_version", sa.Integer),  # schema 2; NULL in rows an older version wrote
             sa.Column("status", sa.String(64)),
             sa.Column("reason", sa.Text),
             sa.Column("verdict", sa.String(64)),
@@ -235,14 +240,27 @@ class Store:
         for attempt in range(_SCHEMA_ATTEMPTS):
             try:
                 self.metadata.create_all(self.engine)
+                self._add_new_columns()
                 self._widen_old_columns()
                 return
             except self.sa.exc.SQLAlchemyError as e:
                 text = str(e).lower()
-                raced = "already exists" in text or "duplicate key value" in text
+                raced = "already exists" in text or "duplicate key value" in text or "duplicate column" in text
                 if not raced or attempt == _SCHEMA_ATTEMPTS - 1:
                     raise StoreError(self._explain("cannot open", e)) from None
                 time.sleep(0.1 * (attempt + 1))
+
+    def _add_new_columns(self) -> None:
+        """Columns a newer schema added to a table an older version created (the upgrade path: the old rows
+        keep NULL there and are read through `Result.from_json`'s upgrade)."""
+        sa = self.sa
+        have = {c["name"] for c in sa.inspect(self.engine).get_columns(self.results.name)}
+        missing = [col for col in self.results.columns if col.name not in have]
+        if missing:
+            with self.engine.begin() as c:
+                for col in missing:
+                    c.execute(sa.text(f'ALTER TABLE {self.results.name} ADD COLUMN "{col.name}" '
+                                      f"{col.type.compile(dialect=self.engine.dialect)}"))
 
     def _widen_old_columns(self) -> None:
         # PostgreSQL enforces VARCHAR lengths and databases made by older versions have narrower ones (run_id was
@@ -329,14 +347,17 @@ class Store:
     # results ----------------------------------------------------------
     def save(self, r: Result) -> None:
         """Insert the result, or replace the stored row of the same run and combination (a re-run's retry)."""
+        metrics = r.metrics
+        doc = r.to_json()
         row = {
             "run_id": r.run_id, "combo_key": r.combo_key, "model": r.model, "dataset": r.dataset,
             "framework": r.combo.framework, "format": r.combo.format, "quantize": r.combo.quantize,
             "target": r.combo.target, "device": r.combo.device, "backend": r.combo.backend,
-            "status": r.status, "reason": r.reason, "verdict": r.verdict,
-            **{m: _number(r.metrics.get(m)) for m in METRIC_COLUMNS},
-            "details": _jsonable({"metrics": r.metrics, **r.details}), "outputs_path": r.outputs_path,
-            "created_at": r.created_at or _now(),
+            "runtime": r.combo.runtime, "schema_version": SCHEMA_VERSION,
+            "status": r.status.value, "reason": r.reason, "verdict": r.verdict and r.verdict.value,
+            **{m: _number(metrics.get(m)) for m in METRIC_COLUMNS},
+            "details": _jsonable({k: v for k, v in doc.items() if k not in _COLUMNS}),
+            "outputs_path": r.outputs_path, "created_at": r.created_at or _now(),
         }
         keys = ("run_id", "combo_key")
         with self._errors("cannot save a result in"), self.engine.begin() as c:
@@ -375,13 +396,17 @@ class Store:
     @staticmethod
     def _to_result(row: dict[str, Any]) -> Result:
         details = dict(row["details"] or {})
-        metrics = _read_metrics(details.pop("metrics", {}))
-        combo = Combo(row["framework"], row["format"], row["quantize"], row["target"], row["device"] or "",
-                      row["backend"] or "")
-        return Result(run_id=row["run_id"], combo_key=row["combo_key"], model=row["model"], dataset=row["dataset"],
-                      combo=combo, status=row["status"], reason=row["reason"] or "", verdict=row["verdict"],
-                      metrics=metrics, details=details, outputs_path=row["outputs_path"] or "",
-                      created_at=row["created_at"])
+        combo = {"framework": row["framework"], "format": row["format"], "quantize": row["quantize"],
+                 "target": row["target"], "device": row["device"] or "", "backend": row["backend"] or "",
+                 "runtime": row.get("runtime") or ""}
+        base = {"run_id": row["run_id"], "combo_key": row["combo_key"], "model": row["model"],
+                "dataset": row["dataset"], "combo": combo, "status": row["status"], "reason": row["reason"] or "",
+                "outputs_path": row["outputs_path"] or "", "created_at": row["created_at"] or ""}
+        if (row.get("schema_version") or 1) >= 2:
+            return Result.from_json({**details, **base, "schema": row["schema_version"]})
+        # a row an older version wrote: flat metrics and a details bag, upgraded on read
+        return Result.from_json({**base, "schema": 1, "metrics": _read_metrics(details.pop("metrics", {})),
+                                 "details": details})
 
 
 def open_store(url: str | None, default_url: str) -> Store:

@@ -8,11 +8,11 @@ writes beside the user's file and never sees it change under it.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploytool import onnx_external
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, ShapeError
 from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
@@ -62,6 +62,7 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             import onnx
 
             m = onnx.load(str(path), load_external_data=False)
+            onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
             onnx.checker.check_model(str(path))  # by path: external weights are checked beside it
             inits = {i.name for i in m.graph.initializer}
             inputs = [i for i in m.graph.input if i.name not in inits]
@@ -120,20 +121,6 @@ def _check_keras_archive(path: Path) -> None:
         raise BadModelFile(f"{path}: not a readable .keras file ({what}); re-save it with model.save('model.keras')")
 
 
-def _onnx_external_files(path: Path) -> list[str]:
-    """Files an ONNX model keeps its weights in (external data), relative to the model."""
-    import onnx
-
-    m = onnx.load(str(path), load_external_data=False)
-    names = {e.value for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
-             for e in t.external_data if e.key == "location"}
-    for name in names:
-        if Path(name).is_absolute() or ".." in Path(name).parts or not (path.parent / name).is_file():
-            raise BadModelFile(f"{path}: its weights live in {name!r}, which is not a file beside the model; "
-                               "keep the external data file next to the .onnx")
-    return sorted(names)
-
-
 def _layout(dims: list[int | None], fmt: str, path: Path, wanted: str | None) -> str:
     if wanted:
         return wanted
@@ -165,18 +152,16 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     labels = opts.labels or tuple(str(i) for i in range(num_outputs))
     if len(labels) != num_outputs:
         raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
-    external = _onnx_external_files(path) if fmt == "onnx" else []
-    digest = content_hash(path)
-    if external:  # the weights are part of the model's identity
-        digest = hashlib.sha256("".join([digest, *(content_hash(path.parent / n) for n in external)]).encode()).hexdigest()
+    digest = content_hash(path)  # an .onnx's external weights are part of its identity
     name = safe_segment(path.stem)  # the file's name may hold anything; folders and run ids get a clean one
     dest_dir = ws.inside(ws.root / "models" / f"user-{name}-{digest[:12]}")
     dest = dest_dir / (path.name if path.is_file() else "saved_model")
     if not dest.exists():
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        (shutil.copy2 if path.is_file() else shutil.copytree)(path, dest)
-        for name in external:
-            shutil.copy2(path.parent / name, dest_dir / name)
+        if path.is_file():
+            onnx_external.copy_with_external(path, dest_dir)
+        else:
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(path, dest)
     per_sample = tuple(dims[1:])
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=per_sample,
                         num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},

@@ -15,6 +15,7 @@ import json
 import sys
 import time
 
+from tests import results as factory
 from deploytool.result import Combo, Result
 from deploytool.store import Store
 
@@ -22,9 +23,9 @@ RUN_ID = "hammer"
 
 
 def result(key: str, writer: int, seq: int) -> Result:
-    return Result(run_id=RUN_ID, combo_key=key, model="m", dataset="d", combo=Combo("keras", "tflite", "none", "host"),
-                  status="measured", verdict="pass", metrics={"accuracy": writer + seq / 1e6},
-                  details={"writer": writer, "seq": seq})
+    return factory.result(RUN_ID, key, combo=Combo("keras", "tflite", "none", "host"),
+                          comparison=factory.comparison(accuracy=writer + seq / 1e6),
+                          environment={"writer": writer, "seq": seq})
 
 
 def main(url: str, start_at: float, writer: int, n_keys: int, n_saves: int) -> None:
@@ -75,7 +76,7 @@ def check_last_write_wins(store: Store, lasts: list[dict[str, list[int]]], n_key
     rows = store.results_for(RUN_ID)
     assert sorted(r.combo_key for r in rows) == sorted(f"k{i}" for i in range(n_keys))
     for r in rows:
-        writer, seq = r.details["writer"], r.details["seq"]
+        writer, seq = r.environment["writer"], r.environment["seq"]
         assert lasts[writer][r.combo_key] == [writer, seq], f"{r.combo_key}: an overwritten write of writer {writer}"
         assert r.metrics["accuracy"] == writer + seq / 1e6
     with store.engine.connect() as c:

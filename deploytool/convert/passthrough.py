@@ -1,12 +1,12 @@
 """A user's model that is already in the asked format (a .tflite, an .onnx at
 --quantize none): copied as it is, so every artifact lives in its own
-directory with its own artifact.json. Nothing is converted or checked here;
+directory with its own artifact.json (an .onnx with the external weight files
+it names). Nothing is converted or checked here;
 the runtime that loads it is the judge.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy as np
 from deploytool import __version__
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, finish
+from deploytool.onnx_external import copy_with_external
 
 CONVERTER = "copy"
 DIST = "deploytool"
@@ -32,6 +33,5 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     src = Path(source.path)
     if not src.is_file():
         raise FileNotFoundError(f"{src} does not exist or is not a file")
-    path = Path(out_dir) / f"model{src.suffix}"
-    shutil.copyfile(src, path)
+    path = copy_with_external(src, Path(out_dir), f"model{src.suffix}")  # an .onnx keeps its external weights
     return finish(source, path, source.format, quantize, CONVERTER, __version__, {"copied_from": str(src)})

@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from deploytool.compare import primary_memory
+from deploytool.compare import format_tolerance, primary_memory
 from deploytool.report import html as _html
 from deploytool.report import text as _text
-from deploytool.result import FAILING_STATUSES, Result
-from deploytool.spec import TOLERANCE_METRICS
+from deploytool.result import Result
 
 __all__ = ["ReportInput", "ReportPaths", "write_report", "summary_rows"]
 
 # Reading order of the matrix: source framework, format, then quantization from the lightest touch.
 _FORMAT_ORDER = ("keras", "torch", "saved_model", "tflite", "tfjs_graph", "tfjs_layers", "onnx")
 _QUANT_ORDER = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
-_VERDICT_RANK = {"pass": 0, "degraded": 1, "fail": 2}
 
 
 @dataclass
@@ -61,7 +59,7 @@ def _order(v: str, order: tuple[str, ...]) -> tuple[int, str]:
 def _sort_key(r: Result) -> tuple:
     c = r.combo
     return (c.framework, _order(c.format, _FORMAT_ORDER), _order(c.quantize, _QUANT_ORDER), c.target, c.backend,
-            c.device)
+            c.device, c.runtime)
 
 
 def _regressions(r: Result, prev: Result | None) -> list[str]:
@@ -69,74 +67,67 @@ def _regressions(r: Result, prev: Result | None) -> list[str]:
     if prev is None:
         return []
     since = f"run {prev.run_id}"
-    if r.status != "measured":
+    if r.comparison is None:
         return [f"was measured ({prev.verdict}) in {since}, now {r.status}"]
     out = []
-    acc, before = _text.num(r.metrics.get("accuracy")), _text.num(prev.metrics.get("accuracy"))
+    acc = _text.num(r.comparison.accuracy)
+    before = _text.num(prev.comparison.accuracy) if prev.comparison is not None else None
     if acc is not None and before is not None and acc < before - 1e-12:
         out.append(f"accuracy {100 * before:.2f}% → {100 * acc:.2f}% since {since}")
-    if _VERDICT_RANK.get(r.verdict or "", -1) > _VERDICT_RANK.get(prev.verdict or "", 99):
+    if r.verdict is not None and prev.verdict is not None and r.verdict.rank > prev.verdict.rank:
         out.append(f"verdict {prev.verdict} → {r.verdict} since {since}")
     return out
 
 
 def summary_rows(inp: ReportInput) -> list[dict[str, Any]]:
-    """One dict per result in reading order, raw numbers (None when missing) plus the derived words the
-    tables need: memory figure names, broken checks, notes, regression flags."""
+    """The report's one view of the results: a dict per result in reading order, raw numbers (None when
+    missing) plus the derived words the tables need. Templates and writers read rows, never a Result."""
     rows = []
     for r in sorted(inp.results, key=_sort_key):
-        m, d = r.metrics, r.details
-        comp = d.get("comparison") or {}
-        art = d.get("artifact") or {}
-        figures = comp.get("memory_figures")
-        if not figures and d.get("memory_bytes"):
-            pm = primary_memory({k: v for k, v in d["memory_bytes"].items() if _text.num(v)})
-            figures = [pm[0], None] if pm else None
-        checks = [dict(c) for c in comp.get("checks") or []]
-        notes = list(dict.fromkeys([_text.clean(n) for n in list(d.get("notes") or []) + list(art.get("notes") or [])]))
-        flipped = m.get("flipped_count")
-        if flipped is None and comp.get("flipped") is not None:
-            flipped = len(comp["flipped"])
+        m, comp, meas = r.metrics, r.comparison, r.measurement
+        art = r.artifact.to_json() if r.artifact is not None else {}
+        memory = dict(meas.memory_bytes) if meas is not None else {}
+        figures = comp.memory_figures if comp is not None else None
+        if not figures and memory:
+            pm = primary_memory({k: v for k, v in memory.items() if _text.num(v)})
+            figures = (pm[0], None) if pm else None
+        checks = [asdict(c) for c in comp.checks] if comp is not None else []
+        notes = list(dict.fromkeys([_text.clean(n) for n in list(r.notes) + list(art.get("notes") or [])]))
         rows.append({
-            "combo_key": r.combo_key, "label": r.combo.label,
+            "combo_key": r.combo_key, "label": r.combo.label, "where": r.combo.where,
             "framework": r.combo.framework, "format": r.combo.format, "quantize": r.combo.quantize,
             "target": r.combo.target, "backend": r.combo.backend, "device": r.combo.device,
-            "status": r.status, "reason": _text.clean(r.reason), "verdict": r.verdict if r.status == "measured" else None,
-            "failing": r.status in FAILING_STATUSES or (r.status == "measured" and r.verdict == "fail"),
-            "accuracy": _text.num(m.get("accuracy")),
-            "baseline_accuracy": _text.num(m.get("baseline_accuracy", comp.get("baseline_accuracy"))),
-            "accuracy_delta_points": _text.num(m.get("accuracy_delta_points")),
-            "agreement": _text.num(m.get("agreement")),
-            "flipped_count": _text.num(flipped),
-            "max_abs_error": _text.num(m.get("max_abs_error")),
-            "mean_abs_error": _text.num(m.get("mean_abs_error")),
-            **{k: _text.num(m.get(k)) for k in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "latency_ratio_p50",
-                                                "latency_ratio_p90", "memory_bytes", "memory_ratio", "load_ms",
-                                                "first_inference_ms", "throughput_sps")},
+            "runtime": r.combo.runtime,
+            "status": str(r.status), "reason": _text.clean(r.reason),
+            "verdict": str(r.verdict) if r.verdict is not None else None, "failing": r.failing,
+            **{k: _text.num(m.get(k)) for k in (
+                "accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count",
+                "max_abs_error", "mean_abs_error", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "latency_ratio_p50",
+                "latency_ratio_p90", "memory_bytes", "memory_ratio", "load_ms", "first_inference_ms",
+                "throughput_sps", "size_ratio", "latency_samples")},
             "memory_figures": list(figures) if figures else None,
             "size_bytes": _text.num(m.get("size_bytes", art.get("size_bytes"))),
-            "size_ratio": _text.num(m.get("size_ratio")),
             "checks": checks,
             "broken": [describe_check(c) for c in checks if c.get("outcome") != "pass"],
-            "tolerances": {k: list(v) for k, v in (d.get("tolerances") or {}).items()},
+            "tolerances": {k: list(v) for k, v in r.tolerances.items()},
             "notes": notes,
             "regression": _regressions(r, inp.history.get(r.combo_key)),
             # the reproducer bundle (bugreport.py) lives beside the report, in bugs/<name>/
-            "bundle": f"bugs/{Path(d['bundle']).name}" if d.get("bundle") else None,
+            "bundle": f"bugs/{Path(r.bundle).name}" if r.bundle else None,
+            # what the detail sections show
+            "artifact": art, "environment": dict(r.environment), "memory_by_name": memory,
+            "stage_seconds": asdict(r.times), "flipped": [asdict(f) for f in comp.flipped] if comp is not None else [],
+            "latency_path": r.latency_path or None, "outputs_path": r.outputs_path or None,
         })
     return rows
 
 
 def describe_check(c: dict[str, Any]) -> str:
-    """`agreement = 0.951 → fail (pass if ≥ 0.99, fail beyond 0.97)`: the value and the tolerance it met."""
-    op = {"min": "≥", "max": "≤"}.get(TOLERANCE_METRICS.get(c.get("metric"), ""), "vs")
-
-    def g(v: Any) -> str:
-        f = _text.num(v)
-        return "n/a" if f is None else f"{f:.6g}"
-
-    return (f"{c.get('metric')} = {g(c.get('value'))} → {c.get('outcome')} "
-            f"(pass if {op} {g(c.get('pass_limit'))}, fail beyond {g(c.get('fail_limit'))})")
+    """`agreement = 0.951 → fail (pass if >= 0.99, fail below 0.97)`: the value and the tolerance it met."""
+    f = _text.num(c.get("value"))
+    value = "n/a" if f is None else f"{f:.6g}"
+    limits = format_tolerance(c["metric"], (c["pass_limit"], c["fail_limit"]))
+    return f"{c.get('metric')} = {value} → {c.get('outcome')} ({limits})"
 
 
 def _write(path: Path, data: str) -> None:

@@ -1,9 +1,9 @@
 """What the plots, the verdict matrix, the confusion difference and the
-flipped-sample gallery of the HTML report show, built from row views (summary
-rows joined with what `html._row_view` reads from each Result): SVG strings
-from svg.py, PNG thumbnails from png.py and plain values for the templates. It
-loads only the latency sample files; it never reads a Result, recomputes a
-comparison or writes HTML.
+flipped-sample gallery of the HTML report show, built from row views
+(`html._row_view` of the rows `summary_rows` builds): SVG strings from svg.py,
+PNG thumbnails from png.py and plain values for the templates. It loads only
+the latency sample files; it never reads a Result, recomputes a comparison or
+writes HTML.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def confusion(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> dict[st
                                           for v in flipped_rows for f in v["flipped"]), default=0))
     support = np.bincount(np.asarray(inp.y_true, dtype=np.int64).ravel().clip(0), minlength=n_cls) \
         if len(inp.y_true) else np.zeros(n_cls, np.int64)
-    name = lambda c: _class_name(inp.labels, c)  # noqa: E731
+    name = lambda c: _class_name(inp.labels, c)
     tables = []
     for v in flipped_rows[:CONFUSION_TABLES_MAX]:
         flips = v["flipped"]

@@ -3,8 +3,8 @@ data: URIs, a Content-Security-Policy that forbids any outside fetch) with the
 header, summary table, plots, confusion difference, flipped-sample gallery and
 provenance of one run. Python builds plain view data (here and in figures.py);
 the Jinja2 templates in templates/ lay it out and autoescape every value except
-svg.py's SVG, CSS and JS from static/. It reads a Result only in `_row_view`
-and never recomputes a comparison or changes a verdict.
+svg.py's SVG, CSS and JS from static/. It reads rows from `summary_rows`, never
+a Result, and never recomputes a comparison or changes a verdict.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, f
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
-    from deploytool.result import Result
 
 _REQUEST_KEYS = ("frameworks", "formats", "quantize", "targets", "backends", "devices", "delegate", "target", "format")
 _KEY_VERSIONS = ("tensorflow", "keras", "torch", "onnxruntime", "ai-edge-litert", "tf2onnx", "tensorflowjs",
@@ -33,28 +32,13 @@ _KEY_VERSIONS = ("tensorflow", "keras", "torch", "onnxruntime", "ai-edge-litert"
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{script_hash}'"
 
 
-# ---------------------------------------------------------------- the one place a Result is read
-def _row_view(result: "Result") -> dict[str, Any]:
-    """What the page shows of one Result beyond its summary row: flips, artifact, environment, memory,
-    timings and file paths. The only code in this module that reads a Result; templates read views."""
-    d = result.details
-    return {"combo_key": result.combo_key,
-            "flipped": list((d.get("comparison") or {}).get("flipped") or []),
-            "artifact": dict(d.get("artifact") or {}), "environment": dict(d.get("environment") or {}),
-            "memory_by_name": d.get("memory_bytes"), "stage_seconds": dict(d.get("stage_seconds") or {}),
-            "latency_path": d.get("latency_samples_path") or None, "outputs_path": result.outputs_path or None}
-
-
-def _views(inp: "ReportInput", rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summary rows (reading order) joined with their `_row_view` and the words every section shares."""
-    details = {v["combo_key"]: v for v in map(_row_view, inp.results)}
-    return [_shared(row, details[row["combo_key"]]) for row in rows]
-
-
-def _shared(row: dict[str, Any], detail: dict[str, Any] | None = None) -> dict[str, Any]:
+# ---------------------------------------------------------------- what the templates see of a row
+def _row_view(row: dict[str, Any]) -> dict[str, Any]:
+    """One row as every section shows it: the summary row (summary_rows, the report's only reader of a
+    Result, already carries flips, artifact, environment, timings and paths) plus the words the page adds."""
     o = outcome(row)
     pill = o if row["status"] == "measured" else "failing" if row["failing"] else "skip"
-    return {**row, **(detail or {}), "where": _where(row), "outcome": o, "pill": pill}
+    return {**row, "outcome": o, "pill": pill}
 
 
 # ---------------------------------------------------------------- templates and static files
@@ -107,10 +91,6 @@ def _exact(v: Any) -> str:
     """A number in full (for a tooltip), or n/a when it is missing or not finite."""
     f = num(v)
     return MISSING if f is None else repr(v) if isinstance(v, (int, float)) else f"{f:.10g}"
-
-
-def _where(row: dict[str, Any]) -> str:
-    return row["target"] + (f":{row['backend']}" if row["backend"] else "") + (f"@{row['device']}" if row["device"] else "")
 
 
 def _plain(v: Any, key: str = "") -> str:
@@ -195,7 +175,7 @@ def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[
     for v in views:
         art = {k: x for k, x in v["artifact"].items() if k != "notes"}
         stage_text = " · ".join(f"{k} {num(s):.3f} s" for k, s in v["stage_seconds"].items() if num(s) is not None)
-        measurement = {"memory_bytes": v["memory_by_name"], "tolerances": v["tolerances"] or None,
+        measurement = {"memory_bytes": v["memory_by_name"] or None, "tolerances": v["tolerances"] or None,
                        "stage_seconds": stage_text or None, "load_ms": v["load_ms"],
                        "first_inference_ms": v["first_inference_ms"], "throughput_sps": v["throughput_sps"],
                        "mean_abs_error": v["mean_abs_error"], "outputs": v["outputs_path"], "combo_key": v["combo_key"]}
@@ -225,7 +205,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Markup:
     tolerance_sets: dict[str, list[str]] = {}
     lines = []
     for i, r in enumerate(rows, 1):
-        v = _shared(r)
+        v = _row_view(r)
         d = v["accuracy_delta_points"]
         line = {"i": i, "row": v, "mem_letter": "", "mem_title": "", "ratio_title": "", "unlike": False,
                 "cls": ("failing" if v["failing"] else "degraded" if v["verdict"] == "degraded"
@@ -275,7 +255,7 @@ def render(inp: "ReportInput", rows: list[dict[str, Any]], started: float | None
     t0 = started if started is not None else time.perf_counter()
     counts = counts_of(rows)
     versions = _versions(inp)
-    views = _views(inp, rows)
+    views = [_row_view(r) for r in rows]
     with_flips = figures.with_flips(views)
     # SVG from svg.py escapes its own text: it is the only markup from results the templates receive as such
     plots = {k: Markup(s) for k, s in figures.plots(inp, views).items()}

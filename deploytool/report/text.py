@@ -153,24 +153,25 @@ def _number(v: Any) -> Any:
 RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",
                "reason", "verdict", "failing", "metrics", "checks", "tolerances", "memory_figures", "notes",
                "regression", "artifact", "flipped", "bundle")
+METRIC_KEYS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count", "max_abs_error",
+               "mean_abs_error", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "latency_ratio_p50", "latency_ratio_p90",
+               "memory_bytes", "memory_ratio", "size_bytes", "size_ratio", "load_ms", "first_inference_ms",
+               "throughput_sps", "latency_samples")
 ARTIFACT_KEYS = ("format", "quantize", "converter", "converter_version", "sha256", "size_bytes")
 
 
 def json_document(inp: "ReportInput", rows: list[dict[str, Any]]) -> dict[str, Any]:
-    by_key = {r.combo_key: r for r in inp.results}
     results = []
     for row in rows:
-        res = by_key[row["combo_key"]]
-        art = res.details.get("artifact") or {}
-        comp = res.details.get("comparison") or {}
+        art = row["artifact"]
         results.append({
             "combo_key": row["combo_key"], "label": row["label"],
             **{k: row[k] for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
             "reason": clean(row["reason"]), "verdict": row["verdict"], "failing": row["failing"],
-            "metrics": {k: _number(v) for k, v in res.metrics.items()}, "checks": row["checks"], "tolerances": row["tolerances"],
+            "metrics": {k: _number(row[k]) for k in METRIC_KEYS} if row["verdict"] is not None else {}, "checks": row["checks"], "tolerances": row["tolerances"],
             "memory_figures": row["memory_figures"], "notes": row["notes"], "regression": row["regression"],
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
-            "flipped": list(comp.get("flipped") or []),
+            "flipped": row["flipped"],
             "bundle": row.get("bundle"),
         })
     baselines = {fw: {"accuracy": b.get("accuracy"), "latency": b.get("latency") or {},
@@ -223,13 +224,11 @@ def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "r
 # ---------------------------------------------------------------- JUnit XML
 def junit_xml(inp: "ReportInput", rows: list[dict[str, Any]]) -> str:
     """One testcase per row: a failure for verdict fail or a failing status, skipped where nothing could run."""
-    by_key = {r.combo_key: r for r in inp.results}
     suite = ET.Element("testsuite", name=clean(f"deploytool.{inp.model}.{inp.dataset}"))
     n_fail = n_skip = 0
     total_s = 0.0
     for row in rows:
-        res = by_key[row["combo_key"]]
-        seconds = sum(v for v in (num(x) for x in (res.details.get("stage_seconds") or {}).values()) if v)
+        seconds = sum(v for v in (num(x) for x in row["stage_seconds"].values()) if v)
         total_s += seconds
         case = ET.SubElement(suite, "testcase", classname=clean(f"{inp.model}.{row['framework']}.{row['target']}"),
                              name=clean(row["label"]), time=f"{seconds:.3f}")

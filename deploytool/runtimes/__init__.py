@@ -1,6 +1,7 @@
-"""Registry of runtimes: which runtime runs which artifact format on which
-target. One module per runtime; adding a runtime adds a line here, not a
-branch elsewhere. Modules are imported only when used."""
+"""Registry of runtimes, keyed by (target, artifact format, runtime name): one
+target may offer several runtimes for one format (chosen with `--runtime`, or
+run side by side). The first registered for (target, format) is its default.
+One module per runtime; modules are imported only when used."""
 
 from __future__ import annotations
 
@@ -10,39 +11,83 @@ from typing import Any
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.runtimes.base import Outputs, Runtime
 
-TARGETS = ("pc", "host", "web", "android")
+# (target, artifact format, runtime name) -> "module:Class" (or a class registered at run time)
+REGISTRY: dict[tuple[str, str, str], str | type[Runtime]] = {}
 
-# (target, artifact format) -> "module:Class"
-REGISTRY: dict[tuple[str, str], str] = {
-    ("pc", "keras"): "deploytool.runtimes.keras:KerasRuntime",
-    ("pc", "saved_model"): "deploytool.runtimes.keras:KerasRuntime",
-    ("pc", "torch"): "deploytool.runtimes.torch:TorchRuntime",
+
+def register(target: str, fmt: str, name: str, runtime: str | type[Runtime]) -> None:
+    """Offer `runtime` for `fmt` artifacts on `target` under `name`; the first one per (target, fmt) is the default."""
+    REGISTRY[(target, fmt, name)] = runtime
+
+
+def unregister(target: str) -> None:
+    for key in [k for k in REGISTRY if k[0] == target]:
+        del REGISTRY[key]
+
+
+for _target, _fmt, _name, _ref in (
+    ("pc", "keras", "keras", "deploytool.runtimes.keras:KerasRuntime"),
+    ("pc", "saved_model", "keras", "deploytool.runtimes.keras:KerasRuntime"),
+    ("pc", "torch", "torch", "deploytool.runtimes.torch:TorchRuntime"),
     # a user's own .onnx / .tflite is its own baseline, in its reference runtime
-    ("pc", "onnx"): "deploytool.runtimes.onnxrt:OnnxRuntime",
-    ("pc", "tflite"): "deploytool.runtimes.litert:LiteRTRuntime",
-    ("host", "tflite"): "deploytool.runtimes.litert:LiteRTRuntime",
-    ("host", "onnx"): "deploytool.runtimes.onnxrt:OnnxRuntime",
-    ("web", "tfjs_graph"): "deploytool.runtimes.web:WebRuntime",
-    ("web", "onnx"): "deploytool.runtimes.web:WebRuntime",
-    ("web", "tflite"): "deploytool.runtimes.web:WebRuntime",
-    ("android", "tflite"): "deploytool.runtimes.android:AndroidRuntime",
-}
+    ("pc", "onnx", "onnxruntime", "deploytool.runtimes.onnxrt:OnnxRuntime"),
+    ("pc", "tflite", "litert", "deploytool.runtimes.litert:LiteRTRuntime"),
+    ("host", "tflite", "litert", "deploytool.runtimes.litert:LiteRTRuntime"),
+    ("host", "tflite", "tensorflow-lite", "deploytool.runtimes.tflite_tf:TensorFlowLiteRuntime"),
+    ("host", "onnx", "onnxruntime", "deploytool.runtimes.onnxrt:OnnxRuntime"),
+    ("web", "tfjs_graph", "tfjs", "deploytool.runtimes.web:WebRuntime"),
+    ("web", "onnx", "onnxruntime-web", "deploytool.runtimes.web:WebRuntime"),
+    ("web", "tflite", "tfjs-tflite", "deploytool.runtimes.web:WebRuntime"),
+    ("android", "tflite", "benchmark_model", "deploytool.runtimes.android:AndroidRuntime"),
+):
+    register(_target, _fmt, _name, _ref)
 
 
-def runtime_class(target: str, fmt: str) -> type[Runtime]:
-    if target not in TARGETS:
-        raise UnknownOption(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
-    ref = REGISTRY.get((target, fmt))
-    if ref is None:
-        where = sorted(t for t, f in REGISTRY if f == fmt)
+def runtimes_for(target: str, fmt: str) -> list[str]:
+    """The runtime names for `fmt` on `target`, the default first."""
+    return [n for (t, f, n) in REGISTRY if t == target and f == fmt]
+
+
+def all_runtime_names() -> list[str]:
+    return list(dict.fromkeys(n for (_, _, n) in REGISTRY))
+
+
+def default_runtime(target: str, fmt: str) -> str:
+    names = runtimes_for(target, fmt)
+    return names[0] if names else ""
+
+
+def formats_on(target: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(f for (t, f, _) in REGISTRY if t == target))
+
+
+def runtime_class(target: str, fmt: str, runtime: str = "") -> type[Runtime]:
+    names = runtimes_for(target, fmt)
+    if not names:
+        where = sorted({t for (t, f, _) in REGISTRY if f == fmt and t != "pc"})
         raise StageFailed("not_applicable", f"{fmt} models do not run on the {target} target"
                           + (f" (they run on: {', '.join(where)})" if where else ""))
+    name = runtime or names[0]
+    if name not in names:
+        raise StageFailed("not_applicable", f"the {name} runtime does not run {fmt} models on the {target} target "
+                                            f"(runtimes there: {', '.join(names)})")
+    ref = REGISTRY[(target, fmt, name)]
+    if not isinstance(ref, str):
+        return ref
     module, cls = ref.split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def make_runtime(target: str, fmt: str, **options: Any) -> Runtime:
-    return runtime_class(target, fmt)(**options)
+def make_runtime(target: str, fmt: str, runtime: str = "", **options: Any) -> Runtime:
+    return runtime_class(target, fmt, runtime)(**options)
 
 
-__all__ = ["Outputs", "Runtime", "TARGETS", "make_runtime", "runtime_class"]
+def check_runtime_names(names: list[str]) -> None:
+    known = all_runtime_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownOption(f"unknown runtime {unknown[0]!r}; runtimes are {', '.join(known)}")
+
+
+__all__ = ["Outputs", "REGISTRY", "Runtime", "default_runtime", "formats_on", "make_runtime", "register",
+           "runtime_class", "runtimes_for", "unregister"]

@@ -27,24 +27,33 @@ def _version() -> str:
         return "unknown"
 
 
-def _failed(e: BaseException) -> StageFailed:
+def _failed(e: BaseException, who: str) -> StageFailed:
     first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
-    return StageFailed("runtime_failed", f"litert {_version()}: {type(e).__name__}: {first[:300]}")
+    return StageFailed("runtime_failed", f"{who}: {type(e).__name__}: {first[:300]}")
 
 
 class LiteRTRuntime(Runtime):
     name = "litert"
     formats = ("tflite",)
 
-    def _load(self, artifact: Artifact) -> None:
+    def _interpreter(self, path: str, threads: int):
         from ai_edge_litert.interpreter import Interpreter
 
+        return Interpreter(model_path=path, num_threads=threads)
+
+    def _version(self) -> str:
+        return _version()
+
+    def _failed(self, e: BaseException) -> StageFailed:
+        return _failed(e, f"{self.name} {self._version()}")
+
+    def _load(self, artifact: Artifact) -> None:
         self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
         try:
-            self._it = Interpreter(model_path=str(artifact.path), num_threads=self._threads)
+            self._it = self._interpreter(str(artifact.path), self._threads)
             ins, outs = io_of(self._it)
         except Exception as e:  # a corrupt or unsupported flatbuffer is this combination's result
-            raise _failed(e) from e
+            raise self._failed(e) from e
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
@@ -68,7 +77,7 @@ class LiteRTRuntime(Runtime):
         try:
             self._it.allocate_tensors()
         except Exception as e:
-            raise _failed(e) from e
+            raise self._failed(e) from e
 
     def _resize(self, n: int) -> None:
         self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)
@@ -97,7 +106,7 @@ class LiteRTRuntime(Runtime):
                          f"{self._fixed_batch} sample(s) per invoke")
             if self._fixed_batch != 1:
                 notes.append(f"latency is of a batch of {self._fixed_batch} holding one real sample")
-        env = {"runtime": "litert", "version": _version(), "num_threads": self._threads,
+        env = {"runtime": self.name, "version": self._version(), "num_threads": self._threads,
                "input_dtype": self._in.dtype, "output_dtype": self._out.dtype, "batch_resizable": self._resizable}
         if self._in.quantized:
             env["input_quantization"] = {"scale": self._in.scale, "zero_point": self._in.zero_point}
@@ -106,7 +115,7 @@ class LiteRTRuntime(Runtime):
         try:
             return self._measure(self._predict, inputs, batch, env, notes)
         except Exception as e:
-            raise _failed(e) from e
+            raise self._failed(e) from e
 
     def _close(self) -> None:
         self._it = None

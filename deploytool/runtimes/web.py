@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, unquote
 
@@ -431,34 +431,13 @@ class WebRuntime(Runtime):
 def _onnx_external_data(path: Path) -> list[str]:
     """Relative names of the files an ONNX model keeps its weights in
     (torch.onnx.export's default for dynamo=True writes `<name>.data`)."""
-    import onnx
+    from deploytool.errors import BadModelFile
+    from deploytool.onnx_external import external_locations
 
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as e:
-        raise StageFailed("runtime_failed", f"cannot read ONNX model {path.name}: {_one_line(e)}") from e
-    graphs, locations = [model.graph], []
-    while graphs:
-        g = graphs.pop()
-        tensors = list(g.initializer)
-        for node in g.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    tensors.append(a.t)
-                if a.HasField("g"):
-                    graphs.append(a.g)
-                graphs.extend(a.graphs)
-        for t in tensors:
-            if t.data_location != onnx.TensorProto.EXTERNAL:
-                continue
-            loc = {e.key: e.value for e in t.external_data}.get("location", "")
-            pure = PurePosixPath(loc)
-            if not loc or pure.is_absolute() or ".." in pure.parts or not (path.parent / loc).is_file():
-                raise StageFailed("runtime_failed", f"ONNX model {path.name} names external data {loc!r}, "
-                                                    "which is not a file beside it")
-            if loc not in locations:
-                locations.append(loc)
-    return locations
+        return external_locations(path)
+    except BadModelFile as e:
+        raise StageFailed("runtime_failed", str(e)) from e
 
 
 def _is_playwright_error(e: BaseException) -> bool:

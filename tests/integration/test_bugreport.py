@@ -12,18 +12,19 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.bugreport import write_bundle
 from deploytool.result import Combo, Result
+from tests import results as factory
 from tests.integration.test_usermodel import onnx_model
 
 
 def _result(status: str, artifact: dict | None, outputs_path: str = "", flipped=()) -> Result:
+    measured = status == "measured"
     return Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "onnx", "int8", "host"),
-                  status=status, reason="" if status == "measured" else "tf2onnx 1.17.0: KeyError: 'x'",
-                  verdict="fail" if status == "measured" else None,
-                  metrics={"accuracy": 0.5, "baseline_accuracy": 0.9, "flipped_count": len(flipped),
-                           "agreement": 0.5, "max_abs_error": 3.0} if status == "measured" else {},
-                  details={"artifact": artifact, "comparison": {"flipped": [{"index": i} for i in flipped]},
-                           "tolerances": {"agreement": [0.98, 0.95], "accuracy_drop_points": [1, 3]},
-                           "environment": {"runtime": "onnxruntime", "version": "1.32.0", "facts": {"cores": 2}}},
+                  status=status, reason="" if measured else "tf2onnx 1.17.0: KeyError: 'x'",
+                  comparison=factory.comparison(accuracy=0.5, baseline_accuracy=0.9, agreement=0.5, max_abs_error=3.0,
+                                                flipped=tuple(flipped), verdict="fail") if measured else None,
+                  artifact=Artifact.from_json(artifact) if artifact else None,
+                  tolerances={"agreement": (0.98, 0.95), "accuracy_drop_points": (1, 3)},
+                  environment={"runtime": "onnxruntime", "version": "1.32.0", "facts": {"cores": 2}},
                   outputs_path=outputs_path)
 
 

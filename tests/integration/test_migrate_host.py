@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_fp32_rows_agree_exactly_and_int8_rows_lose_at_most_one_point(host_run):
         if r.combo.quantize in ("int8", "int8-io", "dynamic"):
             assert m["accuracy_delta_points"] >= -1.0, (r.combo, m)
             assert m["size_ratio"] < 0.5  # quantized weights really are smaller
-        flipped = r.details["comparison"]["flipped"]
+        flipped = [asdict(f) for f in r.comparison.flipped]
         assert len(flipped) == m["flipped_count"]
         out = np.load(r.outputs_path)
         assert out.shape == (2000, 10)
@@ -72,7 +73,7 @@ def test_fp32_rows_agree_exactly_and_int8_rows_lose_at_most_one_point(host_run):
 
 def test_int8_io_runtime_quantizes_for_the_user(host_run):
     row = next(r for r in host_run.results if r.combo.quantize == "int8-io" and r.status == "measured")
-    assert row.details["environment"]["input_dtype"] == "int8"
+    assert row.environment["input_dtype"] == "int8"
     assert row.metrics["agreement"] >= 0.99
 
 
@@ -177,7 +178,7 @@ def test_users_own_model_of_every_kind(lenet5_workspace, host_run, tmp_path, kin
         fmt = "onnx" if kind.startswith("onnx") else "tflite"
         row = next(r for r in host_run.results if r.combo.framework == "torch" and r.combo.format == fmt
                    and r.combo.quantize == "none")
-        src = next(p for p in __import__("pathlib").Path(row.details["artifact"]["path"]).parent.iterdir()
+        src = next(p for p in __import__("pathlib").Path(row.artifact.path).parent.iterdir()
                    if p.suffix in (".onnx", ".tflite"))
     model = tmp_path / f"user{src.suffix}"
     shutil.copy(src, model)
@@ -207,9 +208,9 @@ def test_a_failing_row_gets_a_reproducer_that_runs_without_deploytool(lenet5_wor
                          latency_samples=50)
     out = migrate(req, ws.root, progress=False, log=lambda s: None)
     fp32, int8 = sorted(out.results, key=lambda r: r.combo.quantize != "none")
-    assert fp32.verdict == "pass" and "bundle" not in fp32.details
+    assert fp32.verdict == "pass" and not fp32.bundle
     assert int8.verdict == "fail"
-    bundle = Path(int8.details["bundle"])
+    bundle = Path(int8.bundle)
     names = sorted(p.name for p in bundle.iterdir())
     assert names == ["README.md", "bundle.json", "expected.npy", "inputs.npy", "model", "observed.npy", "reproduce.py"]
     x = np.load(bundle / "inputs.npy")
@@ -257,7 +258,7 @@ def test_the_real_report_opens_in_chromium_with_table_plots_and_gallery(host_run
 def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(lenet5_workspace):
     """The bundle-test row fails only by a strict tolerance: no single layer breaks, and localize says so."""
     from deploytool.errors import UnknownOption
-    from deploytool.migrate import localize_run
+    from deploytool.localize import localize_run
     from deploytool.store import Store
 
     ws, *_ = lenet5_workspace

@@ -29,9 +29,9 @@ def test_every_format_runs_in_chromium(web_run):
     measured = [r for r in rows if r.status == "measured"]
     assert len(measured) >= len(rows) - 2, [(r.combo.label, r.reason) for r in rows if r.status != "measured"]
     for r in measured:
-        env = r.details["environment"]
+        env = r.environment
         assert env["browser_version"] and env["user_agent"] and "threads" in env
-        assert r.metrics["p50_ms"] > 0 and r.details["memory_bytes"].get("renderer_peak_rss_bytes", 0) > 0
+        assert r.metrics["p50_ms"] > 0 and r.measurement.memory_bytes.get("renderer_peak_rss_bytes", 0) > 0
 
 
 def test_fp32_rows_agree_with_the_pc_baseline(web_run):
@@ -75,7 +75,7 @@ def test_failing_web_rows_come_with_a_reproducer_that_contrasts_host_and_browser
     failing = [r for r in web_run.results if r.failing]
     assert failing, "expected the known tfjs-tflite findings; if they are gone, upstream fixed them"
     for r in failing:
-        bundle = Path(r.details["bundle"])
+        bundle = Path(r.bundle)
         meta = json.loads((bundle / "bundle.json").read_text())
         assert meta["where"] == "web:wasm" and meta["versions"]["ai-edge-litert"]
         out = subprocess.run([sys.executable, str(bundle / "reproduce.py")], capture_output=True, text=True,
@@ -97,7 +97,7 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
     import json
     from pathlib import Path
 
-    from deploytool.migrate import localize_run
+    from deploytool.localize import localize_run
     from deploytool.store import Store
 
     ws, *_ = lenet5_workspace
@@ -112,7 +112,7 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
     assert torch_bad.rel_error > 0.25 and torch_bad.host_rel_error < 0.05
     assert "a fault of the web runtime" in by_fw["torch"].verdict
     for r, loc in found:
-        bundle = Path(r.details["bundle"])
+        bundle = Path(r.bundle)
         assert json.loads((bundle / "localization.json").read_text())["verdict"] == loc.verdict
         assert (bundle / "minimal" / "converted" / "artifact.json").exists()
         assert "## Where it goes wrong" in (bundle / "README.md").read_text()

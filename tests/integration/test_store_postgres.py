@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from deploytool.errors import StoreError
+from tests import results as factory
 from deploytool.result import Combo, Result
 from deploytool.store import Store
 from tests.conftest import run_cli
@@ -69,23 +70,24 @@ def pg_url():
 
 
 def result(run_id: str, key: str, status: str = "measured", acc: float = 0.9) -> Result:
-    return Result(run_id=run_id, combo_key=key, model="m", dataset="d", combo=Combo("torch", "onnx", "int8", "host"),
-                  status=status, reason="" if status == "measured" else "adb: device offline",
-                  verdict="pass" if status == "measured" else None,
-                  metrics={"accuracy": acc, "max_abs_error": float("nan"), "p50_ms": 0.5},
-                  details={"comparison": {"flipped": [{"index": 3, "true_label": 1}]}, "notes": ["x"]})
+    combo = Combo("torch", "onnx", "int8", "host")
+    if status != "measured":
+        return factory.result(run_id, key, status, combo=combo, reason="adb: device offline", notes=["x"])
+    return factory.result(run_id, key, combo=combo, notes=["x"],
+                          comparison=factory.comparison(accuracy=acc, max_abs_error=float("nan"), flipped=(3,)),
+                          measurement=factory.measurement(p50_ms=0.5))
 
 
 def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
     s = Store(pg_url)
     s.start_run("pg1", "m", {"targets": ["host"], "weird": float("inf")})
     s.save(result("pg1", "a"))
-    s.save(result("pg1", "b", status="device_error"))
+    s.save(result("pg1", "b", status="device_lost"))
     assert s.final_keys("pg1") == {"a"}
     s.save(result("pg1", "b", acc=0.7))
     rows = s.results_for("pg1")
     assert [r.combo_key for r in rows] == ["a", "b"] and rows[1].metrics["accuracy"] == 0.7
-    assert rows[0].details["comparison"]["flipped"][0]["index"] == 3 and rows[0].metrics["max_abs_error"] is None
+    assert rows[0].comparison.flipped[0].index == 3 and rows[0].metrics["max_abs_error"] is None
     s.finish_run("pg1")
     s.start_run("pg2", "m", {})
     assert s.history("m", ["a"], before_run="pg2")["a"].run_id == "pg1"

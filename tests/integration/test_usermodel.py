@@ -69,3 +69,52 @@ def test_unsafe_and_unknown_files_are_refused(tmp_path):
     (tmp_path / "e.onnx.data").unlink()
     with pytest.raises(BadModelFile):
         resolve(broken, UserModelOptions(), ws)
+
+
+@pytest.mark.parametrize("target", ["host", pytest.param("web", marks=pytest.mark.browser)])
+def test_user_onnx_with_external_weights_runs_unchanged(tmp_path, target):
+    """`--format onnx --quantize none` copies the user's .onnx as it is: its external weights go with it,
+    so the artifact loads and agrees on every sample."""
+    import json
+
+    from deploytool.artifact import Artifact
+    from tests.conftest import run_cli
+
+    (tmp_path / "user").mkdir()
+    model = onnx_model(tmp_path / "user" / "x.onnx", [None, 8, 8, 1], external=True)
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "test.npz", x=rng.random((64, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 64))
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "onnx",
+                "--quantize", "none", "--target", target, "--workspace", str(ws), "--quiet", "--latency-samples", "20",
+                timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
+    assert run_id.startswith("x-"), run_id  # named after the model, not after its weights file
+    (row,) = json.loads((ws / "reports" / run_id / "report.json").read_text())["results"]
+    assert row["status"] == "measured" and row["metrics"]["agreement"] == 1.0, row
+    arts = [Artifact.load(p) for p in ws.glob("artifacts/*/artifact.json")]
+    (art,) = [a for a in arts if a.sha256 == row["artifact"]["sha256"]]
+    assert sorted(p.name for p in art.path.parent.iterdir()) == ["artifact.json", "model.onnx", "x.onnx.data"]
+    assert art.size_bytes == model.stat().st_size + (model.parent / "x.onnx.data").stat().st_size
+
+
+@pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd"])
+def test_weights_named_outside_the_models_folder_are_one_line_and_nothing_is_copied(tmp_path, location):
+    import onnx
+
+    from tests.conftest import run_cli
+
+    model = onnx_model(tmp_path / "x.onnx", [None, 8, 8, 1], external=True)
+    proto = onnx.load(str(model), load_external_data=False)
+    for t in proto.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = location
+    model.write_bytes(proto.SerializeToString())
+    np.savez(tmp_path / "test.npz", x=np.zeros((4, 8, 8, 1), np.float32), y=np.arange(4))
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "onnx",
+                "--quantize", "none", "--target", "host", "--workspace", str(tmp_path / "ws"), "--quiet")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "outside the model's folder" in lines[0], r.stderr
+    assert not list((tmp_path / "ws").glob("models/*"))

@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 
 from deploytool.baseline import Baseline
-from deploytool.compare import compare, primary_memory
+from deploytool.artifact import Artifact
+from deploytool.compare import compare
 from deploytool.report import ReportInput, summary_rows, write_report
 from deploytool.report import png, svg, text
-from deploytool.result import Combo, Result
+from deploytool.result import Combo, Measurement, Result, StageTimes
+from deploytool.workspace import stable_hash
 
 TOL_NONE = {"accuracy_drop_points": (0.1, 0.5), "agreement": (0.999, 0.99), "max_abs_error": (1e-4, 1e-2)}
 TOL_QUANT = {"accuracy_drop_points": (0.5, 1.0), "agreement": (0.98, 0.95)}
@@ -84,19 +86,17 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
         combos = combos[:n_rows]
     results = []
     for i, c in enumerate(combos):
-        key = c.key("lenet5", "cd" * 32)
+        key = stable_hash({"model": "lenet5", **asdict(c)})
         base = dict(run_id="run-1", combo_key=key, model="lenet5", dataset="mnist", combo=c)
         if c.format == "tfjs_graph" and c.backend == "webgl" and c.quantize == "uint8":
-            results.append(Result(**base, status="conversion_failed", reason=ANSI_REASON,
-                                  details={"stage_seconds": {"convert": 1.5}}))
+            results.append(Result(**base, status="conversion_failed", reason=ANSI_REASON, times=StageTimes(convert=1.5)))
             continue
         if c.format == "onnx" and c.target == "web" and c.backend == "webgl":
-            results.append(Result(**base, status="not_applicable",
-                                  reason="onnx has no webgl backend here | use wasm", details={}))
+            results.append(Result(**base, status="not_applicable", reason="onnx has no webgl backend here | use wasm"))
             continue
         if c.format == "tflite" and c.backend == "webgl" and c.quantize == "int8":
             results.append(Result(**base, status="runtime_failed", reason="page crashed: Out of memory",
-                                  details={"stage_seconds": {"convert": 0.1, "runtime": 2.0}}))
+                                  times=StageTimes(convert=0.1, runtime=2.0)))
             continue
         noise = NOISE[c.quantize] * (3 if c.backend == "webgl" else 1)
         out = (base_out + rng.normal(0, noise, base_out.shape)).astype(np.float32)
@@ -112,43 +112,34 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
         cmp_ = compare(out, base_out, y, tol, latency_p50_ms=float(lp50), latency_p90_ms=float(lp90),
                        baseline_p50_ms=float(p50), baseline_p90_ms=float(p90), memory_bytes=mem,
                        baseline_memory_bytes=base_mem, size_bytes=size, baseline_size_bytes=base_size)
-        pm = primary_memory(mem)
-        metrics = {"accuracy": cmp_.accuracy, "baseline_accuracy": cmp_.baseline_accuracy,
-                   "accuracy_delta_points": cmp_.accuracy_delta_points, "agreement": cmp_.agreement,
-                   "flipped_count": len(cmp_.flipped), "max_abs_error": cmp_.max_abs_error,
-                   "mean_abs_error": cmp_.mean_abs_error, "p50_ms": float(lp50), "p90_ms": float(lp90),
-                   "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(lat.mean()),
-                   "latency_ratio_p50": cmp_.latency_ratio_p50, "latency_ratio_p90": cmp_.latency_ratio_p90,
-                   "memory_bytes": pm[1] if pm else None, "memory_ratio": cmp_.memory_ratio, "size_bytes": size,
-                   "size_ratio": cmp_.size_ratio, "load_ms": 40.0, "first_inference_ms": 2.0, "throughput_sps": None}
+        measurement = Measurement(p50_ms=float(lp50), p90_ms=float(lp90), p99_ms=float(np.percentile(lat, 99)),
+                                  mean_ms=float(lat.mean()), latency_samples=n_samples, memory_bytes=mem, load_ms=40.0,
+                                  first_inference_ms=2.0)
         notes = ["TF.js has no int8 activations: weights quantized to uint8"] if c.format == "tfjs_graph" and \
             c.quantize == "uint8" else []
         if c.backend == "webgl":
             notes.append("webgl ran on SwiftShader (software)")
-        artifact = {"format": c.format, "quantize": c.quantize, "converter": "tf.lite.TFLiteConverter",
-                    "converter_version": "2.19.0", "options": {"optimizations": ["DEFAULT"]}, "sha256": f"{i:064x}",
-                    "size_bytes": size, "notes": notes[:1], "path": f"/ws/artifacts/{key}/model"}
-        details = {"comparison": cmp_.to_json(), "artifact": artifact, "memory_bytes": mem,
-                   "environment": {"runtime": c.target, "browser": "Chromium 156" if c.target == "web" else None,
-                                   "threads": 1},
-                   "notes": notes, "tolerances": {k: list(v) for k, v in tol.items()},
-                   "stage_seconds": {"convert": 0.01, "runtime": 0.8, "compare": 0.002, "store": 0.003},
-                   "latency_samples_path": str(lat_path)}
-        results.append(Result(**base, status="measured", verdict=cmp_.verdict, metrics=metrics, details=details,
-                              outputs_path=str(tmp / f"{key}.npy")))
+        artifact = Artifact(path=Path(f"/ws/artifacts/{key}/model"), format=c.format, framework="keras", layout="NHWC",
+                            input_shape=(28, 28, 1), num_outputs=10, quantize=c.quantize,
+                            converter="tf.lite.TFLiteConverter", converter_version="2.19.0",
+                            options={"optimizations": ["DEFAULT"]}, sha256=f"{i:064x}", size_bytes=size,
+                            notes=tuple(notes[:1]))
+        results.append(Result(**base, status="measured", comparison=cmp_, measurement=measurement, artifact=artifact,
+                              environment={"runtime": c.target, "browser": "Chromium 156" if c.target == "web" else None,
+                                           "threads": 1},
+                              notes=notes, tolerances=dict(tol),
+                              times=StageTimes(convert=0.01, runtime=0.8, compare=0.002, store=0.003),
+                              latency_path=str(lat_path), outputs_path=str(tmp / f"{key}.npy")))
     history = {}
     if with_history:
         # the earlier run had the tflite/dynamic host row at 100%: any drop must be flagged
         prev = next(r for r in results if r.combo.format == "tflite" and r.combo.quantize == "dynamic"
                     and r.combo.target == "host")
-        history[prev.combo_key] = Result(run_id="run-0", combo_key=prev.combo_key, model="lenet5", dataset="mnist",
-                                         combo=prev.combo, status="measured", verdict="pass",
-                                         metrics={**prev.metrics, "accuracy": 1.0})
+        history[prev.combo_key] = replace(prev, run_id="run-0",
+                                          comparison=replace(prev.comparison, accuracy=1.0, verdict="pass"))
         same = next(r for r in results if r.combo.format == "onnx" and r.combo.quantize == "none"
                     and r.combo.target == "host")
-        history[same.combo_key] = Result(run_id="run-0", combo_key=same.combo_key, model="lenet5", dataset="mnist",
-                                         combo=same.combo, status="measured", verdict=same.verdict,
-                                         metrics=dict(same.metrics))
+        history[same.combo_key] = replace(same, run_id="run-0")
     side, ch = (32, 3) if rgb else (28, 1)
     return ReportInput(
         run_id="run-1", model="lenet5", dataset="mnist",
@@ -190,10 +181,10 @@ def test_summary_rows_are_in_reading_order_and_carry_the_derived_words(written):
     for r in rows:
         res = next(x for x in inp.results if x.combo_key == r["combo_key"])
         assert r["failing"] == res.failing
-        broken = [c for c in (res.details.get("comparison") or {}).get("checks", []) if c["outcome"] != "pass"]
+        broken = [c for c in (res.comparison.checks if res.comparison is not None else []) if c.outcome != "pass"]
         assert len(r["broken"]) == len(broken)
         for desc, c in zip(r["broken"], broken):
-            assert desc.startswith(c["metric"]) and c["outcome"] in desc
+            assert desc.startswith(c.metric) and c.outcome in desc
     int8 = next(r for r in rows if r["quantize"] == "int8" and r["target"] == "host" and r["format"] == "tflite")
     assert int8["verdict"] in ("degraded", "fail") and int8["broken"], "noisy int8 outputs must break a tolerance"
     assert "\x1b" not in "".join(r["reason"] for r in rows)
@@ -211,9 +202,9 @@ def test_regression_flags_come_from_history_only_where_something_got_worse(writt
     assert set(flagged) <= set(inp.history)
     # a combination that was measured before and failed now is a regression too
     failed = next(r for r in inp.results if r.status == "runtime_failed")
-    inp2 = ReportInput(**{**inp.__dict__, "history": {failed.combo_key: Result(
-        run_id="run-0", combo_key=failed.combo_key, model="lenet5", dataset="mnist", combo=failed.combo,
-        status="measured", verdict="pass", metrics={"accuracy": 0.99})}})
+    earlier = next(r for r in inp.results if r.verdict == "pass")
+    inp2 = ReportInput(**{**inp.__dict__, "history": {failed.combo_key: replace(
+        earlier, run_id="run-0", combo_key=failed.combo_key, combo=failed.combo)}})
     row = next(r for r in summary_rows(inp2) if r["combo_key"] == failed.combo_key)
     assert row["regression"] == ["was measured (pass) in run run-0, now runtime_failed"]
 
@@ -240,14 +231,13 @@ def test_json_has_the_versioned_schema_and_stable_keys(written):
     by_key = {r["combo_key"]: r for r in doc["results"]}
     for res in measured:
         assert len(by_key[res.combo_key]["flipped"]) == res.metrics["flipped_count"]
-        assert by_key[res.combo_key]["checks"] == res.details["comparison"]["checks"]
+        assert by_key[res.combo_key]["checks"] == [asdict(c) for c in res.comparison.checks]
 
 
 def test_json_turns_non_finite_numbers_into_null(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=60, n_rows=4, with_history=False)
     r = next(x for x in inp.results if x.status == "measured")
-    r.metrics["max_abs_error"] = "inf"  # how the store gives back a non-finite float
-    r.metrics["latency_ratio_p50"] = float("nan")
+    r.comparison = replace(r.comparison, max_abs_error=float("inf"), latency_ratio_p50=float("nan"))
     paths = write_report(inp, tmp_path / "out")
     doc = json.loads(paths.json.read_text())
     m = next(x for x in doc["results"] if x["combo_key"] == r.combo_key)["metrics"]
@@ -413,20 +403,20 @@ def test_text_from_results_is_escaped_never_markup(tmp_path):
     inp.model = f"lenet{XSS}"
     inp.labels = [f"{name}{XSS}" for name in LABELS]
     inp.run_info["note"] = XSS
-    res = next(r for r in inp.results if r.status == "measured" and r.details["comparison"]["flipped"])
+    res = next(r for r in inp.results if r.status == "measured" and r.comparison.flipped)
     res.combo = replace(res.combo, device=XSS)  # the row label
-    res.details["artifact"]["path"] = f"/ws/artifacts/{XSS}/model.tflite"
-    res.details["notes"] = [f"note {XSS}"]
+    res.artifact = replace(res.artifact, path=Path(f"/ws/artifacts/{XSS}/model.tflite"))
+    res.notes = [f"note {XSS}"]
     inp.results.append(Result(run_id="run-1", combo_key="failed", model=inp.model, dataset="mnist",
                               combo=Combo("keras", "onnx", "int8", "host"), status="conversion_failed",
-                              reason=f"op {XSS} not supported", details={"bundle": '/ws/bugs/b"><img src=x onerror=alert(2)>'}))
+                              reason=f"op {XSS} not supported", bundle='/ws/bugs/b"><img src=x onerror=alert(2)>'))
     html = write_report(inp, tmp_path / "out").html.read_text()
     assert html.count("<script") == 1 and "alert(1)</script>" not in html  # only the page's own script
     assert "<img src=x" not in html
     safe = "&lt;script&gt;alert(1)&lt;/script&gt;"
     for shown in (f"<title>deploytool · lenet{safe}", f"lenet{safe} <span", f"zero{safe}", f"on host@{safe}",
                   f"/ws/artifacts/{safe}/model.tflite", f"note {safe}", f"op {safe} not supported",
-                  f'href="bugs/b&#34;&gt;&lt;img src=x onerror=alert(2)&gt;/README.md"',
+                  'href="bugs/b&#34;&gt;&lt;img src=x onerror=alert(2)&gt;/README.md"',
                   f"<td>{safe}</td>"):
         assert shown in html, shown
     for s in re.findall(r"<svg .*?</svg>", html, flags=re.S):
@@ -446,30 +436,13 @@ def test_the_inline_script_is_allowed_by_its_hash_and_nothing_else(written):
     assert "addEventListener('click'" in script and "sort" in script
 
 
-def test_the_html_page_reads_a_result_only_in_row_view():
-    """Result's fields are about to change: the page must read them in one function, never in templates."""
-    import ast
-    import inspect
-
-    from deploytool.report import figures, html
-
-    result_fields = {"details", "metrics", "outputs_path", "combo", "combo_key", "status", "verdict", "reason"}
-    readers = []
-    for mod in (html, figures):
-        for fn in ast.walk(ast.parse(inspect.getsource(mod))):
-            if isinstance(fn, ast.FunctionDef) and {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)} \
-                    & result_fields:
-                readers.append(fn.name)
-    assert readers == ["_row_view"]
-
-
 def test_confusion_difference_is_target_minus_baseline(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=300, n_rows=4, with_history=False)
     res = next(r for r in inp.results if r.status == "measured" and r.metrics["flipped_count"])
     base = np.load(inp.baselines["keras"]["outputs_path"]).argmax(1)
     tgt = base.copy()
-    for f in res.details["comparison"]["flipped"]:
-        tgt[f["index"]] = f["target_pred"]
+    for f in res.comparison.flipped:
+        tgt[f.index] = f.target_pred
     cm = lambda pred: np.array([[np.sum((inp.y_true == i) & (pred == j)) for j in range(10)] for i in range(10)])
     want = cm(tgt) - cm(base)
     html = write_report(inp, tmp_path / "out").html.read_text()
@@ -527,7 +500,7 @@ def test_report_reads_only_latency_sample_files(tmp_path, monkeypatch):
     monkeypatch.setattr(np, "load", lambda path, *a, **k: loaded.append(str(path)) or real_load(path, *a, **k))
     write_report(inp, tmp_path / "out")
     measured = [r for r in inp.results if r.status == "measured"]
-    assert sorted(loaded) == sorted([r.details["latency_samples_path"] for r in measured]
+    assert sorted(loaded) == sorted([r.latency_path for r in measured]
                                     + [inp.baselines["keras"]["latency_samples_path"]])
 
 

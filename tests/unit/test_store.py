@@ -13,6 +13,7 @@ import math
 import os
 import socket
 import subprocess
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,16 +23,18 @@ from deploytool import cli
 from deploytool.errors import StoreError
 from deploytool.report import ReportInput, summary_rows
 from deploytool.report import html, text
+from deploytool.compare import Check
 from deploytool.result import Combo, Result
+from tests import results as factory
 from deploytool.store import Store, mask_url
 from tests.conftest import run_cli
 
 
 def make(run_id, key, status="measured", acc=0.9, created_at=""):
-    return Result(run_id=run_id, combo_key=key, model="m", dataset="d", combo=Combo("keras", "tflite", "int8", "host"),
-                  status=status, reason="" if status == "measured" else "boom", verdict="pass" if status == "measured" else None,
-                  metrics={"accuracy": acc, "max_abs_error": float("inf"), "p50_ms": float("nan")},
-                  details={"notes": ["n"], "comparison": {"flipped": [{"index": 1}]}}, created_at=created_at)
+    if status != "measured":
+        return factory.result(run_id, key, status, notes=["n"], created_at=created_at)
+    return factory.result(run_id, key, comparison=factory.comparison(accuracy=acc, max_abs_error=float("inf")),
+                          measurement=factory.measurement(p50_ms=float("nan")), notes=["n"], created_at=created_at)
 
 
 def test_roundtrip_resume_and_history(tmp_path):
@@ -47,7 +50,8 @@ def test_roundtrip_resume_and_history(tmp_path):
     b = rows[1]
     assert b.status == "measured" and b.metrics["accuracy"] == 0.8
     assert b.combo == Combo("keras", "tflite", "int8", "host")
-    assert b.details["notes"] == ["n"] and b.metrics["max_abs_error"] is None
+    assert b.notes == ["n"] and b.metrics["max_abs_error"] is None and b.verdict == "pass"
+    assert [f.index for f in b.comparison.flipped] == [1] and b.artifact == factory.artifact()
     store.finish_run("r1")
     assert store.get_run("r1")["status"] == "complete" and store.get_run("r")["run_id"] == "r1"
     store.start_run("r2", "m", {})
@@ -96,14 +100,13 @@ def test_metric_columns_hold_numbers_or_null(tmp_path):
 
 def _nan_result() -> Result:
     nan, inf = float("nan"), float("inf")
-    return Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "onnx", "int8", "host"),
-                  status="measured", verdict="fail",
-                  metrics={"accuracy": 0.5, "agreement": nan, "max_abs_error": inf, "mean_abs_error": np.float32(nan),
-                           "latency_ratio_p50": -inf, "p50_ms": np.float64(inf), "size_bytes": 1000,
-                           "flipped_count": nan, "memory_ratio": nan, "accuracy_delta_points": nan},
-                  details={"comparison": {"checks": [{"metric": "agreement", "value": nan, "pass_limit": 0.99,
-                                                      "fail_limit": 0.97, "outcome": "fail"}]},
-                           "latency_ms": np.array([1.0, inf])})
+    check = Check("agreement", nan, 0.99, 0.97, "fail")
+    return factory.result(
+        "r", "k", combo=Combo("keras", "onnx", "int8", "host"), artifact=factory.artifact(size_bytes=1000),
+        comparison=factory.comparison(accuracy=0.5, agreement=nan, max_abs_error=inf, mean_abs_error=np.float32(nan),
+                                      latency_ratio_p50=-inf, flipped=(), memory_ratio=nan, accuracy_delta_points=nan,
+                                      checks=(check,), verdict="fail"),
+        measurement=factory.measurement(p50_ms=np.float64(inf)), environment={"latency_ms": np.array([1.0, inf])})
 
 
 def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path):
@@ -112,24 +115,53 @@ def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path):
     with store.engine.connect() as c:
         raw, agreement, p50 = c.execute(store.sa.text("select details, agreement, p50_ms from results")).one()
     details = json.loads(raw, parse_constant=lambda s: pytest.fail(f"{s} in the stored JSON"))  # strict JSON
-    assert details["metrics"]["agreement"] is None and details["latency_ms"] == [1.0, None]
+    assert details["comparison"]["agreement"] is None and details["environment"]["latency_ms"] == [1.0, None]
     assert agreement is None and p50 is None
     r = store.results_for("r")[0]
-    assert r.metrics["accuracy"] == 0.5 and r.metrics["size_bytes"] == 1000
-    for k in ("agreement", "max_abs_error", "mean_abs_error", "latency_ratio_p50", "p50_ms", "flipped_count"):
+    assert r.metrics["accuracy"] == 0.5 and r.metrics["size_bytes"] == 1000 and r.verdict == "fail"
+    for k in ("agreement", "max_abs_error", "mean_abs_error", "latency_ratio_p50", "p50_ms"):
         assert r.metrics[k] is None, k
-    assert r.details["comparison"]["checks"][0]["value"] is None
+    assert r.comparison.checks[0].value is None
 
 
-def test_non_finite_numbers_written_as_strings_by_older_versions_read_back_as_none(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    with store.engine.begin() as c:
-        c.execute(store.results.insert().values(
-            run_id="old", combo_key="k", model="m", dataset="d", framework="keras", format="tflite", quantize="none",
-            target="host", status="measured", verdict="pass",
-            details={"metrics": {"accuracy": 0.9, "p50_ms": "nan", "max_abs_error": "inf", "size_ratio": "-inf"}}))
-    m = store.results_for("old")[0].metrics
-    assert m == {"accuracy": 0.9, "p50_ms": None, "max_abs_error": None, "size_ratio": None}
+def test_rows_written_by_schema_1_are_upgraded_on_read(tmp_path):
+    """A database an older deploytool wrote: no runtime/schema_version columns, flat metrics and a details bag
+    (non-finite numbers as strings). Opening it adds the columns; its rows read back as typed Results."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.execute("create table results (id integer primary key, run_id varchar(255) not null, combo_key varchar(255) "
+                   "not null, model text, dataset text, framework varchar(64), format varchar(64), quantize varchar(64), "
+                   "target varchar(64), device text, backend varchar(64), status varchar(64), reason text, verdict "
+                   "varchar(64), accuracy float, details json, outputs_path text, created_at varchar(40), "
+                   "constraint uq_run_combo unique (run_id, combo_key))")
+        cmp_v1 = {**asdict(factory.comparison(accuracy=0.9, verdict="degraded")), "max_abs_error": "inf"}
+        details = {"metrics": {"accuracy": 0.9, "p50_ms": 0.5, "max_abs_error": "inf", "size_ratio": "-inf",
+                               "latency_samples": 3},
+                   "comparison": cmp_v1, "artifact": factory.artifact().to_json(), "memory_bytes": {"x": 1.0},
+                   "environment": {"runtime": "litert"}, "notes": ["old"], "tolerances": {"agreement": [0.99, 0.97]},
+                   "stage_seconds": {"convert": 1.0, "runtime": 2.0}, "latency_samples_path": "outputs/k.latency.npy",
+                   "bundle": "reports/old/bugs/x"}
+        db.execute("insert into results (run_id, combo_key, model, dataset, framework, format, quantize, target, device, "
+                   "backend, status, reason, verdict, accuracy, details, outputs_path, created_at) values "
+                   "('old','k','m','d','keras','tflite','int8','host','','','measured','','degraded',0.9,?,"
+                   "'outputs/k.npy','2025-01-01')", (json.dumps(details),))
+        db.execute("insert into results (run_id, combo_key, model, dataset, framework, format, quantize, target, device, "
+                   "backend, status, reason, details) values ('old','e','m','d','keras','tflite','int8','android','s',"
+                   "'cpu','device_error','gone','{}')")
+    store = Store(f"sqlite:///{path}")
+    measured, errored = store.results_for("old")
+    assert measured.verdict == "degraded" and measured.status.final and not measured.failing
+    assert measured.metrics["accuracy"] == 0.9 and measured.metrics["max_abs_error"] is None
+    assert measured.measurement.p50_ms == 0.5 and measured.measurement.memory_bytes == {"x": 1.0}
+    assert measured.times.runtime == 2.0 and measured.tolerances == {"agreement": (0.99, 0.97)}
+    assert measured.latency_path == "outputs/k.latency.npy" and measured.bundle == "reports/old/bugs/x"
+    assert measured.artifact == factory.artifact() and measured.notes == ["old"]
+    assert errored.status == "error" and errored.failing and errored.combo.where == "android:cpu@s"
+    store.save(replace(measured, run_id="new"))  # the upgraded row saves as schema 2 in the widened table
+    again = store.results_for("new")[0]
+    assert again.to_json() == replace(measured, run_id="new").to_json()  # non-finite numbers travel as null
 
 
 def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path):
@@ -147,7 +179,7 @@ def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path):
         for shown in (terminal, md, page):
             assert "n/a" in shown and "50.00%" in shown, shown
             assert not any(w in shown.lower() for w in ("nan", "inf", "—")), shown
-        assert md.split(" | ")[1:6] == ["50.00%", "n/a", "n/a", "n/a", "n/a"]  # acc, Δ, agree, flips, p50
+        assert md.split(" | ")[1:6] == ["50.00%", "n/a", "n/a", "0", "n/a"]  # acc, Δ, agree, flips, p50
         assert "agreement = n/a → fail" in text.markdown(inp, rows)
         json.dumps(doc, allow_nan=False)  # the JSON form stays strict
         assert doc["results"][0]["metrics"]["agreement"] is None
@@ -291,7 +323,7 @@ def test_a_full_database_is_a_one_line_store_error(tmp_path):
     store.sa.event.listen(store.engine, "connect",
                           lambda conn, _: conn.execute(f"PRAGMA max_page_count = {pages}"))
     big = make("r", "b")
-    big.details["log"] = "x" * 200_000
+    big.environment["log"] = "x" * 200_000
     msg = _one_line_store_error(lambda: store.save(big))
     assert "database or disk is full" in msg and "free some space" in msg
     assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written

@@ -1,0 +1,135 @@
+"""`RunContext`: everything one run's combinations share, built once and
+complete from the start — the request, the model spec, the dataset, the
+workspace, each target's typed options and preflight, the sources and their
+PC baselines (cached), the calibration set and the tolerances. The combination
+runner, localize, bug bundles and the report read it; none of them reaches
+into another's state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.baseline import Baseline, run_baseline
+from deploytool.data import Dataset, load_dataset
+from deploytool.errors import DataError
+from deploytool.request import MigrateRequest
+from deploytool.result import Combo
+from deploytool.spec import ModelSpec, load_spec
+from deploytool.targets import Position, Preflight, get_target
+from deploytool.workspace import Workspace, stable_hash
+
+CALIBRATION_FROM_TEST = 200
+
+
+@dataclass
+class Source:
+    framework: str
+    artifact: Artifact
+    baseline: Baseline
+
+
+@dataclass
+class RunContext:
+    req: MigrateRequest
+    spec: ModelSpec
+    dataset: Dataset
+    ws: Workspace
+    user_artifact: Artifact | None  # a user's own model file (its own baseline), or None for a zoo model
+    target_options: dict[str, Any]  # target name -> typed options
+    preflight: dict[str, Preflight]  # target name -> what its preflight found
+    calibration_set: np.ndarray
+    calibration_sha256: str
+    calibration_note: str
+    tolerances: dict[str, dict[str, tuple[float, float]]]  # "none" / "quantized" -> metric -> (pass, fail)
+    progress: bool = False
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, req: MigrateRequest, ws: Workspace, *, targets: list[str], run: bool = True,
+              progress: bool = False, stored_identity: dict[str, dict[str, str]] | None = None) -> "RunContext":
+        """`run=False`: for a stored run (report, localize) — no device or browser is looked for;
+        `stored_identity` then gives each target's identity as it was recorded."""
+        from deploytool import usermodel
+
+        user_artifact = None
+        if usermodel.is_model_file(req.model):
+            if req.test_npz is None:
+                raise DataError(f"{req.model}: a model file needs its test set: pass --data test.npz "
+                                "(arrays x (N,H,W,C) and y (N,)) and its preprocessing (--scale/--mean/--std)")
+            opts = usermodel.UserModelOptions(req.layout, tuple(req.labels), req.scale, tuple(req.mean), tuple(req.std))
+            spec, user_artifact = usermodel.resolve(Path(req.model), opts, ws)
+        else:
+            spec = load_spec(req.model)
+        dataset = load_dataset(spec, req.data_dir, req.test_npz, limit_test=req.limit_test)
+        options = {t: req.options_for(t) for t in targets}
+        preflight = {t: get_target(t).preflight(options[t], run=run) for t in targets}
+        for t, ident in (stored_identity or {}).items():
+            if t in preflight:
+                preflight[t].identity = dict(ident)
+        if len(dataset.x_train):
+            calib, note = dataset.calibration(), ""
+        else:  # a user's npz without a training split: calibrate on test samples, and say so
+            calib = dataset.x_test[:CALIBRATION_FROM_TEST]
+            note = (f"int8 calibrated on the first {CALIBRATION_FROM_TEST} test samples: the .npz has no x_train; "
+                    "add x_train/y_train to calibrate on data the model is not scored on")
+        tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
+        return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,
+                   hashlib.sha256(calib.tobytes()).hexdigest(), note, tolerances, progress)
+
+    # -- what rows share -----------------------------------------------------------
+    def tolerance_for(self, combo: Combo) -> dict[str, tuple[float, float]]:
+        return self.tolerances["quantized" if combo.quantized else "none"]
+
+    def source_id(self, framework: str) -> str:
+        """The content identity of a source model before it exists: a user's file by its bytes, a zoo
+        model by everything its training depends on (manifest, data, epochs, seed, framework versions)."""
+        from deploytool.train import train_key
+
+        if self.user_artifact is not None:
+            return self.user_artifact.sha256
+        return train_key(self.spec, framework, self.dataset, self.req.epochs or self.spec.train.epochs)
+
+    def source(self, framework: str) -> Source:
+        """The source model (trained once, cached) and its PC baseline (measured once, cached)."""
+        if framework not in self.sources:
+            from deploytool.train import train
+
+            if self.user_artifact is not None:
+                art = self.user_artifact
+            else:
+                art = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
+                            progress=self.progress).get_artifact()
+            b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
+                             latency_samples=self.req.latency_samples, threads=self.req.threads)
+            self.sources[framework] = Source(framework, art, b)
+        return self.sources[framework]
+
+    def identity(self, target: str) -> dict[str, str]:
+        pf = self.preflight.get(target)
+        return dict(pf.identity) if pf else {}
+
+    def position(self, combo: Combo) -> Position:
+        return Position(device=combo.device, backend=combo.backend)
+
+    def runtime_options(self, combo: Combo) -> dict[str, Any]:
+        t = get_target(combo.target)
+        return t.runtime_options(self.target_options[combo.target], self.req.settings, self.position(combo))
+
+    def combo_key(self, combo: Combo, host_id: str) -> str:
+        """Everything the row's numbers depend on: source model and data by content, calibration set,
+        the combination, and where it runs (host; the target's identity, e.g. the browser build)."""
+        from dataclasses import asdict
+
+        combo_fields = {k: v for k, v in asdict(combo).items() if v or k != "runtime"}
+        return stable_hash({"model": self.spec.name, "data": self.dataset.sha256,
+                            "source": self.source_id(combo.framework), "calibration": self.calibration_sha256,
+                            "host": host_id, "browser": self.identity(combo.target).get("browser", ""),
+                            **{k: v for k, v in self.identity(combo.target).items() if k != "browser"},
+                            **combo_fields})

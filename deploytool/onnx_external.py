@@ -1,0 +1,147 @@
+"""ONNX weights kept outside the model file ("external data": `model.onnx`
+plus `model.onnx.data`, or whatever `location` the tensors name). The one place
+that reads those locations, so copying, hashing, sizing and serving a model
+all see the same files. A location is never trusted: one that leaves the
+model's folder is refused before any file is opened. This module reads only
+the model's structure (no weights) and never runs a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path, PurePosixPath
+
+from deploytool.errors import BadModelFile
+
+
+def _read_proto(path: Path):
+    import onnx
+
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise BadModelFile(f"{path}: cannot be read as an ONNX model ({first}); check the file") from None
+
+
+def _locations(model) -> list[str]:
+    """Every external `location` in the model, subgraphs and constant attributes included, in first-seen order."""
+    import onnx
+
+    graphs, found = [model.graph], []
+    while graphs:
+        g = graphs.pop()
+        tensors = list(g.initializer) + [s.values for s in g.sparse_initializer] \
+            + [s.indices for s in g.sparse_initializer]
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    tensors.append(a.t)
+                tensors.extend(a.tensors)
+                if a.HasField("g"):
+                    graphs.append(a.g)
+                graphs.extend(a.graphs)
+        for t in tensors:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                loc = {e.key: e.value for e in t.external_data}.get("location", "")
+                if loc not in found:
+                    found.append(loc)
+    return found
+
+
+def _checked(model_path: Path, location: str) -> Path:
+    """model_path's folder / location, refused unless it is a file inside that folder."""
+    if not location:
+        raise BadModelFile(f"{model_path}: a tensor is marked external but names no file; re-save the model")
+    pure = PurePosixPath(location)
+    if pure.is_absolute() or ".." in pure.parts \
+            or "\\" in location or "\x00" in location:
+        raise BadModelFile(f"{model_path}: its weights are said to live in {location!r}, outside the model's "
+                           "folder; such a model is never read. Re-save it with its external data beside it")
+    file = model_path.parent / location
+    if not file.is_file():
+        raise BadModelFile(f"{model_path}: its weights live in {location!r}, which is not a file beside the "
+                           "model; keep the external data file next to the .onnx")
+    # A symlink may point anywhere: it must land beside the model (or beside the file the model
+    # itself links to, as in the Hugging Face cache, where both link into one blobs/ folder).
+    real = file.resolve()
+    if not any(real.is_relative_to(folder) for folder in (model_path.parent.resolve(), model_path.resolve().parent)):
+        raise BadModelFile(f"{model_path}: its weights file {location!r} is a link to {real}, outside the "
+                           "model's folder; copy the real file beside the model")
+    return file
+
+
+def external_locations(model_path: Path) -> list[str]:
+    """The `location` strings of an ONNX model's external data, as written in it, each checked.
+
+    Raises BadModelFile for an unreadable model, a location that leaves the model's folder
+    (absolute, `..`, or a link out of it) or a file that is missing.
+    """
+    model_path = Path(model_path)
+    locations = _locations(_read_proto(model_path))
+    for loc in locations:
+        _checked(model_path, loc)
+    return locations
+
+
+def external_files(model_path: Path) -> list[Path]:
+    """The files an ONNX model's tensors keep their bytes in (model_path's folder / location); raises
+    as external_locations does."""
+    return [Path(model_path).parent / loc for loc in external_locations(model_path)]
+
+
+def model_files(path: Path) -> list[Path]:
+    """Every file that makes up a model file: itself, then, for an .onnx, its external data.
+
+    A file that is not ONNX, or an .onnx that cannot be parsed, is just itself: what it
+    is made of is judged where it is loaded. Unsafe or missing locations still raise.
+    """
+    path = Path(path)
+    if path.suffix != ".onnx" or not path.is_file():
+        return [path]
+    try:
+        model = _read_proto(path)
+    except BadModelFile:
+        return [path]
+    return [path, *(_checked(path, loc) for loc in _locations(model))]
+
+
+def copy_with_external(src: Path, dst_dir: Path, name: str | None = None) -> Path:
+    """Copy a model file (as `name`, default its own) and its external data into dst_dir; the copy's path.
+
+    Each external file keeps its location relative to the model, which is what the
+    model itself names, so the copy loads wherever dst_dir is.
+    """
+    src, dst_dir = Path(src), Path(dst_dir)
+    files = model_files(src)  # checked before anything is written
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dest = dst_dir / (name or src.name)
+    shutil.copyfile(src, dest)  # bytes only: a read-only original must not make a read-only copy
+    for f in files[1:]:
+        target = dst_dir / f.relative_to(src.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, target)
+    return dest
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of a model file and its external data: the file's own sha256 when it has none.
+
+    The external files' names are inside the model file, so its digest already covers them.
+    """
+    digests = [_file_sha256(f) for f in model_files(path)]
+    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def size_on_disk(path: Path) -> int:
+    """Bytes of a model file and its external data."""
+    return sum(f.stat().st_size for f in model_files(path))

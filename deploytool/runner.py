@@ -1,0 +1,102 @@
+"""The combination runner: one `Combo` -> one `Result`. Convert (cached by
+content), run on the target's runtime, judge. A fault in the combination is
+the combination's result; only faults that every combination would hit (no
+browser, no device, a failing workspace) stop the run. It writes the row's
+output arrays and nothing else: storing, bug bundles and reports are the
+caller's side effects."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.context import RunContext, Source
+from deploytool.errors import DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
+from deploytool.judge import judge
+from deploytool.provenance import PACKAGES, package_version
+from deploytool.result import Combo, Result, Status
+from deploytool.workspace import Workspace, fresh_dir, stable_hash
+
+
+def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -> Artifact:
+    key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
+                       "calibration": ctx.calibration_sha256,
+                       "versions": {p: package_version(p) for p in PACKAGES}})
+    out = ctx.ws.artifact_dir(key)
+    meta = out / "artifact.json"
+    if meta.exists():
+        return Artifact.load(meta)
+    fresh_dir(out)
+    calib = ctx.dataset.in_layout(ctx.calibration_set, src.artifact.layout)
+    return converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
+
+
+def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, key: str) -> Result:
+    from deploytool import convert
+    from deploytool.runtimes import make_runtime, runtime_class
+
+    r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
+               status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
+    try:
+        r.plan = asdict(convert.plan(combo.framework, combo.format, combo.quantize))
+        artifact_format = convert.ARTIFACT_FORMAT[combo.format]
+        runtime_class(combo.target, artifact_format, combo.runtime)  # not_applicable before converting
+        src = ctx.source(combo.framework)
+        r.baseline_framework = src.framework
+        t = time.perf_counter()
+        r.artifact = convert_cached(ctx, converter, src, combo)
+        r.times.convert = time.perf_counter() - t
+        t = time.perf_counter()
+        with make_runtime(combo.target, r.artifact.format, combo.runtime, **ctx.runtime_options(combo)) as rt:
+            rt.load(r.artifact)
+            outputs = rt.run(ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout))
+        r.times.runtime = time.perf_counter() - t
+    except StageFailed as e:
+        r.status, r.reason = Status(e.status), e.reason
+        return r
+    except (HarnessMissing, DeviceNotFound):
+        raise  # the machine lacks something every combination of this target needs: one line, exit 2
+    except OSError as e:
+        if is_workspace_fault(ctx.ws, e):
+            raise  # the workspace itself failed (full, read-only): the run stops, resumable
+        r.reason, r.traceback = f"{type(e).__name__}: {e}", traceback.format_exc(limit=20)
+        return r
+    except DeploytoolError as e:
+        r.reason = str(e)  # a user-level problem confined to this combination (a device refusing one model)
+        return r
+    except Exception as e:  # a crash inside a converter or runtime is a finding, not the end of the run
+        r.reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        r.traceback = traceback.format_exc(limit=20)
+        return r
+    t = time.perf_counter()
+    r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
+                                        r.artifact.size_bytes)
+    r.times.compare = time.perf_counter() - t
+    r.status, r.environment = Status.MEASURED, dict(outputs.environment)
+    r.notes = list(r.artifact.notes) + list(outputs.notes)
+    if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
+        r.notes.append(ctx.calibration_note)
+    out_path = ctx.ws.outputs_path(run_id, key)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out_path, outputs.outputs)
+    lat_path = out_path.with_suffix(".latency.npy")
+    np.save(lat_path, outputs.latency_ms)
+    r.outputs_path, r.latency_path = str(out_path), str(lat_path)
+    return r
+
+
+def is_workspace_fault(ws: Workspace, e: OSError) -> bool:
+    """An OSError about a file of the workspace (full disk, read-only, removed folder)."""
+    name = e.filename or ""
+    try:
+        real = Path(os.path.realpath(name)) if name else None
+    except (OSError, ValueError):
+        return False
+    return real is not None and (real == ws.root or ws.root in real.parents)

@@ -1,0 +1,75 @@
+"""A run's side effects and its stored form: rows to and from the store (with
+workspace files by relative path), the report of a run, and the `RunContext`
+of a stored run for `report` and `localize`. Nothing here measures."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from deploytool.context import RunContext
+from deploytool.provenance import host_facts
+from deploytool.request import MigrateRequest
+from deploytool.result import Result
+from deploytool.store import Store
+from deploytool.workspace import Workspace
+
+_FILES = ("outputs_path", "latency_path", "bundle")
+
+
+def for_store(ws: Workspace, result: Result) -> Result:
+    """The row as the store keeps it: workspace files by their workspace-relative path, so it means the
+    same from any directory and names nothing on this host's disk."""
+    return replace(result, **{k: ws.relative(Path(getattr(result, k))) for k in _FILES if getattr(result, k)})
+
+
+def stored_results(store: Store, ws: Workspace, run_id: str) -> list[Result]:
+    """A run's rows from the store, with workspace files resolved to absolute paths."""
+    return [replace(r, **{k: str(ws.absolute(getattr(r, k))) for k in _FILES if getattr(r, k)})
+            for r in store.results_for(run_id)]
+
+
+def save(store: Store, ws: Workspace, result: Result) -> None:
+    store.save(for_store(ws, result))
+
+
+def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result]):
+    from deploytool import report
+
+    for fw in {r.combo.framework for r in results}:
+        ctx.source(fw)  # cached: the baseline is needed for the report even on a resumed run
+    history = store.history(ctx.spec.name, [r.combo_key for r in results], run_id)
+    inp = report.ReportInput(
+        run_id=run_id, model=ctx.spec.name, dataset=ctx.dataset.name,
+        run_info={**ctx.req.to_json(), "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "host": host_facts(), "dataset_sha256": ctx.dataset.sha256, "dataset_origin": ctx.dataset.origin},
+        results=results, baselines={fw: asdict(s.baseline) for fw, s in ctx.sources.items()},
+        labels=list(ctx.spec.labels), y_true=ctx.dataset.y_test,
+        images=ctx.dataset.images(ctx.dataset.x_test), history=history)
+    return report.write_report(inp, ctx.ws.report_dir(run_id))
+
+
+def context_for_stored_run(run: dict[str, Any], ws: Workspace) -> RunContext:
+    """The RunContext of a stored run, rebuilt from its recorded request; no browser or device is looked for."""
+    recorded = run.get("request") or {}
+    req = MigrateRequest.from_json(recorded)
+    identity = dict(recorded.get("identity") or {})
+    if "browser_build" in recorded and recorded["browser_build"]:  # recorded before targets had identities
+        identity.setdefault("web", {"browser": recorded["browser_build"]})
+    targets = [t for t in recorded.get("planned_targets") or _named_targets(req)]
+    return RunContext.build(req, ws, targets=targets, run=False, stored_identity=identity)
+
+
+def _named_targets(req: MigrateRequest) -> list[str]:
+    from deploytool.targets import expand, selectable
+
+    return expand(req.targets, selectable(), "target")
+
+
+def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
+    """Write the report of a stored run again, from the database and the workspace."""
+    ctx = context_for_stored_run(run, ws)
+    results = stored_results(store, ws, run["run_id"])
+    return write_report(ctx, store, run["run_id"], results), results

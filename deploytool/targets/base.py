@@ -1,0 +1,122 @@
+"""The target protocol. A target is where a converted model runs (this PC's
+host runtimes, headless Chromium, an Android phone, ...). Everything that
+differs between targets lives in the target's own module and is asked through
+this protocol: which artifact formats it runs (and with which runtime), its
+matrix axes, its preflight, its typed options and CLI flags, its label and how
+a failing row is reproduced. Nothing outside `targets/`, `runtimes/` and
+`devices/` compares a target's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from deploytool.errors import UnknownOption
+
+
+class TargetOptions:
+    """Base of a target's typed options: a dataclass whose `from_dict` refuses unknown keys."""
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, target: str = "") -> "TargetOptions":
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UnknownOption(f"the {target or 'target'} target has no option {', '.join(unknown)}; "
+                                f"its options are {', '.join(sorted(known)) or 'none'}")
+        return cls(**values)  # type: ignore[call-arg]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class NoOptions(TargetOptions):
+    pass
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Options every runtime takes, from the request."""
+
+    threads: int = 1
+    warmup_runs: int = 10
+    latency_samples: int | None = None
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Position:
+    """One point on a target's matrix axes (an Android serial x delegate; a web backend)."""
+
+    device: str = ""
+    backend: str = ""
+
+
+@dataclass
+class Preflight:
+    """What a target found before anything runs: its devices and what identifies where its rows run."""
+
+    devices: tuple[str, ...] = ()
+    identity: dict[str, str] = field(default_factory=dict)  # enters the key of every row of this target
+
+
+class Target:
+    """Subclass per target module; register an instance with `deploytool.targets.register`."""
+
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # for people: "headless Chromium"
+    Options: ClassVar[type[TargetOptions]] = NoOptions
+    selectable: ClassVar[bool] = True  # offered to --target (the PC baseline is not)
+    # A failing row's bug bundle reproducer runs the model in a host runtime; on the host target that *is*
+    # the runtime that failed, so the reproducer judges the row itself (exit code 1 when it reproduces).
+    judges_itself: ClassVar[bool] = False
+
+    # -- options ---------------------------------------------------------------
+    def options(self, values: dict[str, Any] | None = None) -> TargetOptions:
+        return self.Options.from_dict(values, self.name)
+
+    def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
+        """Flags this target adds to `deploytool migrate`."""
+
+    def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
+        """This target's options from parsed flags (only what the user can set)."""
+        return {}
+
+    # -- the matrix ------------------------------------------------------------
+    def formats(self) -> tuple[str, ...]:
+        from deploytool.runtimes import formats_on
+
+        return formats_on(self.name)
+
+    def positions(self, options: TargetOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
+        """The matrix axes for one artifact format."""
+        return [Position()]
+
+    def preflight(self, options: TargetOptions, *, run: bool = True) -> Preflight:
+        """Find what the target needs (browser, devices) before anything runs; a missing part is one line,
+        exit 2. `run=False`: a stored run is being reported, nothing will run."""
+        return Preflight()
+
+    # -- one combination ---------------------------------------------------------
+    def runtime_options(self, options: TargetOptions, settings: RunSettings, position: Position) -> dict[str, Any]:
+        return {"threads": settings.threads, "warmup_runs": settings.warmup_runs,
+                "latency_samples": settings.latency_samples, "timeout_s": settings.timeout_s}
+
+    def single_run_options(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
+        """The options for one quick untimed run (localize's cuts): no warm-up, one latency sample."""
+        return {**runtime_options, "warmup_runs": 0, "latency_samples": 1}
+
+    def reproduce_args(self, options: TargetOptions, position: Position) -> list[str]:
+        """`deploytool migrate` flags that put a row of this target back on the same axes."""
+        return []
+
+    def runs_on(self, environment: dict[str, Any], position: Position) -> str:
+        """Who ran the model, for a bug report's title: "onnxruntime 1.23 (wasm) in Chromium 156"."""
+        runtime = " ".join(str(environment[k]) for k in ("runtime", "runtime_version", "version")
+                           if environment.get(k))
+        return runtime or self.name

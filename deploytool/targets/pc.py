@@ -1,0 +1,13 @@
+"""The PC target: the source model in its own framework (Keras, PyTorch) or a
+user's model file in its reference runtime. It is the baseline every other
+target is compared with, so `--target` does not offer it."""
+
+from __future__ import annotations
+
+from deploytool.targets.base import Target
+
+
+class PcTarget(Target):
+    name = "pc"
+    label = "the PC baseline"
+    selectable = False
