@@ -67,7 +67,7 @@ def test_the_judge_is_pure():
 
 
 def test_report_writers_read_rows_not_result_internals():
-    for name in ("html.py", "text.py"):
+    for name in ("html.py", "figures.py", "text.py"):
         source = (PKG / "report" / name).read_text()
         for internal in (".comparison", ".measurement", ".artifact.", ".environment", ".details"):
             assert internal not in source, f"report/{name} reads {internal} of a Result; add it to summary_rows"
