@@ -24,7 +24,7 @@ GALLERY_PER_ROW = 24
 CONFUSION_TABLES_MAX = 12
 CONFUSION_FULL_MAX_CLASSES = 12  # beyond this, show only the classes the flips touch
 _STATUS_SHORT = {"conversion_failed": "conv ✗", "runtime_failed": "run ✗", "timeout": "timeout",
-                 "device_error": "device ✗", "error": "error ✗", "unsupported": "unsupp.", "not_applicable": "n/a",
+                 "error": "error ✗", "unsupported": "unsupp.", "not_applicable": "n/a",
                  "delegate_refused": "refused", "interrupted": "interr.", "device_lost": "lost ✗",
                  "wrong_abi": "ABI ✗"}
 _OUTCOME_FILL = {"pass": "#cdebd3", "degraded": "#ffe1a6", "fail": "#f3a9a9"}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from deploytool.compare import format_tolerance
 from deploytool.report import figures
 from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count,
                                     fmt_float, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
@@ -187,7 +188,7 @@ def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[
 
 # ---------------------------------------------------------------- summary
 def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: dict[str, Any]) -> dict[str, Any]:
-    from deploytool.result import FAILING_STATUSES
+    from deploytool.result import FAILING_STATUSES  # derived from Status.failing: the one rule
 
     attention = [{"row": v, "regression": "; ".join(v["regression"]),
                   "why": "; ".join(v["broken"]) if v["status"] == "measured" else first_line(v["reason"], 300)}
@@ -224,28 +225,23 @@ def _summary_table(rows: list[dict[str, Any]]) -> Markup:
                             ratio_title=f"not like for like: the target's {tgt} divided by the baseline's {base}")
         if v["status"] == "measured":
             line["title"] = "\n".join(
-                f"{c.get('metric')}: {_exact(c.get('value'))} (pass {_exact(c.get('pass_limit'))}, fail "
-                f"{_exact(c.get('fail_limit'))}) → {c.get('outcome')}" for c in v["checks"])
+                f"{c['metric']}: {_exact(c.get('value'))} ({format_tolerance(c['metric'], (c['pass_limit'], c['fail_limit']))})"
+                f" → {c.get('outcome')}" for c in v["checks"])
             if v["tolerances"]:
                 tolerance_sets.setdefault(json.dumps(v["tolerances"], sort_keys=True), []).append(v["label"])
         else:
             line.update(title=clean(v["reason"])[:2000], reason=first_line(v["reason"], 220))
         lines.append(line)
-    tolerances = [("; ".join(f"{m}: pass {lim[0]:g}, fail {lim[1]:g}" for m, lim in json.loads(key).items()), labels)
+    tolerances = [("; ".join(f"{m}: {format_tolerance(m, tuple(lim))}" for m, lim in json.loads(key).items()), labels)
                   for key, labels in tolerance_sets.items()]
     return _template("summary_table.html.j2", lines=lines, mem_names=mem_names, tolerances=tolerances,
                      notes=list(notes), any_unlike=any(line["unlike"] for line in lines))
 
 
 def _check_view(c: dict[str, Any]) -> dict[str, Any]:
-    """The words of `agreement 0.9625 degraded (pass ≥ 0.98, fail < 0.95)`: value, outcome and the limits it met."""
-    from deploytool.spec import TOLERANCE_METRICS
-
-    lower_is_better = TOLERANCE_METRICS.get(c.get("metric"), "max") == "max"
-    op_pass, op_fail = ("≤", ">") if lower_is_better else ("≥", "<")
+    """The words of `agreement 0.9625 degraded (pass if >= 0.98, fail below 0.95)`: value, outcome, the limits met."""
     return {"metric": c.get("metric"), "value": c.get("value"), "outcome": c.get("outcome", ""),
-            "op_pass": op_pass, "op_fail": op_fail, "pass_limit": c.get("pass_limit"),
-            "fail_limit": c.get("fail_limit")}
+            "limits": format_tolerance(c["metric"], (c["pass_limit"], c["fail_limit"]))}
 
 
 # ---------------------------------------------------------------- the page
