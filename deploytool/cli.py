@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("migrate", "convert/quantize, run on the targets, compare with the PC baseline, store, report",
             "deploytool migrate --model lenet5 --target host --format tflite --quantize int8",
             "deploytool migrate --model lenet5 --target host,web --format all --quantize all",
-            "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack")
+            "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack",
+            "deploytool migrate --target host --format tflite --runtime litert,tensorflow-lite")
     _model_args(p, "all")
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers (comma-separated, or all; default: all)")
