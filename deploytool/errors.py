@@ -67,7 +67,7 @@ class StageFailed(Exception):
     """One combination failed in one stage; recorded as that combination's result.
 
     `status` is the result status to record (e.g. "conversion_failed",
-    "runtime_failed", "timeout", "unsupported").
+    "load_failed", "runtime_failed", "timeout", "unsupported").
     """
 
     def __init__(self, status: str, reason: str):

@@ -22,7 +22,8 @@ SCHEMA_VERSION = 2
 class Status(str, Enum):
     """What became of a combination. "measured" means a Comparison exists; every other status carries a reason.
     Final: measuring again would give the same answer (a re-run of the same request reuses the row); the others
-    (a phone unplugged, a time-out, a runtime error) are tried again. Failing: the run's exit code is 1."""
+    (a phone unplugged, a time-out, a crash while running) are tried again. `load_failed` is a model the runtime
+    refuses to load (unreadable, an op it lacks): deterministic, so final. Failing: the run's exit code is 1."""
 
     MEASURED = "measured"
     CONVERSION_FAILED = "conversion_failed"
@@ -30,6 +31,7 @@ class Status(str, Enum):
     NOT_APPLICABLE = "not_applicable"
     DELEGATE_REFUSED = "delegate_refused"
     WRONG_ABI = "wrong_abi"
+    LOAD_FAILED = "load_failed"
     RUNTIME_FAILED = "runtime_failed"
     TIMEOUT = "timeout"
     DEVICE_LOST = "device_lost"
@@ -48,8 +50,8 @@ class Status(str, Enum):
 
 
 _FINAL = frozenset({Status.MEASURED, Status.CONVERSION_FAILED, Status.UNSUPPORTED, Status.NOT_APPLICABLE,
-                    Status.DELEGATE_REFUSED, Status.WRONG_ABI})
-_FAILING = frozenset({Status.CONVERSION_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT, Status.DEVICE_LOST,
+                    Status.DELEGATE_REFUSED, Status.WRONG_ABI, Status.LOAD_FAILED})
+_FAILING = frozenset({Status.CONVERSION_FAILED, Status.LOAD_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT, Status.DEVICE_LOST,
                       Status.WRONG_ABI, Status.ERROR})
 FINAL_STATUSES = tuple(s.value for s in Status if s.final)
 FAILING_STATUSES = tuple(s.value for s in Status if s.failing)

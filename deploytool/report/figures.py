@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 GALLERY_PER_ROW = 24
 CONFUSION_TABLES_MAX = 12
 CONFUSION_FULL_MAX_CLASSES = 12  # beyond this, show only the classes the flips touch
-_STATUS_SHORT = {"conversion_failed": "conv ✗", "runtime_failed": "run ✗", "timeout": "timeout",
+_STATUS_SHORT = {"conversion_failed": "conv ✗", "runtime_failed": "run ✗", "load_failed": "load ✗", "timeout": "timeout",
                  "error": "error ✗", "unsupported": "unsupp.", "not_applicable": "n/a",
                  "delegate_refused": "refused", "interrupted": "interr.", "device_lost": "lost ✗",
                  "wrong_abi": "ABI ✗"}

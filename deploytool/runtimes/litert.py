@@ -27,9 +27,9 @@ def _version() -> str:
         return "unknown"
 
 
-def _failed(e: BaseException, who: str) -> StageFailed:
+def _failed(e: BaseException, who: str, status: str = "runtime_failed") -> StageFailed:
     first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
-    return StageFailed("runtime_failed", f"{who}: {type(e).__name__}: {first[:300]}")
+    return StageFailed(status, f"{who}: {type(e).__name__}: {first[:300]}")
 
 
 class LiteRTRuntime(Runtime):
@@ -44,16 +44,16 @@ class LiteRTRuntime(Runtime):
     def _version(self) -> str:
         return _version()
 
-    def _failed(self, e: BaseException) -> StageFailed:
-        return _failed(e, f"{self.name} {self._version()}")
+    def _failed(self, e: BaseException, status: str = "runtime_failed") -> StageFailed:
+        return _failed(e, f"{self.name} {self._version()}", status)
 
     def _load(self, artifact: Artifact) -> None:
         self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
         try:
             self._it = self._interpreter(str(artifact.path), self._threads)
             ins, outs = io_of(self._it)
-        except Exception as e:  # a corrupt or unsupported flatbuffer is this combination's result
-            raise self._failed(e) from e
+        except Exception as e:  # a corrupt flatbuffer: this combination's (final) result
+            raise self._failed(e, "load_failed") from e
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
@@ -69,15 +69,15 @@ class LiteRTRuntime(Runtime):
         shape = tuple(int(s) for s in detail["shape"])
         signature = tuple(int(s) for s in detail.get("shape_signature", detail["shape"]))
         if shape[1:] != tuple(artifact.input_shape):
-            raise StageFailed("runtime_failed", f"the model's input is {list(shape)} but the artifact says one "
+            raise StageFailed("load_failed", f"the model's input is {list(shape)} but the artifact says one "
                                                 f"sample is {list(artifact.input_shape)} ({artifact.layout})")
         self._resizable = len(signature) > 0 and signature[0] == -1
         self._batch = shape[0]  # the batch the interpreter is allocated for now
         self._fixed_batch = None if self._resizable else shape[0]
         try:
             self._it.allocate_tensors()
-        except Exception as e:
-            raise self._failed(e) from e
+        except Exception as e:  # an op this LiteRT build lacks fails here, every time
+            raise self._failed(e, "load_failed") from e
 
     def _resize(self, n: int) -> None:
         self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)

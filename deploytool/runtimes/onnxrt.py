@@ -16,9 +16,9 @@ from deploytool.runtimes.base import Outputs, Runtime
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
-def _failed(version: str, e: BaseException) -> StageFailed:
+def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> StageFailed:
     first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
-    return StageFailed("runtime_failed", f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
+    return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
 
 
 class OnnxRuntime(Runtime):
@@ -36,8 +36,8 @@ class OnnxRuntime(Runtime):
         so.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
         try:
             self._sess = ort.InferenceSession(str(artifact.path), so, providers=["CPUExecutionProvider"])
-        except Exception as e:  # a corrupt or unsupported model is this combination's result
-            raise _failed(self._version, e) from e
+        except Exception as e:  # a corrupt model or an op it lacks: this combination's (final) result
+            raise _failed(self._version, e, "load_failed") from e
         ins, outs = self._sess.get_inputs(), self._sess.get_outputs()
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
@@ -52,7 +52,7 @@ class OnnxRuntime(Runtime):
         per_sample = dims[1:]
         if len(per_sample) != len(artifact.input_shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(per_sample, artifact.input_shape)):
-            raise StageFailed("runtime_failed", f"the model's input is {dims} but the artifact says one sample "
+            raise StageFailed("load_failed", f"the model's input is {dims} but the artifact says one sample "
                                                 f"is {list(artifact.input_shape)} ({artifact.layout})")
         self._fixed_batch = dims[0] if isinstance(dims[0], int) else None
 

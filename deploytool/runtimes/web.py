@@ -199,10 +199,10 @@ class WebRuntime(Runtime):
         if artifact.format == "tfjs_graph":
             folder = path.parent if path.is_file() else path
             if not (folder / "model.json").is_file():
-                raise StageFailed("runtime_failed", f"no model.json in {folder}: not a TF.js graph model")
+                raise StageFailed("load_failed", f"no model.json in {folder}: not a TF.js graph model")
             return {"/model/": folder}, "/model/model.json"
         if not path.is_file():
-            raise StageFailed("runtime_failed", f"model file {path} does not exist")
+            raise StageFailed("load_failed", f"model file {path} does not exist")
         name = "model." + ("onnx" if artifact.format == "onnx" else "tflite")
         routes = {f"/model/{name}": path}
         self._external_data = []
@@ -221,7 +221,7 @@ class WebRuntime(Runtime):
         try:
             ins, outs = read_io(str(artifact.path))
         except Exception as e:  # a file LiteRT cannot read will not load in the page either
-            raise StageFailed("runtime_failed", f"cannot read TFLite model: {_one_line(e)}") from e
+            raise StageFailed("load_failed", f"cannot read TFLite model: {_one_line(e)}") from e
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the TFLite model has {len(ins)} inputs and {len(outs)} "
                                              "outputs; the web harness runs single-input single-output models")
@@ -391,7 +391,8 @@ class WebRuntime(Runtime):
             extra = [m for m in self._console_errors if m and m not in reason]
             if extra:
                 reason += f" (console: {'; '.join(extra[:2])})"
-            raise StageFailed("runtime_failed", _one_line(reason))
+            # The page itself refusing the model is deterministic (final); a crash or time-out is not.
+            raise StageFailed("load_failed" if kind == "load" else "runtime_failed", _one_line(reason))
         return job["result"]
 
     def _classify(self, e: BaseException) -> tuple[str, str]:
@@ -437,7 +438,7 @@ def _onnx_external_data(path: Path) -> list[str]:
     try:
         return external_locations(path)
     except BadModelFile as e:
-        raise StageFailed("runtime_failed", str(e)) from e
+        raise StageFailed("load_failed", str(e)) from e
 
 
 def _is_playwright_error(e: BaseException) -> bool:

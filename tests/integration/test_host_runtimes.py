@@ -153,13 +153,13 @@ def test_onnxruntime_batch_size_does_not_change_outputs(sources, artifacts):
 
 @pytest.mark.parametrize("runtime,fmt,suffix", [(LiteRTRuntime, "tflite", ".tflite"),
                                                 (OnnxRuntime, "onnx", ".onnx")])
-def test_corrupt_model_is_a_runtime_failure(runtime, fmt, suffix, artifacts, tmp_path):
+def test_corrupt_model_is_a_final_load_failure(runtime, fmt, suffix, artifacts, tmp_path):
     bad = tmp_path / f"broken{suffix}"
     bad.write_bytes(b"\x00not a model\xff" * 100)
     art = replace(artifacts[("torch", fmt, "none")], path=bad)
     with pytest.raises(StageFailed) as e:
         runtime().load(art)
-    assert e.value.status == "runtime_failed"
+    assert e.value.status == "load_failed"
     assert e.value.reason.split(" ")[0] in ("litert", "onnxruntime")
 
 
@@ -170,4 +170,4 @@ def test_layout_comes_from_the_artifact_and_is_checked(runtime, fmt, artifacts):
     wrong = replace(art, layout="NCHW", input_shape=(1, 8, 8))
     with pytest.raises(StageFailed) as e:
         runtime().load(wrong)
-    assert e.value.status == "runtime_failed" and "NCHW" in e.value.reason
+    assert e.value.status == "load_failed" and "NCHW" in e.value.reason

@@ -227,7 +227,7 @@ def test_corrupt_model_becomes_stage_failed_and_browser_is_gone(models, tmp_path
     rt = WebRuntime(timeout_s=60)
     with pytest.raises(StageFailed) as err:
         rt.load(dataclasses.replace(models.tfjs, path=broken))
-    assert err.value.status == "runtime_failed"
+    assert err.value.status == "load_failed"
     assert err.value.reason.startswith("browser:")
     assert "JSON" in err.value.reason  # the browser's own parse error
     assert "\n" not in err.value.reason

@@ -149,4 +149,4 @@ def test_the_web_runtime_turns_a_bad_location_into_a_row_result(tmp_path):
     relocate(m, "/etc/passwd")
     with pytest.raises(StageFailed, match="outside the model's folder") as e:
         _onnx_external_data(m)
-    assert e.value.status == "runtime_failed"
+    assert e.value.status == "load_failed"
