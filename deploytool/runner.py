@@ -22,6 +22,7 @@ from deploytool.errors import DeploytoolError, DeviceNotFound, HarnessMissing, S
 from deploytool.judge import judge
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
+from deploytool.runtimes.base import Outputs
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
@@ -34,8 +35,36 @@ def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -
     if meta.exists():
         return Artifact.load(meta)
     fresh_dir(out)
+    from deploytool import convert
+
+    if convert.plan(src.artifact.format, combo.format, combo.quantize).steps == ("passthrough",):
+        # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
+        return convert.convert(src.artifact, combo.format, combo.quantize, out, None)
     calib = ctx.dataset.in_layout(ctx.calibration_set, src.artifact.layout)
     return converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
+
+
+def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: Source) -> bool:
+    """The row would run the baseline's own file in the baseline's own runtime with the same settings
+    (a user's .onnx / .tflite on the host): its outputs and latency are the baseline's, measured once."""
+    from deploytool.runtimes import runtime_class
+
+    if artifact.sha256 != src.artifact.sha256 or artifact.format != src.artifact.format:
+        return False
+    if runtime_class(combo.target, artifact.format, combo.runtime) is not runtime_class("pc", artifact.format):
+        return False
+    opts, req = ctx.runtime_options(combo), ctx.req
+    return (opts.get("threads"), opts.get("warmup_runs"), opts.get("latency_samples")) == \
+        (req.threads, req.warmup_runs, req.latency_samples)
+
+
+def baseline_outputs(src: Source) -> Outputs:
+    b = src.baseline
+    return Outputs(outputs=b.outputs(), latency_ms=np.load(b.latency_samples_path, allow_pickle=False),
+                   memory_bytes=dict(b.memory_bytes), load_ms=b.load_ms, first_inference_ms=b.first_inference_ms,
+                   throughput_sps=b.throughput_sps, environment=dict(b.provenance.get("runtime") or {}),
+                   notes=["the baseline's own file on the baseline's own runtime and settings: outputs, latency "
+                          "and memory are the baseline's, measured once and not run again"])
 
 
 def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, key: str) -> Result:
@@ -54,9 +83,12 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
         r.artifact = convert_cached(ctx, converter, src, combo)
         r.times.convert = time.perf_counter() - t
         t = time.perf_counter()
-        with make_runtime(combo.target, r.artifact.format, combo.runtime, **ctx.runtime_options(combo)) as rt:
-            rt.load(r.artifact)
-            outputs = rt.run(ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout))
+        if baseline_reusable(ctx, combo, r.artifact, src):
+            outputs = baseline_outputs(src)
+        else:
+            with make_runtime(combo.target, r.artifact.format, combo.runtime, **ctx.runtime_options(combo)) as rt:
+                rt.load(r.artifact)
+                outputs = rt.run(ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout))
         r.times.runtime = time.perf_counter() - t
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason

@@ -1,0 +1,72 @@
+"""No needless work on the user-model path: a user's .onnx is its own
+baseline on onnxruntime, so the host row on onnxruntime reuses the baseline's
+outputs and latency instead of running the same file again; and whatever runs
+makes one batched pass for outputs and one batch-1 pass for latency, nothing
+else. The inference calls of the real onnxruntime are counted."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.integration.test_usermodel import onnx_model
+
+N, WARMUP = 300, 3
+
+
+@pytest.fixture
+def user_onnx(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "t.npz", x=rng.integers(0, 255, (N, 8, 8, 1)).astype(np.uint8), y=rng.integers(0, 10, N))
+    return onnx_model(tmp_path / "m.onnx", [None, 8, 8, 1]), tmp_path / "t.npz"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Every batch the real OnnxRuntime is asked to infer, by size."""
+    from deploytool.runtimes.onnxrt import OnnxRuntime
+
+    calls: list[int] = []
+    real = OnnxRuntime._predict
+
+    def predict(self, x):
+        calls.append(len(x))
+        return real(self, x)
+
+    monkeypatch.setattr(OnnxRuntime, "_predict", predict)
+    return calls
+
+
+def test_a_users_onnx_row_on_its_baseline_runtime_reuses_the_baseline(user_onnx, counted, tmp_path):
+    from deploytool.migrate import MigrateRequest, migrate
+
+    model, data = user_onnx
+    req = MigrateRequest(model=str(model), test_npz=data, scale=1 / 255, targets=("host",), formats=("onnx",),
+                         quantize=("none",), warmup_runs=WARMUP)
+    out = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
+    (row,) = out.results
+    assert row.status == "measured" and any("measured once" in n for n in row.notes), row.notes
+    baseline = json.loads(next((tmp_path / "ws" / "models").glob("*/baseline.json")).read_text())
+    assert np.array_equal(np.load(row.outputs_path), np.load(baseline["outputs_path"]))
+    assert np.array_equal(np.load(row.latency_path), np.load(baseline["latency_samples_path"]))
+    # one batched pass (batch 256) for outputs, one batch-1 pass (first call + warm-up + every sample) for latency
+    batched, single = [c for c in counted if c > 1], [c for c in counted if c == 1]
+    assert sum(batched) == N and len(batched) == -(-N // 256)
+    assert len(single) == 1 + WARMUP + N, len(single)
+
+
+def test_a_quantized_row_is_run_once_on_its_own(user_onnx, counted, tmp_path):
+    from deploytool.migrate import MigrateRequest, migrate
+
+    model, data = user_onnx
+    req = MigrateRequest(model=str(model), test_npz=data, scale=1 / 255, targets=("host",), formats=("onnx",),
+                         quantize=("none", "dynamic"), warmup_runs=WARMUP, latency_samples=50)
+    out = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
+    assert [r.status for r in out.results] == ["measured", "measured"]
+    dynamic = next(r for r in out.results if r.combo.quantize == "dynamic")
+    assert not any("measured once" in n for n in dynamic.notes)
+    # baseline + the dynamic row; the passthrough row ran nothing
+    assert sum(c for c in counted if c > 1) == 2 * N
+    assert sum(c == 1 for c in counted) == 2 * (1 + WARMUP + 50)
