@@ -150,6 +150,8 @@ def reproduce_command(ctx: "RunContext", c: "Combo") -> list[str]:
                  "--mean", ",".join(map(repr, req.mean)), "--std", ",".join(map(repr, req.std))]
         if req.labels:
             args += ["--labels", ",".join(req.labels)]
+        if req.data_layout:
+            args += ["--data-layout", req.data_layout]
     else:
         args += [req.model, "--framework", c.framework]
         if req.data_dir:

@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", default="all",
                    help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
     p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
+                   help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
     p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
     p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
@@ -258,7 +260,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         runtimes=(args.runtime,) if args.runtime else (), threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance),
-        run_id=args.run_id, fresh=args.fresh, layout=args.layout, localize=args.localize, limit_test=args.test_samples,
+        run_id=args.run_id, fresh=args.fresh, layout=args.layout, data_layout=args.data_layout, localize=args.localize, limit_test=args.test_samples,
         labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
         scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
     )

@@ -67,7 +67,8 @@ class RunContext:
             spec, user_artifact = usermodel.resolve(Path(req.model), opts, ws)
         else:
             spec = load_spec(req.model)
-        dataset = load_dataset(spec, req.data_dir, req.test_npz, limit_test=req.limit_test)
+        dataset = load_dataset(spec, req.data_dir, req.test_npz, limit_test=req.limit_test,
+                               data_layout=req.data_layout)
         options = {t: req.options_for(t) for t in targets}
         preflight = {t: get_target(t).preflight(options[t], run=run) for t in targets}
         for t, ident in (stored_identity or {}).items():

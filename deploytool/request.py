@@ -39,6 +39,7 @@ class MigrateRequest:
     localize: bool = False  # cut failing rows layer by layer to find where they go wrong
     # a user's own model file: what the model cannot tell about its input
     layout: str | None = None
+    data_layout: str | None = None  # how the .npz stores x: NHWC / NCHW; None = NHWC, or NCHW when unambiguous
     labels: tuple[str, ...] = ()
     scale: float = 1.0
     mean: tuple[float, ...] = (0.0,)
@@ -71,6 +72,8 @@ class MigrateRequest:
         problems = []
         if self.threads < 1:
             problems.append(f"threads={self.threads} (must be >= 1)")
+        if self.data_layout not in (None, "NHWC", "NCHW"):
+            problems.append(f"data_layout={self.data_layout!r} (must be NHWC, NCHW or None)")
         if self.warmup_runs < 0:
             problems.append(f"warmup_runs={self.warmup_runs} (must be >= 0)")
         if self.latency_samples is not None and self.latency_samples < 1:

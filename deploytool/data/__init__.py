@@ -1,10 +1,13 @@
 """`Dataset`: the train and test arrays of one model, preprocessed once, here.
 
-Loaders return raw images (NHWC, as stored) and labels; `load_dataset` checks
-their shape against the manifest, applies the manifest's preprocessing in one
-place and records a checksum of the resulting bytes. Every later stage (the PC
-baseline, each converter's calibration, every runtime, browser and phone)
-receives exactly these bytes. Nothing here trains or converts.
+Loaders return raw images (NHWC, as stored; a user's .npz may hold them NCHW)
+and labels; `load_dataset` checks their shape against the manifest, applies
+the manifest's preprocessing in one place and records a checksum of the
+resulting bytes. Every later stage (the PC baseline, each converter's
+calibration, every runtime, browser and phone) receives exactly these bytes.
+The test set is held once: always indexed NHWC, stored in memory in the
+model's layout, so feeding an NCHW model copies nothing. Nothing here trains
+or converts.
 """
 
 from __future__ import annotations
@@ -41,19 +44,17 @@ class Dataset:
     sha256: str  # of the preprocessed bytes (test and train)
 
     def in_layout(self, x: np.ndarray, layout: str) -> np.ndarray:
-        """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape."""
+        """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape.
+        Free (a view) when `x` is already stored in that layout."""
         if layout == "NHWC":
             return x
         if layout == "NCHW":
             return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         raise ValueError(f"unknown layout {layout}")
 
-    def images(self, x: np.ndarray) -> np.ndarray:
-        """Undo the preprocessing for display (gallery): returns values in [0, 1]."""
-        p = self.preprocess
-        raw = (x * np.asarray(p.std, np.float32) + np.asarray(p.mean, np.float32)) / p.scale
-        hi = 255.0 if p.scale < 0.5 else 1.0 / p.scale
-        return np.clip(raw / hi, 0.0, 1.0)
+    def images(self, x: np.ndarray) -> "Images":
+        """Undo the preprocessing for display (gallery), one image at a time: values in [0, 1]."""
+        return Images(x, self.preprocess)
 
     def calibration(self, n: int = 200, seed: int = 0) -> np.ndarray:
         """A fixed sample of the training split: representative data for int8 calibration."""
@@ -62,44 +63,85 @@ class Dataset:
         return self.x_train[idx]
 
 
-def apply_preprocess(x: np.ndarray, p: Preprocess) -> np.ndarray:
-    out = x.astype(np.float32)  # a new array: the raw data is never modified
+class Images:
+    """The test set as images for display, computed per index: the gallery shows a few, never a copy of all."""
+
+    def __init__(self, x: np.ndarray, p: Preprocess):
+        self.x, self.p = x, p
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index):
+        p = self.p
+        raw = (np.asarray(self.x[index], np.float32) * np.asarray(p.std, np.float32)
+               + np.asarray(p.mean, np.float32)) / p.scale
+        hi = 255.0 if p.scale < 0.5 else 1.0 / p.scale
+        return np.clip(raw / hi, 0.0, 1.0)
+
+
+def apply_preprocess(x: np.ndarray, p: Preprocess, layout: str = "NHWC") -> np.ndarray:
+    """Float32, preprocessed, in a new array (the raw data is never modified), indexed NHWC and stored in
+    `layout`'s memory order (NCHW: an NHWC view of an NCHW array)."""
+    if layout == "NCHW":
+        out = np.array(x.transpose(0, 3, 1, 2), dtype=np.float32, order="C").transpose(0, 2, 3, 1)
+    else:
+        out = np.array(x, dtype=np.float32, order="C")
     out *= np.float32(p.scale)
     out -= np.asarray(p.mean, np.float32)
     out /= np.asarray(p.std, np.float32)
     return out
 
 
-def _checksum(*arrays: np.ndarray) -> str:
+def _checksum(*arrays: np.ndarray, chunk: int = 1024) -> str:
+    """Of the arrays' NHWC bytes whatever their memory order; in chunks, so no whole copy is made."""
     h = hashlib.sha256()
     for a in arrays:
         h.update(str(a.shape).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
+        for i in range(0, len(a), chunk):
+            h.update(np.ascontiguousarray(a[i:i + chunk]).tobytes())
     return h.hexdigest()
 
 
-def _as_nhwc(x: np.ndarray, shape: tuple[int, int, int], where: str) -> np.ndarray:
+def _as_nhwc(x: np.ndarray, shape: tuple[int, int, int], where: str, model_layout: str = "NHWC",
+             data_layout: str | None = None) -> np.ndarray:
+    """`x` indexed NHWC (an NCHW array becomes a transposed view, never a copy). NCHW data is taken when
+    --data-layout NCHW says so, or when the model is NCHW and the shape fits NCHW only."""
     if x.ndim == 3 and shape[2] == 1:
         x = x[..., None]
-    if x.ndim != 4 or tuple(x.shape[1:]) != tuple(shape):
-        got = tuple(x.shape[1:])
-        hint = ""
-        if x.ndim == 4 and tuple(x.shape[1:]) == (shape[2], shape[0], shape[1]):
-            hint = " (it looks NCHW; store it NHWC: x.transpose(0, 2, 3, 1))"
-        raise ShapeError(f"{where}: samples have shape {got}, the model expects {tuple(shape)} "
-                         f"(height, width, channels){hint}")
-    return x
+    h, w, c = shape
+    got = tuple(x.shape[1:])
+    fits_nhwc, fits_nchw = x.ndim == 4 and got == (h, w, c), x.ndim == 4 and got == (c, h, w)
+    if data_layout is None and fits_nchw and fits_nhwc and model_layout == "NCHW":
+        raise ShapeError(f"{where}: samples have shape {got}, which reads as NHWC and as NCHW alike; "
+                         "pass --data-layout NHWC or NCHW")
+    layout = data_layout or ("NHWC" if fits_nhwc else "NCHW" if fits_nchw and model_layout == "NCHW" else "NHWC")
+    if layout == "NCHW" and fits_nchw:
+        return x.transpose(0, 2, 3, 1)
+    if layout == "NHWC" and fits_nhwc:
+        return x
+    expected = (c, h, w) if layout == "NCHW" else (h, w, c)
+    hint = ""
+    if data_layout is None and fits_nchw:
+        hint = (" (it looks NCHW; pass --data-layout NCHW, or store it NHWC: x.transpose(0, 2, 3, 1))")
+    raise ShapeError(f"{where}: samples have shape {got}, the model expects {expected} "
+                     f"({'channels, height, width' if layout == 'NCHW' else 'height, width, channels'}){hint}")
 
 
 def _refuse_non_finite(x: np.ndarray, part: str, where: str) -> None:
     """NaN/inf pixels make every runtime's output arbitrary: judged, they give false verdicts."""
     if x.dtype.kind != "f" or len(x) == 0:
         return
-    bad = ~np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+    axes = tuple(range(1, x.ndim))
+    bad = np.concatenate([~np.isfinite(x[i:i + 1024]).all(axis=axes) for i in range(0, len(x), 1024)])
     if bad.any():
         first = np.flatnonzero(bad)[:5].tolist()
         raise DataError(f"{where}: {int(bad.sum())} {part} sample(s) contain NaN or infinity (first: {first}); "
                         "remove or repair them before measuring")
+
+
+def _all_finite(x: np.ndarray, chunk: int = 1024) -> bool:
+    return all(np.isfinite(x[i:i + chunk]).all() for i in range(0, len(x), chunk))
 
 
 def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
@@ -119,8 +161,10 @@ def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
 
 
 def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path | None = None,
-                 limit_train: int | None = None, limit_test: int | None = None) -> Dataset:
-    """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed."""
+                 limit_train: int | None = None, limit_test: int | None = None,
+                 data_layout: str | None = None) -> Dataset:
+    """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed, held in the
+    model's layout. `data_layout`: how a user's .npz stores x (None: NHWC, or NCHW when unambiguous)."""
     if test_npz is not None:
         from deploytool.data import npz
         raw = npz.load(test_npz)
@@ -131,8 +175,9 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
     where = str(test_npz) if test_npz else name
     if len(raw.x_test) == 0:
         raise DataError(f"{where}: the test set has 0 samples; nothing can be measured on it")
-    x_test = _as_nhwc(raw.x_test, spec.input_shape, where)
-    x_train = _as_nhwc(raw.x_train, spec.input_shape, where) if len(raw.x_train) else x_test[:0]
+    x_test = _as_nhwc(raw.x_test, spec.input_shape, where, spec.layout, data_layout)
+    x_train = (_as_nhwc(raw.x_train, spec.input_shape, where, spec.layout, data_layout) if len(raw.x_train)
+               else x_test[:0])
     y_test, y_train = raw.y_test.astype(np.int64).ravel(), raw.y_train.astype(np.int64).ravel()
     for y, x in ((y_test, x_test), (y_train, x_train)):
         if len(y) != len(x):
@@ -146,12 +191,16 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
         x_train, y_train = x_train[:limit_train], y_train[:limit_train]
     if limit_test is not None:
         x_test, y_test = x_test[:limit_test], y_test[:limit_test]
-    xtr, xte = apply_preprocess(x_train, spec.preprocess), apply_preprocess(x_test, spec.preprocess)
+    origin = raw.origin
+    del raw  # the raw arrays go as soon as the preprocessed ones exist
+    xtr = apply_preprocess(x_train, spec.preprocess, spec.layout)
+    xte = apply_preprocess(x_test, spec.preprocess, spec.layout)
+    del x_train, x_test
     for part, x in (("test", xte), ("training", xtr)):
-        if not np.isfinite(x).all():  # finite raw values can overflow float32 after scaling
+        if not _all_finite(x):  # finite raw values can overflow float32 after scaling
             raise DataError(f"{where}: the {part} samples are not finite after preprocessing "
                             f"(scale {spec.preprocess.scale:g}, mean {spec.preprocess.mean}, std {spec.preprocess.std}); "
                             "check --scale/--mean/--std")
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
-                   labels=spec.labels, preprocess=spec.preprocess, origin=raw.origin,
+                   labels=spec.labels, preprocess=spec.preprocess, origin=origin,
                    sha256=_checksum(xte, y_test, xtr, y_train))

@@ -118,3 +118,37 @@ def test_weights_named_outside_the_models_folder_are_one_line_and_nothing_is_cop
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "outside the model's folder" in lines[0], r.stderr
     assert not list((tmp_path / "ws").glob("models/*"))
+
+
+def test_an_nchw_onnx_with_nchw_data_runs_and_ambiguous_data_is_one_line(tmp_path):
+    """Data stored in the model's NCHW layout is taken when only that reading fits; when it reads both
+    ways, the user says which with --data-layout."""
+    import json
+
+    import onnxruntime as ort
+
+    from tests.conftest import run_cli
+
+    model = onnx_model(tmp_path / "n.onnx", [None, 3, 8, 8])
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 255, (64, 3, 8, 8)).astype(np.uint8)
+    y = rng.integers(0, 10, 64)
+    np.savez(tmp_path / "nchw.npz", x=x, y=y)
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "nchw.npz"), "--scale", str(1 / 255),
+                "--format", "onnx", "--quantize", "none", "--workspace", str(ws), "--quiet", "--latency-samples", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
+    (row,) = json.loads((ws / "reports" / run_id / "report.json").read_text())["results"]
+    direct = ort.InferenceSession(str(model)).run(None, {"x": x.astype(np.float32) * np.float32(1 / 255)})[0]
+    assert row["status"] == "measured" and row["metrics"]["accuracy"] == float(np.mean(direct.argmax(1) == y))
+
+    cube = onnx_model(tmp_path / "c.onnx", [None, 3, 3, 3])
+    np.savez(tmp_path / "cube.npz", x=rng.integers(0, 255, (8, 3, 3, 3)).astype(np.uint8), y=np.arange(8))
+    args = ["migrate", "--model", str(cube), "--layout", "NCHW", "--data", str(tmp_path / "cube.npz"),
+            "--format", "onnx", "--quantize", "none", "--workspace", str(ws), "--quiet"]
+    r = run_cli(*args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--data-layout" in lines[0], r.stderr
+    r = run_cli(*args, "--data-layout", "NCHW")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -129,3 +129,45 @@ def test_synthetic_and_digits_are_deterministic():
     assert np.array_equal(a.x_test, b.x_test) and a.x_train.shape == (512, 12, 12, 1)
     d = synthetic.digits()
     assert d.x_train.shape[1:] == (8, 8, 1) and d.x_train.max() <= 16
+
+
+def _nchw_spec(spec, hwc):
+    import dataclasses
+
+    return dataclasses.replace(spec, input_shape=hwc, layout="NCHW")
+
+
+def test_nchw_data_for_an_nchw_model_is_held_once_in_its_own_layout(tmp_path, spec):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (50, 3, 8, 8)).astype(np.uint8)
+    y = rng.integers(0, 10, 50)
+    np.savez(tmp_path / "nchw.npz", x=x, y=y)
+    np.savez(tmp_path / "nhwc.npz", x=x.transpose(0, 2, 3, 1), y=y)
+    s = _nchw_spec(spec, (8, 8, 3))
+    a = load_dataset(s, test_npz=tmp_path / "nchw.npz")  # unambiguous: only NCHW fits
+    b = load_dataset(s, test_npz=tmp_path / "nhwc.npz")
+    assert a.x_test.shape == b.x_test.shape == (50, 8, 8, 3) and np.array_equal(a.x_test, b.x_test)
+    assert a.sha256 == b.sha256  # the same values, whatever the file's layout
+    for ds in (a, b):  # stored NCHW: feeding the NCHW model copies nothing
+        fed = ds.in_layout(ds.x_test, "NCHW")
+        assert fed.flags.c_contiguous and np.shares_memory(fed, ds.x_test)
+    raw = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
+    np.testing.assert_allclose(a.in_layout(a.x_test, "NCHW"), raw, rtol=1e-6, atol=1e-6)
+    assert a.images(a.x_test)[3].shape == (8, 8, 3) and len(a.images(a.x_test)) == 50
+
+
+def test_data_that_reads_both_ways_needs_data_layout(tmp_path, spec):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (4, 3, 3, 3)).astype(np.uint8)
+    np.savez(tmp_path / "cube.npz", x=x, y=np.arange(4))
+    s = _nchw_spec(spec, (3, 3, 3))
+    with pytest.raises(ShapeError, match="--data-layout"):
+        load_dataset(s, test_npz=tmp_path / "cube.npz")
+    as_nchw = load_dataset(s, test_npz=tmp_path / "cube.npz", data_layout="NCHW")
+    as_nhwc = load_dataset(s, test_npz=tmp_path / "cube.npz", data_layout="NHWC")
+    pre = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
+    np.testing.assert_allclose(as_nchw.in_layout(as_nchw.x_test, "NCHW"), pre, rtol=1e-6)  # the file read NCHW
+    np.testing.assert_allclose(as_nhwc.x_test, pre, rtol=1e-6)  # the file read NHWC
+    assert not np.array_equal(as_nchw.x_test, as_nhwc.x_test)
+    with pytest.raises(ShapeError, match="channels, height, width"):  # the flag is checked against the shape
+        load_dataset(_nchw_spec(spec, (8, 8, 3)), test_npz=tmp_path / "cube.npz", data_layout="NCHW")
