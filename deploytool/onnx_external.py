@@ -3,7 +3,8 @@ plus `model.onnx.data`, or whatever `location` the tensors name). The one place
 that reads those locations, so copying, hashing, sizing and serving a model
 all see the same files. A location is never trusted: one that leaves the
 model's folder is refused before any file is opened. This module reads only
-the model's structure (no weights) and never runs a model.
+the model's structure (no weights, through onnx_proto, without `import onnx`)
+and never runs a model.
 """
 
 from __future__ import annotations
@@ -16,38 +17,19 @@ from deploytool.errors import BadModelFile
 
 
 def _read_proto(path: Path):
-    import onnx
+    """The model's structure (no weights, no `import onnx`): its I/O and external locations."""
+    from deploytool import onnx_proto
 
     try:
-        return onnx.load(str(path), load_external_data=False)
-    except Exception as e:
+        return onnx_proto.read(path)
+    except (onnx_proto.ProtoError, OSError) as e:
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise BadModelFile(f"{path}: cannot be read as an ONNX model ({first}); check the file") from None
 
 
 def _locations(model) -> list[str]:
     """Every external `location` in the model, subgraphs and constant attributes included, in first-seen order."""
-    import onnx
-
-    graphs, found = [model.graph], []
-    while graphs:
-        g = graphs.pop()
-        tensors = list(g.initializer) + [s.values for s in g.sparse_initializer] \
-            + [s.indices for s in g.sparse_initializer]
-        for node in g.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    tensors.append(a.t)
-                tensors.extend(a.tensors)
-                if a.HasField("g"):
-                    graphs.append(a.g)
-                graphs.extend(a.graphs)
-        for t in tensors:
-            if t.data_location == onnx.TensorProto.EXTERNAL:
-                loc = {e.key: e.value for e in t.external_data}.get("location", "")
-                if loc not in found:
-                    found.append(loc)
-    return found
+    return list(model.external_locations)
 
 
 def _checked(model_path: Path, location: str) -> Path:

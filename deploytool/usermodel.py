@@ -59,16 +59,16 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
     """(input shape with batch, output size) read from the model itself."""
     try:
         if fmt == "onnx":
-            import onnx
+            from deploytool import onnx_proto
 
-            m = onnx.load(str(path), load_external_data=False)
+            # Read without `import onnx` (a second of start-up); onnxruntime, loading the baseline, is the judge.
+            m = onnx_proto.read(path)
             onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
-            onnx.checker.check_model(str(path))  # by path: external weights are checked beside it
-            inits = {i.name for i in m.graph.initializer}
-            inputs = [i for i in m.graph.input if i.name not in inits]
-            dims = [d.dim_value or None for d in inputs[0].type.tensor_type.shape.dim]
-            out = [d.dim_value or None for d in m.graph.output[0].type.tensor_type.shape.dim]
-            return dims, int(out[-1] or 0)
+            if not m.inputs or not m.outputs:
+                raise BadModelFile(f"{path}: the ONNX graph has {len(m.inputs)} inputs and {len(m.outputs)} "
+                                   "outputs; deploytool runs one-input, one-output models")
+            out = m.outputs[0].dims
+            return list(m.inputs[0].dims), int((out[-1] if out else 0) or 0)
         if fmt == "tflite":
             from deploytool.runtimes.tflite_io import read_io
 
