@@ -8,6 +8,9 @@ code tree given (e.g. main and a branch, run interleaved):
 - peak RSS of a first migrate at --samples (default 8,000), and its ratio to the floor's (target <= 1.5x).
 
     .venv/bin/python bench/bench_user_onnx.py [--code DIR ...] [--samples 8000] [--repeats 3]
+
+Run it with bytecode caching on (unset PYTHONDONTWRITEBYTECODE; PYTHONPYCACHEPREFIX keeps the caches out of
+the trees), as a user's install has it: otherwise every run recompiles deploytool's sources.
 """
 
 from __future__ import annotations
