@@ -58,7 +58,7 @@ def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(t
 
     launched: list[str] = []
     real_make, real_start, real_launch = runtimes.make_runtime, IsolatedConverter._start, Chromium.launch
-    counting_make = lambda *a, **k: launched.append(f"runtime {a}") or real_make(*a, **k)  # noqa: E731
+    counting_make = lambda *a, **k: launched.append(f"runtime {a}") or real_make(*a, **k)
     monkeypatch.setattr(runtimes, "make_runtime", counting_make)
     monkeypatch.setattr(baseline, "make_runtime", counting_make)
     monkeypatch.setattr(IsolatedConverter, "_start", lambda self: launched.append("converter") or real_start(self))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from deploytool import onnx_proto
@@ -20,7 +19,7 @@ def _onnx_view(path):
 
     m = onnx.load(str(path), load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
-    dims = lambda v: tuple(d.dim_value or None for d in v.type.tensor_type.shape.dim)  # noqa: E731
+    dims = lambda v: tuple(d.dim_value or None for d in v.type.tensor_type.shape.dim)
     return ([(i.name, dims(i)) for i in m.graph.input if i.name not in inits],
             [(o.name, dims(o)) for o in m.graph.output])
 
