@@ -80,7 +80,7 @@ def check_lifecycle(key: tuple[str, str, str], artifact: Artifact, inputs: np.nd
         try:
             rt.load(artifact)
         except (DeploytoolError, StageFailed, RuntimeError) as e:
-            one_line(e)
+            assert "load" in one_line(e), f"a second load() refused without saying why: {e}"
         else:
             again = rt.run(inputs)
             assert again.outputs.shape == (n, num_classes)
