@@ -8,11 +8,11 @@ tests/contract; the tiny models come from the same cache (.cache/test-models/).
 from __future__ import annotations
 
 import pytest
+from test_android import adb_server, phone  # noqa: F401 - the simulator's fixtures, reused
 
 from tests.android_sim import BENCHMARK_MODEL_DOUBLE
 from tests.contract import registry_cases as cases
 from tests.contract.runtime_contract import N_SAMPLES, check_lifecycle, check_refuses_bad_options, runtime_options
-from test_android import adb_server, phone  # noqa: F401 - the simulator's fixtures, reused
 
 PARAMS = [pytest.param(key, id=cases.key_id(key), marks=getattr(pytest.mark, mark))
           for target, mark in cases.DEVICE_SUITES.items() for key in cases.device_keys(target)]
