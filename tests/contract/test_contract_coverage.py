@@ -34,7 +34,8 @@ def _module(folder: Path, name: str):  # noqa: ANN202
 def covered_runtime_keys() -> set[tuple[str, str, str]]:
     fast = _module(HERE, "test_contract_runtimes")
     devices = _module(INTEGRATION, "test_contract_devices")
-    return {*_params(fast, "test_runtime_keeps_the_contract"), *_params(fast, "test_runtime_options_are_checked_or_harmless"),
+    return {*_params(fast, "test_runtime_keeps_the_contract"),
+            *_params(fast, "test_runtime_options_are_checked_or_harmless"),
             *_params(devices, "test_device_runtime_keeps_the_contract")}
 
 
