@@ -11,7 +11,7 @@ STAMP := $(VENV)/.deploytool-setup
 WEB_STAMP := web_harness/node_modules/.deploytool-setup
 WORKSPACE ?= runs
 
-.PHONY: setup system python web demo test test-fast test-unit test-integration bench clean
+.PHONY: setup system python web demo lint test test-fast test-unit test-integration bench clean
 
 setup: system python web
 
@@ -41,7 +41,11 @@ demo: setup
 	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE); \
 	  rc=$$?; if [ $$rc -eq 1 ]; then echo "demo: some combinations fail (see the report above)"; fi; [ $$rc -le 1 ]
 
-test: setup
+# ruff (configured in pyproject.toml) on the package and the tests, then every test.
+lint: python
+	$(BIN)/ruff check deploytool tests
+
+test: setup lint
 	$(BIN)/python -m pytest tests
 
 test-unit: python

@@ -186,5 +186,5 @@ def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
                             baseline_outputs=src.baseline.outputs(), source=src.artifact,
                             versions=host_facts()["versions"], command=shlex.join(reproduce_command(ctx, result.combo)))
         result.bundle, result.bundle_error = str(path), ""
-    except Exception as e:  # noqa: BLE001 - the measurement stands even if its reproducer cannot be written
+    except Exception as e:
         result.bundle_error = f"{type(e).__name__}: {e}"

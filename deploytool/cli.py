@@ -23,11 +23,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):  # noqa: ANN202
+def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):
     """An argparse type: a finite number of `kind` at least (or above) `minimum`."""
     import math
 
-    def parse(text: str):  # noqa: ANN202
+    def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("migrate", "convert/quantize, run on the targets, compare with the PC baseline, store, report",
             "deploytool migrate --model lenet5 --target host --format tflite --quantize int8",
             "deploytool migrate --model lenet5 --target host,web --format all --quantize all",
-            "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack")
+            "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack",
+            "deploytool migrate --target host --format tflite --runtime litert,tensorflow-lite")
     _model_args(p, "all")
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers (comma-separated, or all; default: all)")
@@ -185,11 +186,11 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _frameworks(spec, choice: str) -> list[str]:  # noqa: ANN001
+def _frameworks(spec, choice: str) -> list[str]:
     return list(spec.frameworks) if choice == "all" else [choice]
 
 
-def _train_all(args: argparse.Namespace):  # noqa: ANN202
+def _train_all(args: argparse.Namespace):
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
     from deploytool.train import train
@@ -284,11 +285,11 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
     return values
 
 
-def _fmt(v, spec: str, scale: float = 1.0) -> str:  # noqa: ANN001
+def _fmt(v, spec: str, scale: float = 1.0) -> str:
     return "-" if v is None else format(v * scale, spec)
 
 
-def _print_results(results) -> None:  # noqa: ANN001
+def _print_results(results) -> None:
     rows = []
     for r in results:
         m = r.metrics

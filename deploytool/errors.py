@@ -75,5 +75,5 @@ class StageFailed(Exception):
         self.status = status
         self.reason = reason
 
-    def __reduce__(self):  # noqa: ANN204 - it crosses process boundaries (the conversion worker)
+    def __reduce__(self):
         return (StageFailed, (self.status, self.reason))

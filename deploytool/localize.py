@@ -67,7 +67,7 @@ class Localization:
     def table(self) -> str:
         lines = [f"{'#':>3}  {'layer':16} {'op':10} {'status':7} {'rel. error':>11} {'on host':>9}  reason"]
         for c in self.cuts:
-            fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+            fmt = lambda v: "-" if v is None else f"{v:.3g}"
             lines.append(f"{c.index:>3}  {c.layer:16} {c.kind:10} {c.status:7} {fmt(c.rel_error):>11} "
                          f"{fmt(c.host_rel_error):>9}  {c.reason[:90]}")
         return "\n".join(lines)

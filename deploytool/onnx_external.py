@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from deploytool.errors import BadModelFile
 
 
-def _read_proto(path: Path):  # noqa: ANN202 - onnx.ModelProto; onnx is imported lazily
+def _read_proto(path: Path):
     import onnx
 
     try:
@@ -25,7 +25,7 @@ def _read_proto(path: Path):  # noqa: ANN202 - onnx.ModelProto; onnx is imported
         raise BadModelFile(f"{path}: cannot be read as an ONNX model ({first}); check the file") from None
 
 
-def _locations(model) -> list[str]:  # noqa: ANN001
+def _locations(model) -> list[str]:
     """Every external `location` in the model, subgraphs and constant attributes included, in first-seen order."""
     import onnx
 

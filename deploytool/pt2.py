@@ -55,7 +55,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:200]}" if text else type(e).__name__
 
 
-def _tensor_pickle(reader: Any, member: str, path: Path):  # noqa: ANN202
+def _tensor_pickle(reader: Any, member: str, path: Path):
     """A pickled tensor (or dict of tensors) read by torch's restricted unpickler, or refused."""
     import torch
 
@@ -133,7 +133,7 @@ def _check_ops(program: Any, path: Path) -> None:
                                    "deploytool only runs torch.export programs of torch operators")
 
 
-def load_program(path: str | Path):  # noqa: ANN201 - torch.export.ExportedProgram
+def load_program(path: str | Path):
     """The ExportedProgram of a .pt2 file, read without unpickling code and without its sample inputs."""
     path = Path(path)
     if not path.is_file():
@@ -151,7 +151,7 @@ def load_program(path: str | Path):  # noqa: ANN201 - torch.export.ExportedProgr
         raise BadModelFile(f"{path}: not a readable .pt2 file ({_first_line(e)}); {RESAVE}") from None
 
 
-def _load(path: Path):  # noqa: ANN202
+def _load(path: Path):
     from torch._export.serde import schema
     from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
     from torch.export.pt2_archive import _package as pkg

@@ -35,7 +35,7 @@ def save(store: Store, ws: Workspace, result: Result) -> None:
     store.save(for_store(ws, result))
 
 
-def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result]):  # noqa: ANN201
+def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result]):
     from deploytool import report
 
     for fw in {r.combo.framework for r in results}:

@@ -92,7 +92,7 @@ def _secrets(url: str) -> list[str]:
         from sqlalchemy.engine import make_url
 
         typed.append(make_url(url).password or "")
-    except Exception:  # noqa: BLE001 - a URL that does not parse has only the literal secrets above
+    except Exception:
         pass
     found = {piece for s in typed for piece in [s, *s.split("@")]}
     return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)  # shorter ones would mangle the text
@@ -188,7 +188,7 @@ class Store:
             self.url = mask_url(parsed.render_as_string(hide_password=True))
         except StoreError:
             raise
-        except Exception as e:  # noqa: BLE001 - make_url/create_engine raise many kinds for a bad URL
+        except Exception as e:
             raise StoreError(f"the database URL {self.url!r} (--db / DEPLOYTOOL_DB) is not usable "
                              f"({self._scrub(e)}); {URL_HINT}") from None
         self._define_tables()

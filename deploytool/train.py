@@ -105,13 +105,13 @@ def train(spec: ModelSpec, framework: str, dataset: Dataset, ws: Workspace,
     return result
 
 
-def _progress(total: int, desc: str, enabled: bool):  # noqa: ANN202
+def _progress(total: int, desc: str, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):  # noqa: ANN202
+def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):
     from deploytool.quiet import import_tensorflow
 
     import_tensorflow()
@@ -131,16 +131,16 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     seconds: list[float] = []
 
     class Measure(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):  # noqa: ANN001
+        def on_epoch_begin(self, epoch, logs=None):
             self.bar = _progress(steps, f"train {spec.name} keras epoch {epoch + 1}/{epochs}", progress)
             self.t0 = time.perf_counter()
 
-        def on_train_batch_end(self, batch, logs=None):  # noqa: ANN001
+        def on_train_batch_end(self, batch, logs=None):
             self.bar.update(1)
             if logs and "loss" in logs:
                 self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
 
-        def on_epoch_end(self, epoch, logs=None):  # noqa: ANN001
+        def on_epoch_end(self, epoch, logs=None):
             seconds.append(time.perf_counter() - self.t0)
             self.bar.close()
 
@@ -151,7 +151,7 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     return path, "NHWC", tuple(spec.input_shape), seconds, logits
 
 
-def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):  # noqa: ANN202
+def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):
     import torch
 
     from deploytool import zoo
@@ -195,7 +195,7 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     return path, "NCHW", (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), seconds, logits
 
 
-def export_torch(model, input_chw: tuple[int, int, int], path: Path) -> None:  # noqa: ANN001
+def export_torch(model, input_chw: tuple[int, int, int], path: Path) -> None:
     """Save an nn.Module as a .pt2 ExportedProgram with a dynamic batch dimension."""
     import torch
 

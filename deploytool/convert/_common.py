@@ -46,7 +46,7 @@ def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str
                     notes=tuple(notes))
 
 
-def check_onnx(model) -> None:  # noqa: ANN001
+def check_onnx(model) -> None:
     """Raise when an ONNX model (proto or path) has nodes no ONNX runtime knows.
 
     tf2onnx continues past ops it cannot convert and leaves them in the graph;

@@ -11,7 +11,7 @@ from pathlib import Path
 from deploytool.artifact import Artifact
 
 
-def load_keras(path: Path):  # noqa: ANN201
+def load_keras(path: Path):
     import keras
 
     # safe_mode (the default) refuses to deserialize arbitrary Python code (Lambda layers).
@@ -27,7 +27,7 @@ def saved_model_dir(source: Artifact, tmp: Path) -> Path:
     return out
 
 
-def serving_function(saved_model: Path):  # noqa: ANN201
+def serving_function(saved_model: Path):
     """(loaded object, input name, output name, concrete function) of a SavedModel's one-input,
     one-output serving signature. Keep the loaded object alive while using the function:
     it owns the variables."""

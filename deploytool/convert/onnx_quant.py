@@ -68,7 +68,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
                 def __init__(self) -> None:
                     self._batches = iter(range(0, len(samples), CALIBRATION_BATCH))
 
-                def get_next(self):  # noqa: ANN202
+                def get_next(self):
                     i = next(self._batches, None)
                     return None if i is None else {name: samples[i : i + CALIBRATION_BATCH]}
 

@@ -36,7 +36,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         loaded, in_name, out_name, sig = serving_function(saved_model_dir(source, Path(tmp)))
 
         @tf.function(input_signature=spec)
-        def serve(x):  # noqa: ANN001, ANN202
+        def serve(x):
             # A dict output names the ONNX output "output" instead of "Identity:0".
             return {"output": sig(**{in_name: x})[out_name]}
 

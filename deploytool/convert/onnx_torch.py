@@ -24,7 +24,7 @@ MODES = {"none": Mode("float32, no quantization")}
 # Which quantization words ONNX lacks, and why, is onnx_quant.UNSUPPORTED: one list for every ONNX exporter.
 
 
-def load_program(path: Path):  # noqa: ANN201
+def load_program(path: Path):
     """The ExportedProgram of a .pt2 file, read by deploytool.pt2: never torch.export.load, which
     unpickles the archive's sample inputs with weights_only=False."""
     from deploytool import pt2

@@ -52,7 +52,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         if quantize in ("int8", "int8-io"):
             samples = calibration_subset(calibration, f"TFLite {quantize}")
 
-            def representative_dataset():  # noqa: ANN202
+            def representative_dataset():
                 for i in range(len(samples)):
                     yield [samples[i : i + 1]]
 

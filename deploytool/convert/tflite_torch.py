@@ -41,7 +41,7 @@ UNSUPPORTED = {
 }
 
 
-def _pt2e_int8(module, sample, samples: np.ndarray):  # noqa: ANN001, ANN202
+def _pt2e_int8(module, sample, samples: np.ndarray):
     import torch
     from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
     from litert_torch.quantize.quant_config import QuantConfig

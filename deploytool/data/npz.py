@@ -41,7 +41,7 @@ def _memory_limit_bytes() -> int:
         import psutil
 
         return int(psutil.virtual_memory().available // 4)
-    except Exception:  # noqa: BLE001 - no psutil: a fixed, generous cap
+    except Exception:
         return 8 << 30
 
 

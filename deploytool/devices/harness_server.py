@@ -246,7 +246,7 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
         sys_version = ""
         _linger = False  # set when an answer ends the connection before the request was read
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             pass  # the page's requests are not the user's business
 
         def parse_request(self) -> bool:
@@ -327,13 +327,13 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
                 if with_body and size:
                     self.connection.sendfile(fh)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._serve(with_body=True)
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._serve(with_body=False)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             path = urlsplit(self.path).path
             name = path[len(RESULTS_PREFIX):] if path.startswith(RESULTS_PREFIX) else ""
             if not _RESULT_NAME.match(name):
@@ -364,7 +364,7 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
         def _refuse_method(self) -> None:
             self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED, close=True)
 
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method  # noqa: N815
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
 
     return Handler
 

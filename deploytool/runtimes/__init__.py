@@ -49,7 +49,8 @@ def runtimes_for(target: str, fmt: str) -> list[str]:
 
 
 def all_runtime_names() -> list[str]:
-    return list(dict.fromkeys(n for (_, _, n) in REGISTRY))
+    """Runtimes `--runtime` can pick (the PC baseline's own are not among them)."""
+    return list(dict.fromkeys(n for (t, _, n) in REGISTRY if t != "pc"))
 
 
 def default_runtime(target: str, fmt: str) -> str:

@@ -124,7 +124,7 @@ class AndroidRuntime(Runtime):
         try:
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
-            raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}")
+            raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}") from e
         if len(self._in) != 1:
             raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
                               "the android target feeds single-input models")
@@ -407,5 +407,5 @@ def _secs(timeout_s: float) -> str:
 
 
 def _last_line(text: str) -> str:
-    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""

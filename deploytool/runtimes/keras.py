@@ -25,14 +25,14 @@ class KerasRuntime(Runtime):
                 import keras
 
                 model = keras.saving.load_model(artifact.path, compile=False)
-                call = lambda x: model(x, training=False)  # noqa: E731
+                call = lambda x: model(x, training=False)
             else:
                 # Kept for the runtime's life: the signature only holds weak references to the
                 # variables, which the loaded object owns; once it is collected, every call fails.
                 self._loaded = tf.saved_model.load(str(artifact.path))
                 sig = self._loaded.signatures["serving_default"]
                 key = next(iter(sig.structured_outputs))
-                call = lambda x: sig(x)[key]  # noqa: E731
+                call = lambda x: sig(x)[key]
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
             raise BadModelFile(f"{artifact.path}: cannot be loaded as a {artifact.format} model "
                                f"({str(e).splitlines()[0][:200]}); check the file or re-export it") from None

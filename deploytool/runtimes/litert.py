@@ -36,7 +36,7 @@ class LiteRTRuntime(Runtime):
     name = "litert"
     formats = ("tflite",)
 
-    def _interpreter(self, path: str, threads: int):  # noqa: ANN202 - the interpreter this runtime drives
+    def _interpreter(self, path: str, threads: int):
         from ai_edge_litert.interpreter import Interpreter
 
         return Interpreter(model_path=path, num_threads=threads)

@@ -41,7 +41,7 @@ def _from_detail(d: dict) -> TensorQuant:
     return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
 
 
-def io_of(interpreter) -> tuple[list[TensorQuant], list[TensorQuant]]:  # noqa: ANN001
+def io_of(interpreter) -> tuple[list[TensorQuant], list[TensorQuant]]:
     """(inputs, outputs) of a LiteRT interpreter already holding a model."""
     return ([_from_detail(d) for d in interpreter.get_input_details()],
             [_from_detail(d) for d in interpreter.get_output_details()])

@@ -11,7 +11,7 @@ from deploytool.runtimes.litert import LiteRTRuntime
 class TensorFlowLiteRuntime(LiteRTRuntime):
     name = "tensorflow-lite"
 
-    def _interpreter(self, path: str, threads: int):  # noqa: ANN202
+    def _interpreter(self, path: str, threads: int):
         from deploytool.quiet import import_tensorflow
 
         import warnings

@@ -11,7 +11,7 @@ from deploytool.artifact import Artifact
 from deploytool.runtimes.base import Outputs, Runtime
 
 
-def load_exported(path: str):  # noqa: ANN201
+def load_exported(path: str):
     """The nn.Module of a .pt2 file, read by deploytool.pt2 (never unpickles code or sample inputs)."""
     from deploytool.pt2 import load_program
 

@@ -186,7 +186,7 @@ class _Stream:
         with self._cond:
             while len(self._inbox) < n:
                 if self.closed:
-                    raise _Closed()
+                    raise _Closed() from None
                 self._cond.wait(0.5)
             out = bytes(self._inbox[:n])
             del self._inbox[:n]
@@ -197,9 +197,9 @@ class _Stream:
             for i in range(0, len(data), self.t.max_payload):
                 while not self._acked.wait(0.5):
                     if self.closed or self.t.dead:
-                        raise _Closed()
+                        raise _Closed() from None
                 if self.closed:
-                    raise _Closed()
+                    raise _Closed() from None
                 self._acked.clear()
                 self.t.send(A_WRTE, self.local_id, self.remote_id, data[i : i + self.t.max_payload])
 
@@ -240,19 +240,19 @@ class _Transport:
         hdr = struct.pack("<6I", cmd, arg0, arg1, len(data), sum(data) & 0xFFFFFFFF, cmd ^ 0xFFFFFFFF)
         with self._send_lock:
             if self.dead:
-                raise _Closed()
+                raise _Closed() from None
             try:
                 self.sock.sendall(hdr + data)
             except OSError:
                 self.dead = True
-                raise _Closed()
+                raise _Closed() from None
 
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
             chunk = self.sock.recv(n - len(buf))
             if not chunk:
-                raise _Closed()
+                raise _Closed() from None
             buf += chunk
         return bytes(buf)
 
@@ -261,7 +261,7 @@ class _Transport:
             while True:
                 cmd, arg0, arg1, length, _check, magic = struct.unpack("<6I", self._recv_exact(24))
                 if magic != cmd ^ 0xFFFFFFFF:
-                    raise _Closed()
+                    raise _Closed() from None
                 data = self._recv_exact(length) if length else b""
                 self._dispatch(cmd, arg0, arg1, data)
         except (_Closed, OSError):
@@ -427,7 +427,7 @@ class DeviceSimulator:
     def _write_tools(self, toybox_time: bool) -> None:
         props_json = self.dir / "props.json"
         props_json.write_text(json.dumps(self.props))
-        for i, (dev, text) in enumerate(self.fake_files.items()):
+        for i, text in enumerate(self.fake_files.values()):
             (self.dir / "fake" / f"{i}").write_text(text)
         tools = {"getprop": _GETPROP.format(python=sys.executable, props=str(props_json)),
                  "toybox": _TOYBOX.format(python=sys.executable, time_v=toybox_time),
@@ -558,7 +558,7 @@ class DeviceSimulator:
                     elif kind == b"DONE":
                         break
                     else:
-                        raise _Closed()
+                        raise _Closed() from None
                 host = self.device_path(path)
                 if host is None:
                     msg = f"remote couldn't create file: Permission denied ({path})".encode()

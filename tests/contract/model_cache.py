@@ -89,7 +89,7 @@ class ModelCache:
         text = json.dumps([*map(str, parts), self._versions], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
-    def _entry(self, name: str, key: str, build) -> Artifact:  # noqa: ANN001 - build(dir) -> Artifact
+    def _entry(self, name: str, key: str, build) -> Artifact:
         """The cached artifact (or StageFailed) under name-key; `build` makes it in an empty folder."""
         final = self.root / f"{name}-{key}"
         meta = final / "entry.json"
@@ -120,7 +120,7 @@ class ModelCache:
         art = Artifact.from_json({**record["artifact"], "path": str(final / record["artifact"]["path"])})
         return art
 
-    def _memoized(self, key: tuple, make) -> Artifact:  # noqa: ANN001
+    def _memoized(self, key: tuple, make) -> Artifact:
         if key not in self._memo:
             try:
                 self._memo[key] = make()
@@ -179,7 +179,7 @@ class ModelCache:
         return digits_in(artifact.layout)[N_TRAIN : N_TRAIN + n]
 
     # ---- the converter process
-    def _isolated(self):  # noqa: ANN202
+    def _isolated(self):
         if self._converter is None:
             from deploytool.convert.isolated import IsolatedConverter
 

@@ -19,13 +19,13 @@ HERE = Path(__file__).resolve().parent
 INTEGRATION = HERE.parent / "integration"
 
 
-def _params(module, test: str) -> list:  # noqa: ANN001
+def _params(module, test: str) -> list:
     marks = [m for m in getattr(getattr(module, test), "pytestmark", []) if m.name == "parametrize"]
     assert marks, f"{module.__name__}.{test} is not parametrised"
     return [getattr(v, "values", (v,))[0] for v in marks[0].args[1]]
 
 
-def _module(folder: Path, name: str):  # noqa: ANN202
+def _module(folder: Path, name: str):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))  # as pytest's rootdir-relative import does for the test folders
     return importlib.import_module(name)
@@ -39,7 +39,7 @@ def covered_runtime_keys() -> set[tuple[str, str, str]]:
             *_params(devices, "test_device_runtime_keeps_the_contract")}
 
 
-def uncovered(keys) -> list[tuple[str, str, str]]:  # noqa: ANN001
+def uncovered(keys) -> list[tuple[str, str, str]]:
     covered = covered_runtime_keys()
     return [k for k in keys if k not in covered]
 

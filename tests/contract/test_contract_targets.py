@@ -30,13 +30,13 @@ AXIS_FIELDS = ("devices", "backends", "boards")
 DEVICES = Preflight(devices=("contract-serial-1", "contract-serial-2"))
 
 
-def parse(target: Target, argv: list[str]):  # noqa: ANN201
+def parse(target: Target, argv: list[str]):
     parser = argparse.ArgumentParser(exit_on_error=False)
     target.add_cli_options(parser)
     return target.options(target.options_from_cli(parser.parse_args(argv)))
 
 
-def preflight(target: Target, options) -> Preflight:  # noqa: ANN001
+def preflight(target: Target, options) -> Preflight:
     found = target.preflight(options, run=False)
     return found if found.devices else dataclasses.replace(found, devices=DEVICES.devices)
 

@@ -19,13 +19,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from android_sim import BENCHMARK_MODEL_DOUBLE, DeviceSimulator, wait_for_state  # noqa: E402
-from android_sim.adbd import DEFAULT_PROPS  # noqa: E402
+from android_sim import BENCHMARK_MODEL_DOUBLE, DeviceSimulator, wait_for_state
+from android_sim.adbd import DEFAULT_PROPS
 
-from deploytool.artifact import Artifact  # noqa: E402
-from deploytool.devices import adb  # noqa: E402
-from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed  # noqa: E402
-from deploytool.runtimes.android import AndroidRuntime, check_binary_abi  # noqa: E402
+from deploytool.artifact import Artifact
+from deploytool.devices import adb
+from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
+from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
 
 pytestmark = pytest.mark.android
 

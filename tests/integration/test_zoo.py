@@ -43,7 +43,7 @@ def _expected_counts():
     res_bn_channels = 16
     cin = 16
     for cout in (16, 32, 64):
-        for block in range(3):
+        for _block in range(3):
             res_train += _conv(cin, cout, 3, False) + _conv(cout, cout, 3, False) + 2 * (2 * cout)
             res_bn_channels += 2 * cout
             if cin != cout:
@@ -113,7 +113,7 @@ def _perturb_torch(tmodel, hwc, seed=2):
 
 
 def _bn_stats_are_nontrivial(kmodel):
-    bns = [l for l in kmodel.layers if l.__class__.__name__ == "BatchNormalization"]
+    bns = [layer for layer in kmodel.layers if layer.__class__.__name__ == "BatchNormalization"]
     for layer in bns:
         _, _, mean, var = layer.get_weights()
         assert np.abs(mean).max() > 1e-2 and np.abs(var - 1.0).max() > 1e-2, layer.name
@@ -223,7 +223,7 @@ def test_models_output_logits_with_the_documented_io():
 def test_batchnorm_settings_are_identical_in_both_frameworks():
     kmodel = zoo.build_keras("resnet20", (32, 32, 3), NUM_CLASSES)
     tmodel = zoo.build_torch("resnet20", (32, 32, 3), NUM_CLASSES)
-    kbns = [l for l in kmodel.layers if l.__class__.__name__ == "BatchNormalization"]
+    kbns = [layer for layer in kmodel.layers if layer.__class__.__name__ == "BatchNormalization"]
     tbns = [m for m in tmodel.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     assert len(kbns) == len(tbns) == 1 + 9 * 2 + 2  # stem, blocks, projections
     for layer in kbns:
@@ -238,9 +238,9 @@ def test_no_stride_two_conv_relies_on_keras_same_padding():
     import keras
 
     kmodel = zoo.build_keras("resnet20", (32, 32, 3), NUM_CLASSES)
-    strided = [l for l in kmodel.layers if isinstance(l, keras.layers.Conv2D) and l.strides != (1, 1)]
+    strided = [c for c in kmodel.layers if isinstance(c, keras.layers.Conv2D) and c.strides != (1, 1)]
     assert len(strided) == 4  # two 3x3 convs and two 1x1 projections
-    assert all(l.padding == "valid" for l in strided)
+    assert all(c.padding == "valid" for c in strided)
 
 
 def test_transfer_between_different_architectures_is_refused():

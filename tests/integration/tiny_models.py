@@ -86,7 +86,7 @@ def build_torch(out_dir: Path, epochs: int = 8) -> Source:
             self.c2 = torch.nn.Conv2d(8, 16, 3, padding=1)
             self.fc = torch.nn.Linear(16 * 2 * 2, 10)
 
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x):
             x = torch.nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
             x = torch.nn.functional.max_pool2d(torch.relu(self.c2(x)), 2)
             return self.fc(torch.flatten(x, 1))

@@ -395,6 +395,47 @@ def test_html_is_self_contained_and_holds_every_section(written):
     assert "&lt;Gather|x&gt;" in html  # a reason is escaped, never markup
 
 
+XSS = "<script>alert(1)</script>"
+
+
+def test_text_from_results_is_escaped_never_markup(tmp_path):
+    inp = make_input(tmp_path / "d", n_samples=300, n_rows=6, with_history=False)
+    inp.model = f"lenet{XSS}"
+    inp.labels = [f"{name}{XSS}" for name in LABELS]
+    inp.run_info["note"] = XSS
+    res = next(r for r in inp.results if r.status == "measured" and r.comparison.flipped)
+    res.combo = replace(res.combo, device=XSS)  # the row label
+    res.artifact = replace(res.artifact, path=Path(f"/ws/artifacts/{XSS}/model.tflite"))
+    res.notes = [f"note {XSS}"]
+    inp.results.append(Result(run_id="run-1", combo_key="failed", model=inp.model, dataset="mnist",
+                              combo=Combo("keras", "onnx", "int8", "host"), status="conversion_failed",
+                              reason=f"op {XSS} not supported", bundle='/ws/bugs/b"><img src=x onerror=alert(2)>'))
+    html = write_report(inp, tmp_path / "out").html.read_text()
+    assert html.count("<script") == 1 and "alert(1)</script>" not in html  # only the page's own script
+    assert "<img src=x" not in html
+    safe = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    for shown in (f"<title>deploytool · lenet{safe}", f"lenet{safe} <span", f"zero{safe}", f"on host@{safe}",
+                  f"/ws/artifacts/{safe}/model.tflite", f"note {safe}", f"op {safe} not supported",
+                  'href="bugs/b&#34;&gt;&lt;img src=x onerror=alert(2)&gt;/README.md"',
+                  f"<td>{safe}</td>"):
+        assert shown in html, shown
+    for s in re.findall(r"<svg .*?</svg>", html, flags=re.S):
+        ET.fromstring(s)  # labels inside the SVG tooltips are escaped by svg.py
+
+
+def test_the_inline_script_is_allowed_by_its_hash_and_nothing_else(written):
+    import base64
+    import hashlib
+
+    _, paths = written
+    html = paths.html.read_text()
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1)
+    (script,) = re.findall(r"<script>(.*?)</script>", html, flags=re.S)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in csp and csp.count("unsafe-inline") == 1  # the styles only
+    assert "addEventListener('click'" in script and "sort" in script
+
+
 def test_confusion_difference_is_target_minus_baseline(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=300, n_rows=4, with_history=False)
     res = next(r for r in inp.results if r.status == "measured" and r.metrics["flipped_count"])
