@@ -169,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list stored runs")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
+    p = add("findings", "distinct conversion/runtime bugs across runs, each with an upstream issue.md",
+            "deploytool findings", "deploytool findings show 3f2a9c", "deploytool findings export 3f2a9c ./to-file",
+            "deploytool findings --format json")
+    p.add_argument("action", nargs="?", choices=["list", "show", "export"], default="list",
+                   help="list (default), show ID, or export ID DIR")
+    p.add_argument("id", nargs="?", help="a finding id (or a unique prefix) from `deploytool findings`")
+    p.add_argument("dir", nargs="?", type=Path, help="export: the folder to write issue.md and the bundle into")
+    p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="output format")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
+
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
     return parser
 
@@ -342,6 +352,53 @@ def cmd_localize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_findings(args: argparse.Namespace) -> int:
+    import json
+    import shutil
+
+    from deploytool.errors import UnknownOption
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+
+    ws = Workspace.open(args.workspace, writable=args.action == "export")
+    store = open_store(args.db, ws.default_db_url)
+    if args.action == "list":
+        found = store.findings()
+        if args.output == "json":
+            print(json.dumps(found, indent=1, default=str))
+            return 0
+        _print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
+                     [(f["id"][:10], f["owner"], str(f["occurrences"]), str(len(f["runs"])), f["last_seen"],
+                       f"not seen since {f['not_seen_since']}" if f.get("not_seen_since") else "open",
+                       f["title"][:90]) for f in found])
+        return 0
+    if not args.id:
+        raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
+    f = store.get_finding(args.id)
+    if f is None:
+        raise UnknownOption(f"no single finding matches {args.id!r}; `deploytool findings` lists them")
+    folder = ws.root / "findings" / f["id"]
+    if args.action == "show":
+        if args.output == "json":
+            print(json.dumps(f, indent=1, default=str))
+        else:
+            issue = folder / "issue.md"
+            print(issue.read_text() if issue.exists() else json.dumps(f, indent=1, default=str))
+        return 0
+    if args.dir is None:
+        raise UnknownOption("`findings export ID DIR` needs the folder to write into")
+    if not folder.is_dir():
+        from deploytool.upstream import write_finding
+
+        write_finding(f, ws.finding_dir(f["id"]))
+    dest = args.dir.expanduser().absolute()
+    if dest.exists() and any(dest.iterdir()):
+        raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
+    shutil.copytree(folder, dest, dirs_exist_ok=True)
+    print(json.dumps({"finding": f["id"], "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from deploytool.devices import adb
 
@@ -350,7 +407,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
-            "report": cmd_report, "localize": cmd_localize, "devices": cmd_devices}
+            "report": cmd_report, "localize": cmd_localize, "findings": cmd_findings, "devices": cmd_devices}
 
 
 def main(argv: list[str] | None = None) -> int:
