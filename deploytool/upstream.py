@@ -113,9 +113,13 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
         lines += ["", "<details><summary>collect_env</summary>", "", "```", _collect_env(), "```", "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
     if "reproduce.py" in files:
-        host = meta.get("host_runtime")
+        from deploytool.bugreport import HOST_RUNTIME
+
+        fmt = (meta.get("artifact") or {}).get("format", "")
+        pkg = HOST_RUNTIME[fmt][1] if meta.get("host_runtime") and fmt in HOST_RUNTIME else ""
+        pin = f"{pkg}=={(meta.get('versions') or {}).get(pkg)}" if (meta.get("versions") or {}).get(pkg) else pkg
         lines += [f"Attached: {', '.join(f'`{f}`' for f in files)}.", "",
-                  "```sh", "pip install numpy" + (f" {host}" if host else ""), "python reproduce.py", "```", "",
+                  "```sh", "pip install numpy" + (f" {pin}" if pin else ""), "python reproduce.py", "```", "",
                   "`inputs.npy` holds the few samples that show it (the ones whose prediction changes come first), "
                   "`expected.npy` the source model's outputs, `observed.npy` what the faulty part produced."]
     else:
