@@ -74,7 +74,8 @@ def test_the_same_inputs_give_the_same_judgement(tmp_path):
 @pytest.mark.parametrize("status,final,failing", [
     ("measured", True, False), ("conversion_failed", True, True), ("unsupported", True, False),
     ("not_applicable", True, False), ("delegate_refused", True, False), ("wrong_abi", True, True),
-    ("runtime_failed", False, True), ("timeout", False, True), ("device_lost", False, True), ("error", False, True)])
+    ("runtime_failed", False, True), ("timeout", False, True), ("device_lost", False, True), ("error", False, True),
+    ("worker_lost", False, True), ("no_worker", False, True)])
 def test_each_status_says_whether_it_is_final_and_failing(status, final, failing):
     s = Status(status)
     assert (s.final, s.failing) == (final, failing)
