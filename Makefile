@@ -1,6 +1,6 @@
 # Two commands on a fresh machine (see README):
 #   make demo   set everything up, then run the main job on the bundled default
-#   make test   set everything up, then run the tests
+#   make test   set everything up, then run the tests (make test-fast: unit + contract tests only)
 # Setup is idempotent: stamps make a second run install nothing.
 
 SHELL := /bin/bash
@@ -11,7 +11,7 @@ STAMP := $(VENV)/.deploytool-setup
 WEB_STAMP := web_harness/node_modules/.deploytool-setup
 WORKSPACE ?= runs
 
-.PHONY: setup system python web demo lint test test-unit test-integration bench clean
+.PHONY: setup system python web demo lint test test-fast test-unit test-integration bench clean
 
 setup: system python web
 
@@ -50,6 +50,12 @@ test: setup lint
 
 test-unit: python
 	$(BIN)/python -m pytest tests/unit
+
+# The edit loop: unit tests and the contract tests over the registries (in-process runtimes; the browser
+# and phone runtimes keep the same contract in tests/integration/test_contract_devices.py). Tiny models
+# are cached in .cache/test-models/: the first run converts them (a few minutes), later ones take seconds.
+test-fast: python
+	$(BIN)/python -m pytest tests/unit tests/contract
 
 bench: setup
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done

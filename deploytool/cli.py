@@ -171,6 +171,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list stored runs")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
+    p = add("findings", "distinct conversion/runtime bugs across runs, each with an upstream issue.md",
+            "deploytool findings", "deploytool findings show 3f2a9c", "deploytool findings export 3f2a9c ./to-file",
+            "deploytool findings --format json")
+    p.add_argument("action", nargs="?", choices=["list", "show", "export"], default="list",
+                   help="list (default), show ID, or export ID DIR")
+    p.add_argument("id", nargs="?", help="a finding id (or a unique prefix) from `deploytool findings`")
+    p.add_argument("dir", nargs="?", type=Path, help="export: the folder to write issue.md and the bundle into")
+    p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="output format")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
+
+    p = add("lab", "the device lab on Dask: run a night of a lab file, start a worker, list nights",
+            "deploytool lab run examples/lab.toml", "deploytool lab run lab.toml --scheduler tcp://lab1:8786 --night 2026-12-03",
+            "deploytool lab worker --scheduler tcp://lab1:8786", "deploytool lab history --format json")
+    p.add_argument("action", choices=["run", "worker", "history"], help="run LAB.toml, worker, or history")
+    p.add_argument("lab", nargs="?", type=Path, help="run: the lab file (see examples/lab.toml)")
+    p.add_argument("--night", type=_run_id, default=None, help="run: name the night (default: today's date; the same "
+                   "name resumes it)")
+    p.add_argument("--scheduler", default=None, help="a Dask scheduler tcp://HOST:8786 (default: an embedded "
+                   "LocalCluster with this machine's host, Chromium and phones)")
+    p.add_argument("--name", default=None, help="worker: its name (default: this host's name)")
+    p.add_argument("--no-worker-timeout", type=_positive_seconds, default=None,
+                   help="run: seconds a cell waits for a worker with its resource before it is `no_worker` (default 30)")
+    p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="history: output format")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
+
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
     return parser
 
@@ -344,6 +369,103 @@ def cmd_localize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_findings(args: argparse.Namespace) -> int:
+    import json
+    import shutil
+
+    from deploytool.errors import UnknownOption
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+
+    ws = Workspace.open(args.workspace, writable=args.action == "export")
+    store = open_store(args.db, ws.default_db_url)
+    if args.action == "list":
+        found = store.findings()
+        if args.output == "json":
+            print(json.dumps(found, indent=1, default=str))
+            return 0
+        _print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
+                     [(f["id"][:10], f["owner"], str(f["occurrences"]), str(len(f["runs"])), f["last_seen"],
+                       f"not seen since {f['not_seen_since']}" if f.get("not_seen_since") else "open",
+                       f["title"][:90]) for f in found])
+        return 0
+    if not args.id:
+        raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
+    f = store.get_finding(args.id)
+    if f is None:
+        raise UnknownOption(f"no single finding matches {args.id!r}; `deploytool findings` lists them")
+    folder = ws.root / "findings" / f["id"]
+    if args.action == "show":
+        if args.output == "json":
+            print(json.dumps(f, indent=1, default=str))
+        else:
+            issue = folder / "issue.md"
+            print(issue.read_text() if issue.exists() else json.dumps(f, indent=1, default=str))
+        return 0
+    if args.dir is None:
+        raise UnknownOption("`findings export ID DIR` needs the folder to write into")
+    if not folder.is_dir():
+        from deploytool.upstream import write_finding
+
+        write_finding(f, ws.finding_dir(f["id"]))
+    dest = args.dir.expanduser().absolute()
+    if dest.exists() and any(dest.iterdir()):
+        raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
+    shutil.copytree(folder, dest, dirs_exist_ok=True)
+    print(json.dumps({"finding": f["id"], "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
+    return 0
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    import json
+
+    from deploytool.errors import UnknownOption
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+
+    if args.action == "worker":
+        from deploytool.lab.engine import run_worker
+
+        if not args.scheduler:
+            raise UnknownOption("`lab worker` needs --scheduler tcp://HOST:8786 (start one with `dask scheduler`)")
+        run_worker(args.scheduler, args.name)
+        return 0
+    ws = Workspace.open(args.workspace, writable=args.action == "run")
+    store = open_store(args.db, ws.default_db_url)
+    if args.action == "history":
+        nights = [r for r in store.list_runs(limit=1000) if str(r["model"]).startswith("lab:")]
+        rows = []
+        for n in nights:
+            summary_file = ws.root / "reports" / n["run_id"] / "lab.json"
+            summary = json.loads(summary_file.read_text())["summary"] if summary_file.exists() else {}
+            rows.append({"night": (n.get("request") or {}).get("night"), "lab": n["model"][4:], "run": n["run_id"],
+                         "status": n["status"], "created": n["created_at"], **summary})
+        if args.output == "json":
+            print(json.dumps(rows, indent=1, default=str))
+        else:
+            _print_table(("night", "lab", "status", "cells", "alerts", "failing", "created"),
+                         [(str(r["night"]), r["lab"], r["status"], str(r.get("cells", "-")), str(r.get("alerts", "-")),
+                           str(r.get("failing", "-")), r["created"]) for r in rows])
+        return 0
+    if args.lab is None:
+        raise UnknownOption("`lab run` needs a lab file, e.g. `deploytool lab run examples/lab.toml`")
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+
+    lab = load_lab(args.lab)
+    out = run_night(lab, ws, store, args.night, args.scheduler, progress=not args.quiet,
+                    no_worker_timeout_s=args.no_worker_timeout)
+    for j in out.judged:
+        r = j.result
+        flag = "ALERT " if j.alert else "      "
+        what = "; ".join(f"{c.metric} {c.outcome}" for c in j.changes if c.outcome != "same")
+        print(f"{flag}{r.environment.get('lab_label', r.combo.label)} [{r.environment.get('lab_host', '')}]: "
+              f"{r.outcome}" + (f" ({what})" if what else ""))
+    print(f"lab report: {out.paths.html}")
+    print(f"night {out.night}: {len(out.judged)} cells, {len(out.alerts)} alert(s)")
+    return 1 if out.alerts else 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from deploytool.devices import adb
 
@@ -352,7 +474,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
-            "report": cmd_report, "localize": cmd_localize, "devices": cmd_devices}
+            "report": cmd_report, "localize": cmd_localize, "findings": cmd_findings, "lab": cmd_lab,
+            "devices": cmd_devices}
 
 
 def main(argv: list[str] | None = None) -> int:

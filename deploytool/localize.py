@@ -306,4 +306,14 @@ def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = No
         raise UnknownOption(f"run {run_id} has no failing row" + (f" matching {only!r}" if only else "")
                             + " to localize; `deploytool report RUN` lists its rows")
     runs.write_report(ctx, store, run_id, runs.stored_results(store, ws, run_id))
+    _refresh_findings(store, ws, {r.bundle for r, _ in found if r.bundle})
     return found
+
+
+def _refresh_findings(store: Any, ws: Any, bundles: set[str]) -> None:
+    """Rewrite the folders of findings whose bundle just gained a localization (its minimal cut)."""
+    from deploytool.upstream import write_finding
+
+    for f in store.findings():
+        if f.get("bundle") in bundles:
+            write_finding(f, ws.finding_dir(f["id"]))

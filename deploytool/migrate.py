@@ -195,11 +195,26 @@ class _Run:
         order = {keys[c]: i for i, c in enumerate(combos)}
         results = sorted((r for r in runs.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])
+        self._findings(run_id, results)
         t = time.perf_counter()
         paths = runs.write_report(ctx, store, run_id, results)
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report)
+
+    def _findings(self, run_id: str, results: list[Result]) -> None:
+        """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
+        from deploytool.upstream import record_and_write
+
+        try:
+            touched = record_and_write(self.store, self.ctx.ws, run_id, results)
+        except DeploytoolError:
+            raise
+        except Exception as e:  # the run's rows are stored; a findings fault must not cost them
+            self.log(f"findings: not updated ({type(e).__name__}: {e})")
+            return
+        if touched:
+            self.log(f"findings: {len(touched)} distinct bug(s) in this run; `deploytool findings` lists them")
 
     def _interrupted(self, run_id: str) -> None:
         """Mark the run interrupted when the store still answers; a store that fails says so itself."""

@@ -35,6 +35,8 @@ class Status(str, Enum):
     RUNTIME_FAILED = "runtime_failed"
     TIMEOUT = "timeout"
     DEVICE_LOST = "device_lost"
+    WORKER_LOST = "worker_lost"  # the lab worker running the cell died (after one retry)
+    NO_WORKER = "no_worker"  # no lab worker has the resource the cell needs (after a bounded wait)
     ERROR = "error"
 
     @property
@@ -51,8 +53,8 @@ class Status(str, Enum):
 
 _FINAL = frozenset({Status.MEASURED, Status.CONVERSION_FAILED, Status.UNSUPPORTED, Status.NOT_APPLICABLE,
                     Status.DELEGATE_REFUSED, Status.WRONG_ABI, Status.LOAD_FAILED})
-_FAILING = frozenset({Status.CONVERSION_FAILED, Status.LOAD_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT, Status.DEVICE_LOST,
-                      Status.WRONG_ABI, Status.ERROR})
+_FAILING = frozenset({Status.CONVERSION_FAILED, Status.LOAD_FAILED, Status.RUNTIME_FAILED, Status.TIMEOUT,
+                      Status.DEVICE_LOST, Status.WRONG_ABI, Status.WORKER_LOST, Status.NO_WORKER, Status.ERROR})
 FINAL_STATUSES = tuple(s.value for s in Status if s.final)
 FAILING_STATUSES = tuple(s.value for s in Status if s.failing)
 

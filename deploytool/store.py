@@ -232,6 +232,23 @@ class Store:
             sa.Column("created_at", sa.String(40)),
             sa.UniqueConstraint("run_id", "combo_key", name="uq_run_combo"),
         )
+        # one row per distinct bug (findings.py): its signature, where and when it was seen, what was installed
+        self.findings_table = sa.Table(
+            "findings", md,
+            sa.Column("id", sa.String(64), primary_key=True),
+            sa.Column("signature", sa.JSON),
+            sa.Column("owner", sa.Text),
+            sa.Column("title", sa.Text),
+            sa.Column("first_seen", sa.String(40)),
+            sa.Column("last_seen", sa.String(40)),
+            sa.Column("occurrences", sa.Integer),
+            sa.Column("runs", sa.JSON),  # run ids, in the order first seen
+            sa.Column("versions", sa.JSON),  # package -> versions it was seen with
+            sa.Column("last_versions", sa.JSON),  # package -> version at the last sighting
+            sa.Column("examples", sa.JSON),  # row labels it was seen in
+            sa.Column("bundle", sa.Text),  # the latest bug bundle of it
+            sa.Column("not_seen_since", sa.Text),  # e.g. "tfjs-tflite 0.0.1-alpha.11" once a run no longer shows it
+        )
 
     def _create_schema(self) -> None:
         """Create the tables if missing and widen columns an older version made narrower. Two first runs may
@@ -393,6 +410,55 @@ class Store:
             out[r["combo_key"]] = self._to_result(dict(r))
         return out
 
+    # findings -----------------------------------------------------------
+    def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
+                       versions: dict[str, str], example: str, bundle: str) -> dict[str, Any]:
+        """Add one sighting of a finding (created on its first); returns the finding as stored."""
+        sa, t = self.sa, self.findings_table
+        now = _now()
+        with self._errors("cannot record a finding in"), self.engine.begin() as c:
+            c.execute(self._insert_missing(t, key, signature, owner, title, now))
+            q = sa.select(t).where(t.c.id == key)
+            if self.engine.dialect.name == "postgresql":
+                q = q.with_for_update()
+            f = _finding_row(c.execute(q).mappings().one())
+            seen = {p: sorted(set(f["versions"].get(p, [])) | {v}) for p, v in versions.items()}
+            update = {"last_seen": now, "occurrences": int(f["occurrences"] or 0) + 1, "title": title,
+                      "runs": f["runs"] + ([run_id] if run_id not in f["runs"] else []),
+                      "versions": {**f["versions"], **seen}, "last_versions": dict(versions),
+                      "examples": f["examples"] + ([example] if example not in f["examples"] else []),
+                      "bundle": bundle or f["bundle"], "not_seen_since": None}
+            c.execute(t.update().where(t.c.id == key).values(**update))
+            return {**f, **update}
+
+    def _insert_missing(self, t: Any, key: str, signature: dict[str, Any], owner: str, title: str, now: str) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        row = {"id": key, "signature": _jsonable(signature), "owner": owner, "title": title, "first_seen": now,
+               "last_seen": now, "occurrences": 0, "runs": [], "versions": {}, "last_versions": {}, "examples": [],
+               "bundle": ""}
+        return insert(t).values(**row).on_conflict_do_nothing(index_elements=["id"])
+
+    def mark_finding_absent(self, key: str, run_id: str, changed: dict[str, str]) -> None:
+        """A run that ran the finding's combinations without it: "not seen since" the packages that changed."""
+        t = self.findings_table
+        since = ", ".join(f"{p} {v}" for p, v in sorted(changed.items())) or f"run {run_id}"
+        with self._errors("cannot update a finding in"), self.engine.begin() as c:
+            c.execute(t.update().where(t.c.id == key).where(t.c.not_seen_since.is_(None)).values(not_seen_since=since))
+
+    def findings(self) -> list[dict[str, Any]]:
+        t = self.findings_table
+        with self._errors("cannot read the findings from"), self.engine.connect() as c:
+            rows = c.execute(self.sa.select(t).order_by(t.c.last_seen.desc(), t.c.id)).mappings().all()
+        return [_finding_row(r) for r in rows]
+
+    def get_finding(self, prefix: str) -> dict[str, Any] | None:
+        """A finding by its id or a unique prefix of it."""
+        matches = [f for f in self.findings() if f["id"].startswith(prefix)]
+        return matches[0] if len(matches) == 1 else None
+
     @staticmethod
     def _to_result(row: dict[str, Any]) -> Result:
         details = dict(row["details"] or {})
@@ -407,6 +473,13 @@ class Store:
         # a row an older version wrote: flat metrics and a details bag, upgraded on read
         return Result.from_json({**base, "schema": 1, "metrics": _read_metrics(details.pop("metrics", {})),
                                  "details": details})
+
+
+def _finding_row(row: Any) -> dict[str, Any]:
+    d = dict(row)
+    for k, empty in (("runs", []), ("versions", {}), ("last_versions", {}), ("examples", []), ("signature", {})):
+        d[k] = d.get(k) or empty
+    return d
 
 
 def open_store(url: str | None, default_url: str) -> Store:

@@ -83,6 +83,9 @@ class Workspace:
     def report_dir(self, run_id: str) -> Path:
         return self.inside(self.root / "reports" / check_name(run_id, "run id", 128))
 
+    def finding_dir(self, finding_id: str) -> Path:
+        return self.inside(self.root / "findings" / check_name(finding_id, "finding id"))
+
     def outputs_path(self, run_id: str, combo_key: str) -> Path:
         return self.inside(self.root / "outputs" / check_name(run_id, "run id", 128)
                            / f"{check_name(combo_key, 'combination key')}.npy")

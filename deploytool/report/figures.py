@@ -26,7 +26,7 @@ CONFUSION_FULL_MAX_CLASSES = 12  # beyond this, show only the classes the flips 
 _STATUS_SHORT = {"conversion_failed": "conv ✗", "runtime_failed": "run ✗", "load_failed": "load ✗", "timeout": "timeout",
                  "error": "error ✗", "unsupported": "unsupp.", "not_applicable": "n/a",
                  "delegate_refused": "refused", "interrupted": "interr.", "device_lost": "lost ✗",
-                 "wrong_abi": "ABI ✗"}
+                 "wrong_abi": "ABI ✗", "worker_lost": "worker ✗", "no_worker": "no worker"}
 _OUTCOME_FILL = {"pass": "#cdebd3", "degraded": "#ffe1a6", "fail": "#f3a9a9"}
 
 

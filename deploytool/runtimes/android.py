@@ -88,7 +88,7 @@ def check_binary_abi(path: Path, info: DeviceInfo) -> str:
 
 
 class AndroidRuntime(Runtime):
-    name = "android"
+    name = "benchmark_model"  # its name in runtimes.REGISTRY (`--runtime benchmark_model`)
     formats = ("tflite",)
     in_process = False
 

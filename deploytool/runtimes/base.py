@@ -83,6 +83,9 @@ class Runtime:
     def load(self, artifact: Artifact) -> None:
         if artifact.format not in self.formats:
             raise ValueError(f"{self.name} cannot run {artifact.format} artifacts")
+        if self.artifact is not None:
+            # A second load replaces the first: closed first, so a browser or a device folder is never orphaned.
+            self.close()
         self.artifact = artifact
         if self.in_process:
             self._peak = PeakRss().start()

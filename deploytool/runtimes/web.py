@@ -316,7 +316,9 @@ class WebRuntime(Runtime):
             "browser_version": f.get("browser_version", ""),
             "user_agent": f.get("user_agent", ""),
             "headless": True,
-            "runtime": library,
+            # the registry's name (`--runtime tfjs`): the npm package's name without its scope
+            "runtime": library.rsplit("/", 1)[-1],
+            "library": library,
             "runtime_version": f.get("library_version") or versions.get(library, ""),
             "backend": f.get("backend", ""),
             "threads": f.get("threads"),

@@ -68,6 +68,16 @@ class AndroidTarget(Target):
     def single_run_options(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
         return {**runtime_options, "warmup_runs": 0, "latency_runs": 1}
 
+    def lab_preflight(self, options: Any, resources: set[str]) -> Preflight:
+        """The phones the lab's workers own (`android-<serial>`), narrowed by `devices` (serials; empty or "every":
+        all of them)."""
+        owned = sorted(r.removeprefix("android-") for r in resources if r.startswith("android-"))
+        wanted = [d.removeprefix("serial:") for d in options.devices if d != "every"]
+        return Preflight(devices=tuple(s for s in owned if not wanted or s in wanted))
+
+    def resource(self, position: Position) -> str:
+        return f"android-{position.device}"  # a phone runs one cell at a time, on the host it is plugged into
+
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         args = ["--device", position.device, "--delegate", position.backend]
         if options.benchmark_binary:

@@ -115,6 +115,14 @@ class Target:
         """`deploytool migrate` flags that put a row of this target back on the same axes."""
         return []
 
+    def lab_preflight(self, options: TargetOptions, resources: set[str]) -> Preflight:
+        """The preflight of a lab night, from the resources its workers advertise (nothing is looked for here)."""
+        return Preflight()
+
+    def resource(self, position: Position) -> str:
+        """The lab resource a row of this target needs (a Dask worker resource): the worker that has it runs it."""
+        return self.name
+
     def runs_on(self, environment: dict[str, Any], position: Position) -> str:
         """Who ran the model, for a bug report's title: "onnxruntime 1.23 (wasm) in Chromium 156"."""
         runtime = " ".join(str(environment[k]) for k in ("runtime", "runtime_version", "version")

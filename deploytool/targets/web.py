@@ -53,6 +53,9 @@ class WebTarget(Target):
     def runtime_options(self, options: Any, settings: RunSettings, position: Position) -> dict[str, Any]:
         return {**super().runtime_options(options, settings, position), "backend": position.backend}
 
+    def resource(self, position: Position) -> str:
+        return "chromium"
+
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         return ["--backend", position.backend]
 

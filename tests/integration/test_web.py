@@ -86,7 +86,7 @@ def test_tfjs_graph_matches_keras(models, backend, threads):
     out = _run(models.tfjs, models.inputs, backend=backend, threads=threads, warmup_runs=3)
     _check_fp32(out, models)
     _check_common(out, len(models.inputs), backend, threads)
-    assert out.environment["runtime"] == "@tensorflow/tfjs"
+    assert out.environment["runtime"] == "tfjs" and out.environment["library"] == "@tensorflow/tfjs"
     assert out.memory_bytes["tfjs_tensor_bytes"] > 0  # the weights live in tensors
     if backend == "wasm":
         assert out.environment["wasm_threaded_build"] is True
@@ -123,7 +123,7 @@ def test_tflite_on_tfjs_tflite_matches_keras(models):
     out = _run(models.tflite, models.inputs, warmup_runs=3)
     _check_fp32(out, models)
     _check_common(out, len(models.inputs), "tflite-wasm", 1)
-    assert out.environment["runtime"] == "@tensorflow/tfjs-tflite"
+    assert (out.environment["runtime"], out.environment["library"]) == ("tfjs-tflite", "@tensorflow/tfjs-tflite")
 
 
 def test_tflite_int8_io_is_quantized_and_dequantized(models):

@@ -74,9 +74,18 @@ def test_the_same_inputs_give_the_same_judgement(tmp_path):
 @pytest.mark.parametrize("status,final,failing", [
     ("measured", True, False), ("conversion_failed", True, True), ("unsupported", True, False),
     ("not_applicable", True, False), ("delegate_refused", True, False), ("wrong_abi", True, True),
-    ("load_failed", True, True), ("runtime_failed", False, True), ("timeout", False, True), ("device_lost", False, True), ("error", False, True)])
+    ("load_failed", True, True), ("runtime_failed", False, True), ("timeout", False, True),
+    ("device_lost", False, True), ("error", False, True), ("worker_lost", False, True), ("no_worker", False, True)])
 def test_each_status_says_whether_it_is_final_and_failing(status, final, failing):
     s = Status(status)
     assert (s.final, s.failing) == (final, failing)
     r = Result("r", "k", "m", "d", Combo("keras", "tflite", "none", "host"), status)
     assert r.failing == failing and r.outcome == status and r.verdict is None
+
+
+def test_a_load_failure_is_found_at_the_load_stage():
+    from deploytool.findings import stage_of
+
+    r = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("tflite", "tflite", "none", "web"),
+               status=Status.LOAD_FAILED, reason="browser: Failed to create TFLiteWebModelRunner")
+    assert stage_of(r) == "load"

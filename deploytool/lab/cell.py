@@ -1,0 +1,60 @@
+"""What a lab worker does with one cell: rebuild the run's context for the
+cell's target (once per request and process: the trained model, baseline and
+test set are cached by content in the shared workspace, so nothing is sent
+again), run the combination, write its bug bundle, and hand the row back to the
+driver, which stores it. Workers need no database credentials."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_CACHE: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def _context(request: dict[str, Any], workspace: str, target: str) -> Any:
+    from deploytool.context import RunContext
+    from deploytool.request import MigrateRequest
+    from deploytool.workspace import Workspace, stable_hash
+
+    key = stable_hash({"request": request, "workspace": workspace, "target": target})
+    if key not in _CACHE:
+        _CACHE[key] = RunContext.build(MigrateRequest.from_json(request), Workspace.open(workspace), targets=[target])
+    return _CACHE[key]
+
+
+def _converter(workspace: str, timeout_s: float) -> Any:
+    from pathlib import Path
+
+    from deploytool.convert.isolated import IsolatedConverter
+
+    key = f"converter:{workspace}"
+    if key not in _CACHE:
+        _CACHE[key] = IsolatedConverter(Path(workspace) / "logs" / "lab-convert.log", timeout_s)
+    return _CACHE[key]
+
+
+def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
+    """Run one cell; returns the Result as JSON, naming the host and worker that measured it."""
+    from deploytool.bugreport import bundle_row
+    from deploytool.provenance import host_identity, host_name
+    from deploytool.result import Combo
+    from deploytool.runner import run_combination
+
+    with _LOCK:  # one cell at a time per worker process: the cores are the measurement's
+        combo = Combo(**cell["combo"])
+        ctx = _context(cell["request"], cell["workspace"], combo.target)
+        key = ctx.combo_key(combo, host_identity())
+        r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], key)
+        if r.failing:
+            bundle_row(ctx, r, cell["run_id"])
+        try:
+            from distributed import get_worker
+
+            worker = get_worker().name
+        except (ImportError, ValueError):
+            worker = ""
+        r.environment = {**r.environment, "lab_cell": cell["cell"], "lab_host": host_name(), "lab_worker": str(worker),
+                         "threads": ctx.req.threads, **ctx.identity(combo.target)}
+        return r.to_json()

@@ -1,0 +1,95 @@
+"""The lab's engine is Dask distributed; this module only sets it up. A worker
+advertises its host's resources (`host`, `chromium` when found, one
+`android-<serial>` per ready phone) and a cell asks for the resource of its
+target, so it runs on the worker that owns its phone or browser. No scheduler is
+written here: retries, dead workers and "no worker has it" are Dask's."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
+
+NO_WORKER_TIMEOUT_S = 30.0  # a cell whose resource no worker has fails after this, instead of waiting forever
+
+
+def local_resources(browsers: int = 1) -> dict[str, float]:
+    """What this machine can run: always `host`; `chromium` (as many at once as `browsers`) when Chromium and the
+    web harness are installed; `android-<serial>` for each ready phone."""
+    res: dict[str, float] = {"host": 1}
+    try:
+        from deploytool.devices.browser import find_chromium
+        from deploytool.runtimes.web import check_harness
+
+        find_chromium()
+        check_harness()
+        res["chromium"] = max(1, browsers)
+    except Exception:  # no browser here is a resource this worker lacks, not an error
+        pass
+    try:
+        from deploytool.devices import adb
+
+        for serial in adb.select_devices(all_devices=True):
+            res[f"android-{serial}"] = 1
+    except (DeviceNotFound, DeviceError, OSError):
+        pass
+    return res
+
+
+def _config(no_worker_timeout_s: float) -> Any:
+    import dask
+
+    # One retry is ours (submit(retries=1)); a cell whose worker died twice is `worker_lost`.
+    return dask.config.set({"distributed.scheduler.no-workers-timeout": f"{no_worker_timeout_s}s",
+                            "distributed.scheduler.allowed-failures": 1,
+                            "distributed.worker.daemon": False,
+                            "distributed.admin.tick.limit": "1h"})
+
+
+@contextlib.contextmanager
+def client(scheduler: str | None = None, resources: dict[str, float] | None = None,
+           no_worker_timeout_s: float = NO_WORKER_TIMEOUT_S) -> Iterator[Any]:
+    """A Dask client: to `scheduler` (tcp://HOST:8786), or to an embedded LocalCluster with this machine's resources.
+    The embedded worker runs in this process, one cell at a time (cells share the 2 cores badly)."""
+    from distributed import Client, LocalCluster
+
+    with _config(no_worker_timeout_s):
+        if scheduler:
+            try:
+                c = Client(scheduler, timeout=10)
+            except (OSError, TimeoutError) as e:
+                raise UnknownOption(f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}); start it "
+                                    "with `dask scheduler` and workers with `deploytool lab worker`") from None
+            with c:
+                yield c
+            return
+        with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
+                          resources=resources if resources is not None else local_resources(),
+                          name="embedded") as cluster, Client(cluster) as c:
+            yield c
+
+
+def run_worker(scheduler: str, name: str | None = None, browsers: int = 1, poll_s: float = 10.0) -> None:
+    """`deploytool lab worker`: a Dask worker named after this host that advertises its resources and updates them
+    when a phone is plugged in or unplugged. Runs until interrupted."""
+    import asyncio
+
+    from distributed import Worker
+
+    from deploytool.provenance import host_name
+
+    async def main() -> None:
+        current = local_resources(browsers)
+        async with Worker(scheduler, name=name or host_name(), resources=current, nthreads=1) as w:
+            print(f"lab worker {w.name} at {w.address}: {current}", flush=True)
+            while w.status.name not in ("closed", "closing", "failed"):
+                await asyncio.sleep(poll_s)
+                now = local_resources(browsers)
+                if now != current:
+                    await w.set_resources(**{k: now.get(k, 0) for k in set(now) | set(current)})
+                    current = now
+                    print(f"lab worker {w.name}: resources now {current}", flush=True)
+
+    with _config(NO_WORKER_TIMEOUT_S):
+        asyncio.run(main())

@@ -1,0 +1,128 @@
+"""LAB.toml: what a night runs. Checked like the model manifests: a mistake is
+one line naming the file and the field."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deploytool.errors import DeploytoolError, SpecError
+from deploytool.spec import TOLERANCE_METRICS, _Reader
+
+
+
+@dataclass(frozen=True)
+class LabModel:
+    name: str  # a zoo name, or a model file
+    frameworks: tuple[str, ...] = ("all",)
+    data: str | None = None  # a model file's test set
+    scale: float = 1.0
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    layout: str | None = None
+
+
+@dataclass(frozen=True)
+class Regression:
+    min_accuracy_drop_points: float = 0.5
+    latency_min_relative: float = 0.05
+    latency_k_iqr: float = 0.5
+    memory_max_relative: float = 0.10
+    size_max_relative: float = 0.01
+
+
+@dataclass(frozen=True)
+class Lab:
+    path: Path
+    name: str
+    models: tuple[LabModel, ...]
+    formats: tuple[str, ...] = ("all",)
+    quantize: tuple[str, ...] = ("all",)
+    targets: tuple[str, ...] = ("host",)
+    threads: tuple[int, ...] = (1,)
+    runtimes: tuple[str, ...] = ()  # as --runtime: empty = each target's default
+    repeats: int = 1
+    latency_samples: int | None = None
+    test_samples: int | None = None
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    target_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # passed to each target as-is
+    regression: Regression = Regression()
+    browsers_per_host: int = 1
+
+
+def _strings(r: _Reader, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    v = r.get(key, list, list(default))
+    if not v or not all(isinstance(x, str) and x for x in v):
+        raise r.fail(key, "must be a non-empty list of strings")
+    return tuple(v)
+
+
+def load_lab(path: str | Path) -> Lab:
+    path = Path(path).expanduser()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such lab file; see examples/lab.toml") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: not valid TOML ({e})") from None
+    r = _Reader(path, data)
+    unknown = sorted(set(data) - {"lab", "models", "matrix", "tolerance", "regression", "target_options"})
+    if unknown:
+        raise r.fail(unknown[0], "is not a section of a lab file "
+                                 "(lab, models, matrix, target_options, tolerance, regression)")
+    target_options = {}
+    for t, opts in (data.get("target_options") or {}).items():
+        from deploytool.targets import get_target
+
+        try:
+            get_target(t).options(opts)  # the target's typed options refuse unknown keys and bad values
+        except DeploytoolError as e:
+            raise r.fail(f"target_options.{t}", f"is wrong: {e}") from None
+        target_options[t] = dict(opts)
+    raw_models = r.get("models", list)
+    if not raw_models:
+        raise r.fail("models", "must list at least one model")
+    models = []
+    for i, m in enumerate(raw_models):
+        if not isinstance(m, dict):
+            raise r.fail(f"models[{i}]", "must be a table")
+        mr = _Reader(path, m)
+        name = mr.get("name", str, "") or mr.get("file", str, "")
+        if not name:
+            raise r.fail(f"models[{i}].name", "is missing (a zoo name, or `file` for a model file)")
+        models.append(LabModel(name=name, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
+                               scale=mr.get("scale", float, 1.0), mean=tuple(mr.numbers("mean", None, (0.0,))),
+                               std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None)))
+    threads = r.get("matrix.threads", list, [1])
+    if not threads or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):
+        raise r.fail("matrix.threads", "must be a list of whole numbers >= 1")
+    tolerances = {}
+    for metric in data.get("tolerance") or {}:
+        if metric not in TOLERANCE_METRICS:
+            raise r.fail(f"tolerance.{metric}", f"is unknown; metrics are {', '.join(TOLERANCE_METRICS)}")
+        tolerances[metric] = tuple(r.numbers(f"tolerance.{metric}", 2))
+    reg = Regression(**{k: r.get(f"regression.{k}", float, getattr(Regression(), k))
+                        for k in Regression.__dataclass_fields__})
+    for k, v in reg.__dict__.items():
+        if v < 0:
+            raise r.fail(f"regression.{k}", "must be >= 0")
+    repeats = r.get("lab.repeats", int, 1)
+    if repeats < 1:
+        raise r.fail("lab.repeats", "must be >= 1")
+    return Lab(path=path, name=r.get("lab.name", str, path.stem), models=tuple(models),
+               formats=_strings(r, "matrix.formats", ("all",)), quantize=_strings(r, "matrix.quantize", ("all",)),
+               targets=_strings(r, "matrix.targets", ("host",)),
+               threads=tuple(threads), runtimes=tuple(r.get("matrix.runtimes", list, [])),
+               target_options=target_options, repeats=repeats, latency_samples=r.get("lab.latency_samples", int, None),
+               test_samples=r.get("lab.test_samples", int, None), tolerances=tolerances, regression=reg,
+               browsers_per_host=r.get("lab.browsers_per_host", int, 1))
+
+
+def describe(lab: Lab) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(lab)
+    d["path"] = str(lab.path)
+    return d

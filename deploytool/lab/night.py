@@ -1,0 +1,268 @@
+"""A lab night: plan the cells of a lab file, run them on Dask (each pinned to
+the worker that owns its resource), store each result as it arrives, and judge
+every cell against the last good night of the same cell (deploytool.regress).
+Running a night again with the same name resumes it: cells already final are
+not measured twice."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from deploytool.errors import DeploytoolError, UnknownOption
+from deploytool.lab.labfile import Lab, describe
+from deploytool.result import Combo, Result, Status
+from deploytool.store import Store
+from deploytool.workspace import Workspace, check_name, stable_hash
+
+
+@dataclass
+class Cell:
+    id: str  # the cell across nights: model, request and combination (not the host: the worker adds it)
+    label: str
+    request: dict[str, Any]
+    combo: Combo
+    resource: str
+    model: str
+
+
+@dataclass
+class Judged:
+    result: Result
+    changes: list[Any] = field(default_factory=list)  # regress.Change
+    previous_night: str = ""
+
+    @property
+    def alert(self) -> bool:
+        return any(c.alert for c in self.changes)
+
+
+@dataclass
+class NightOutcome:
+    night: str
+    run_id: str
+    judged: list[Judged]
+    reused: int
+    seconds: float
+    paths: Any = None
+
+    @property
+    def alerts(self) -> list[Judged]:
+        return [j for j in self.judged if j.alert]
+
+
+def run_id_of(lab: Lab, night: str) -> str:
+    return check_name(f"lab-{lab.name}-{night}", "night", 128)
+
+
+def plan_cells(lab: Lab, ws: Workspace, resources: set[str]) -> list[Cell]:
+    from deploytool.context import RunContext
+    from deploytool.migrate import plan_matrix, requested_targets
+    from deploytool.request import MigrateRequest
+    from deploytool.targets import get_target
+
+    cells: list[Cell] = []
+    for m in lab.models:
+        for threads in lab.threads:
+            req = MigrateRequest(model=m.name, frameworks=m.frameworks, formats=lab.formats, quantize=lab.quantize,
+                                 targets=lab.targets, target_options={k: dict(v) for k, v in lab.target_options.items()},
+                                 runtimes=lab.runtimes, threads=threads, latency_samples=lab.latency_samples, limit_test=lab.test_samples,
+                                 tolerances=dict(lab.tolerances), test_npz=Path(m.data) if m.data else None,
+                                 scale=m.scale, mean=m.mean, std=m.std, layout=m.layout)
+            targets = requested_targets(req)
+            ctx = RunContext.build(req, ws, targets=targets, run=False)
+            for t in targets:
+                ctx.preflight[t] = get_target(t).lab_preflight(ctx.target_options[t], resources)
+            request = req.to_json()
+            for repeat in range(lab.repeats):
+                for c in plan_matrix(ctx, targets):
+                    cell = stable_hash({"request": request, "combo": c.__dict__, "repeat": repeat}, 16)
+                    res = get_target(c.target).resource(ctx.position(c))
+                    label = f"{ctx.spec.name} {c.label}" + (f" x{threads}t" if len(lab.threads) > 1 else "") + \
+                        (f" #{repeat + 1}" if lab.repeats > 1 else "")
+                    cells.append(Cell(cell, label, request, c, res, ctx.spec.name))
+    return cells
+
+
+def _lost(cell: Cell, run_id: str, status: Status, reason: str) -> Result:
+    return Result(run_id=run_id, combo_key=stable_hash({"cell": cell.id, "status": str(status)}, 16), model=cell.model,
+                  dataset="", combo=cell.combo, status=status, reason=reason, environment={"lab_cell": cell.id})
+
+
+def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, scheduler: str | None = None,
+              progress: bool = True, log: Callable[[str], None] = print,
+              no_worker_timeout_s: float | None = None) -> NightOutcome:
+    from distributed import as_completed
+
+    from deploytool.lab import engine
+
+    night = night or dt.date.today().isoformat()
+    run_id = run_id_of(lab, night)
+    t0 = time.perf_counter()
+    timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
+    with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
+        resources = {r for w in c.scheduler_info(n_workers=-1)["workers"].values() for r in (w.get("resources") or {})}
+        cells = plan_cells(lab, ws, resources | {"host"})
+        done = {r.environment.get("lab_cell") for r in store.results_for(run_id) if r.status.final}
+        store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
+                                                      "cells": len(cells)})
+        todo = [cell for cell in cells if cell.id not in done]
+        if len(cells) - len(todo):
+            log(f"night {night}: {len(cells) - len(todo)} of {len(cells)} cells already measured; "
+                f"running the other {len(todo)}")
+        try:
+            _run_cells(c, todo, ws, store, run_id, as_completed, progress)
+            judged = judge_night(lab, ws, store, run_id, cells)
+            # a latency change may be the machine, not the model: measure that cell once more before judging
+            again_ids = {j.result.environment.get("lab_cell") for j in judged if _measure_again(j)}
+            again = [cell for cell in cells if cell.id in again_ids]
+            if again:
+                log(f"night {night}: measuring {len(again)} cell(s) again to confirm a latency change")
+                _run_cells(c, again, ws, store, run_id, as_completed, progress)
+                judged = judge_night(lab, ws, store, run_id, cells)
+        except (KeyboardInterrupt, DeploytoolError):
+            _interrupted(store, run_id)
+            raise
+        store.finish_run(run_id)
+    out = NightOutcome(night, run_id, judged, len(cells) - len(todo), time.perf_counter() - t0)
+    from deploytool.lab.outputs import write_night
+
+    out.paths = write_night(lab, out, ws.report_dir(run_id))
+    return out
+
+
+def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: str, as_completed: Any,
+               progress: bool) -> None:
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker, NoValidWorkerError
+    from tqdm import tqdm
+
+    from deploytool import runs
+    from deploytool.lab.cell import run_cell
+
+    futures = {}
+    for cell in cells:
+        payload = {"cell": cell.id, "request": cell.request, "combo": cell.combo.__dict__, "run_id": run_id,
+                   "workspace": str(ws.root)}
+        f = c.submit(run_cell, payload, resources={cell.resource: 1}, retries=1, pure=False,
+                     key=f"cell-{run_id}-{cell.id}")
+        futures[f] = cell
+    bar = tqdm(total=len(cells), desc="night", unit="cell", disable=not progress, dynamic_ncols=True)
+    try:
+        for f in as_completed(futures):
+            cell = futures[f]
+            try:
+                r = Result.from_json(f.result())
+            except KilledWorker as e:
+                r = _lost(cell, run_id, Status.WORKER_LOST, f"the worker running it died twice ({e})")
+            except NoValidWorkerError:
+                r = _lost(cell, run_id, Status.NO_WORKER, f"no lab worker has the resource {cell.resource!r}")
+            except FutureCancelledError as e:
+                r = _lost(cell, run_id, Status.WORKER_LOST, f"cancelled: {e}")
+            runs.save(store, ws, r)  # as it arrives: an interrupted night keeps what was measured
+            bar.update(1)
+            bar.set_postfix_str(cell.label[:60])
+    finally:
+        bar.close()
+
+
+def _measure_again(j: Judged) -> bool:
+    return any(c.metric == "latency" and c.outcome in ("unclear", "regression") for c in j.changes)
+
+
+def _interrupted(store: Store, run_id: str) -> None:
+    try:
+        store.finish_run(run_id, "interrupted")
+    except DeploytoolError:
+        pass
+
+
+# ------------------------------------------------------------------ judging against earlier nights
+def _previous_nights(store: Store, lab: Lab, run_id: str) -> list[dict[str, Any]]:
+    runs = [r for r in store.list_runs(limit=1000) if r["model"] == f"lab:{lab.name}" and r["run_id"] != run_id]
+    return sorted(runs, key=lambda r: r["created_at"])
+
+
+def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
+    """A night's results by (cell, host): the same cell measured on another host is another series."""
+    return {(r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")): r for r in results}
+
+
+def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[Cell]) -> list[Judged]:
+    from deploytool import regress, runs
+
+    reg = lab.regression
+    tonight = runs.stored_results(store, ws, run_id)
+    earlier = [(n["run_id"], _by_cell(runs.stored_results(store, ws, n["run_id"])))
+               for n in _previous_nights(store, lab, run_id)]
+    labels = {c.id: c.label for c in cells}
+    truth: dict[str, np.ndarray] = {}
+    judged = []
+    for r in tonight:
+        key = (r.environment.get("lab_cell", ""), r.environment.get("lab_host", ""))
+        history = [(night, by[key]) for night, by in earlier if key in by]
+        j = Judged(r)
+        if history:
+            last = history[-1][1]
+            j.changes.append(regress.status_change(last.failing, r.failing, str(r.outcome)))
+            good = [(n, h) for n, h in history if not h.failing and h.comparison is not None]
+            if good and r.comparison is not None:  # measured, even when its verdict now fails
+                night, prev = good[-1]
+                j.previous_night = night
+                y = truth.setdefault(r.model, _labels_of(store, ws, r))
+                j.changes += _compare(prev, r, y, reg, regress)
+            series = [h.measurement.p50_ms for _, h in good if h.measurement is not None]
+            if r.measurement is not None and series:
+                j.changes.append(regress.trend(series + [r.measurement.p50_ms], min_relative=reg.latency_min_relative))
+        r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
+        judged.append(j)
+    return sorted(judged, key=lambda j: (not j.alert, not j.result.failing, j.result.environment.get("lab_label", "")))
+
+
+def _labels_of(store: Store, ws: Workspace, r: Result) -> np.ndarray | None:
+    """The test set's labels, for per-sample correctness (the outputs files hold the predictions)."""
+    try:
+        from deploytool.data import load_dataset
+        from deploytool.spec import load_spec
+
+        return load_dataset(load_spec(r.model)).y_test
+    except DeploytoolError:
+        return None
+
+
+def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any) -> list[Any]:
+    out = []
+    try:
+        if y is not None and prev.outputs_path and now.outputs_path:
+            a, b = np.load(prev.outputs_path), np.load(now.outputs_path)
+            if len(a) == len(b) == len(y):
+                out.append(regress.accuracy_change(a.argmax(1) == y, b.argmax(1) == y, reg.min_accuracy_drop_points))
+        if prev.latency_path and now.latency_path:
+            out.append(regress.latency_change(np.load(prev.latency_path), np.load(now.latency_path),
+                                              reg.latency_min_relative, reg.latency_k_iqr))
+    except (OSError, ValueError) as e:
+        out.append(regress.Change("files", "unclear", f"cannot read an earlier night's files ({e})"))
+    mp, mn = prev.metrics, now.metrics
+    if _process_figure(prev) and _process_figure(now):
+        out.append(regress.threshold_change("memory", mp.get("memory_bytes"), mn.get("memory_bytes"),
+                                            reg.memory_max_relative))
+    out.append(regress.threshold_change("size", mp.get("size_bytes"), mn.get("size_bytes"), reg.size_max_relative))
+    return out
+
+
+def _process_figure(r: Result) -> bool:
+    """Memory is compared only where the figure is a whole process's (browser renderer, phone): an in-process
+    runtime's RSS delta depends on what was imported before it (issue 10) and would raise false alarms."""
+    m = r.measurement.memory if r.measurement is not None else None
+    return m is not None and "delta" not in m[0]
+
+
+def require_lab_run(run: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    if run is None:
+        raise UnknownOption(f"no stored night {name!r}; `deploytool lab history` lists them")
+    return run

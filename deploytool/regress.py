@@ -1,0 +1,173 @@
+"""Regression statistics for a lab cell across nights (issue 11's core): is
+tonight worse than the last good night of the same cell, beyond noise?
+
+- Accuracy: a paired exact test on per-sample correctness (McNemar's exact form:
+  a one-sided binomial test on the discordant samples), plus a minimum drop in
+  points — one sample out of 2,000 is not a regression.
+- Latency: a rank test on the raw per-sample arrays, p = min(Mann-Whitney U,
+  Kolmogorov-Smirnov) as Chromium's Pinpoint does, plus a minimum effect (at least
+  5% on the median and at least k x the baseline's IQR). Between "different" and
+  "same" lies "unclear": the lab re-measures that cell once before judging.
+- Memory and size: relative thresholds.
+- Status changes: newly failing, fixed.
+- Across nights: E-divisive (Matteson & James 2014: energy-distance change points,
+  significance by permutation) on a cell's nightly medians. A step whose new
+  segment is still short is "suspicious"; once it has lasted `min_segment` nights
+  it is a regression.
+Pure functions of arrays: no store, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DIFFERENT_P = 0.01  # Pinpoint's "different"
+SAME_P = 0.10  # above this the arrays are "the same"; between the two: unclear, measure again
+
+
+@dataclass(frozen=True)
+class Change:
+    metric: str
+    outcome: str  # "regression", "improvement", "same", "unclear", "newly_failing", "fixed", "suspicious"
+    detail: str
+    p_value: float | None = None
+    effect: float | None = None  # relative change (or points for accuracy)
+
+    @property
+    def alert(self) -> bool:
+        return self.outcome in ("regression", "newly_failing")
+
+
+def accuracy_change(correct_before: np.ndarray, correct_now: np.ndarray, min_drop_points: float = 0.5,
+                    alpha: float = DIFFERENT_P) -> Change:
+    """Per-sample correctness (bool arrays over the same test set) of the last good night and tonight."""
+    from scipy.stats import binomtest
+
+    before, now = np.asarray(correct_before, bool), np.asarray(correct_now, bool)
+    if before.shape != now.shape:
+        raise ValueError(f"correctness arrays differ in length ({before.size} vs {now.size}): not the same test set")
+    lost = int(np.sum(before & ~now))  # right before, wrong now
+    gained = int(np.sum(~before & now))
+    drop = 100.0 * (lost - gained) / max(before.size, 1)
+    if lost + gained == 0:
+        return Change("accuracy", "same", "no sample changed", 1.0, 0.0)
+    worse = binomtest(lost, lost + gained, 0.5, alternative="greater").pvalue
+    better = binomtest(gained, lost + gained, 0.5, alternative="greater").pvalue
+    detail = f"{lost} samples newly wrong, {gained} newly right ({-drop:+.2f} points)"
+    if worse < alpha and drop >= min_drop_points:
+        return Change("accuracy", "regression", detail, float(worse), -drop)
+    if better < alpha and -drop >= min_drop_points:
+        return Change("accuracy", "improvement", detail, float(better), -drop)
+    return Change("accuracy", "same", detail, float(min(worse, better)), -drop)
+
+
+def latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: float = 0.05, k_iqr: float = 0.5,
+                   different_p: float = DIFFERENT_P, same_p: float = SAME_P) -> Change:
+    """Raw per-sample latencies of the last good night and tonight."""
+    from scipy.stats import ks_2samp, mannwhitneyu
+
+    a = np.asarray(before_ms, np.float64)
+    b = np.asarray(now_ms, np.float64)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size < 5 or b.size < 5:
+        return Change("latency", "unclear", f"too few samples ({a.size}, {b.size})")
+    p = float(min(mannwhitneyu(a, b, alternative="two-sided").pvalue, ks_2samp(a, b).pvalue))
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    rel = med_b / med_a - 1.0 if med_a > 0 else float("inf")
+    q1, q3 = np.percentile(a, [25, 75])
+    big = abs(rel) >= min_relative and abs(med_b - med_a) >= k_iqr * (q3 - q1)
+    detail = f"p50 {med_a:.4g} -> {med_b:.4g} ms ({rel:+.1%}), p = {p:.2g}"
+    if p <= different_p and big:
+        return Change("latency", "regression" if rel > 0 else "improvement", detail, p, rel)
+    if p > same_p or not big:
+        return Change("latency", "same", detail, p, rel)
+    return Change("latency", "unclear", detail + "; measure again", p, rel)
+
+
+def threshold_change(metric: str, before: float | None, now: float | None, max_relative: float) -> Change:
+    """Memory or size: a relative increase beyond `max_relative` is a regression."""
+    if before is None or now is None or not before:
+        return Change(metric, "same", "not comparable")
+    rel = now / before - 1.0
+    detail = f"{before:.4g} -> {now:.4g} ({rel:+.1%})"
+    if rel > max_relative:
+        return Change(metric, "regression", detail, None, rel)
+    if rel < -max_relative:
+        return Change(metric, "improvement", detail, None, rel)
+    return Change(metric, "same", detail, None, rel)
+
+
+def status_change(failing_before: bool, failing_now: bool, status_now: str) -> Change:
+    if failing_now and not failing_before:
+        return Change("status", "newly_failing", f"now {status_now}")
+    if failing_before and not failing_now:
+        return Change("status", "fixed", f"now {status_now}")
+    return Change("status", "same", status_now)
+
+
+# -------------------------------------------------------------------- across nights: E-divisive
+def _energy_statistic(x: np.ndarray, tau: int) -> float:
+    """Matteson & James's scaled energy distance between x[:tau] and x[tau:] (alpha = 1)."""
+    left, right = x[:tau], x[tau:]
+    n, m = len(left), len(right)
+    between = np.abs(left[:, None] - right[None, :]).mean()
+    within_l = np.abs(left[:, None] - left[None, :]).sum() / max(n * (n - 1), 1)
+    within_r = np.abs(right[:, None] - right[None, :]).sum() / max(m * (m - 1), 1)
+    return (n * m / (n + m)) * (2 * between - within_l - within_r)
+
+
+def _best_split(x: np.ndarray, min_size: int) -> tuple[int, float]:
+    best, best_q = -1, -np.inf
+    for tau in range(min_size, len(x) - min_size + 1):
+        q = _energy_statistic(x, tau)
+        if q > best_q:
+            best, best_q = tau, q
+    return best, float(best_q)
+
+
+def change_points(values: list[float] | np.ndarray, min_size: int = 2, alpha: float = 0.05,
+                  permutations: int = 199, seed: int = 0) -> list[int]:
+    """Indices where a new segment starts (E-divisive, binary segmentation, permutation test at `alpha`)."""
+    x = np.asarray(values, np.float64)
+    rng = np.random.default_rng(seed)
+    found: list[int] = []
+
+    def split(lo: int, hi: int) -> None:
+        seg = x[lo:hi]
+        if len(seg) < 2 * min_size:
+            return
+        tau, q = _best_split(seg, min_size)
+        if tau < 0:
+            return
+        exceed = sum(_best_split(rng.permutation(seg), min_size)[1] >= q for _ in range(permutations))
+        if (exceed + 1) / (permutations + 1) > alpha:
+            return
+        found.append(lo + tau)
+        split(lo, lo + tau)
+        split(lo + tau, hi)
+
+    split(0, len(x))
+    return sorted(found)
+
+
+def trend(nightly: list[float], min_segment: int = 3, min_relative: float = 0.05) -> Change:
+    """The latest step in a cell's nightly values (higher = worse, e.g. p50 ms): "regression" once the new level
+    has held `min_segment` nights, "suspicious" while it is younger, "same" when there is no step at the end."""
+    x = np.asarray(nightly, np.float64)
+    if len(x) < 4:
+        return Change("trend", "same", "too few nights")
+    cps = change_points(x, min_size=1 if len(x) < 8 else 2)
+    if not cps:
+        return Change("trend", "same", f"no change point in {len(x)} nights")
+    start = cps[-1]
+    before, after = float(np.median(x[:start][-10:])), float(np.median(x[start:]))
+    rel = after / before - 1.0 if before else 0.0
+    if abs(rel) < min_relative:
+        return Change("trend", "same", f"a step at night {start} of only {rel:+.1%}", None, rel)
+    held = len(x) - start
+    if rel < 0:
+        return Change("trend", "improvement", f"down {rel:+.1%} since night {start}", None, rel)
+    outcome = "regression" if held >= min_segment else "suspicious"
+    return Change("trend", outcome, f"up {rel:+.1%} since night {start} ({held} night(s))", None, rel)

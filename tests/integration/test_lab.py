@@ -1,0 +1,108 @@
+"""The device lab on Dask's embedded LocalCluster: nights are stored, resumed and
+judged against the last good night. Injected regressions (a runtime double 30%
+slower; a few flipped samples beyond the tolerance) are flagged, identical nights
+raise no alert, and a cell whose resource no worker has is `no_worker` within the
+bounded wait instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests import fake_target, lab_double
+from tests.conftest import run_cli
+
+LAB = """
+[lab]
+name = "t"
+latency_samples = 200
+
+[[models]]
+name = "lenet5"
+frameworks = ["keras"]
+
+[matrix]
+formats = ["tflite"]
+quantize = ["none"]
+targets = ["host"]
+runtimes = ["lab-double"]
+"""
+
+
+@pytest.fixture
+def double():
+    lab_double.register()
+    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0)
+    yield lab_double.KNOBS
+    lab_double.unregister()
+
+
+def _night(lab, ws, store, name, **kw):
+    from deploytool.lab.night import run_night
+
+    return run_night(lab, ws, store, name, progress=False, log=lambda s: None, **kw)
+
+
+def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double, lenet5_workspace, tmp_path):
+    from deploytool.lab.labfile import load_lab
+    from deploytool.store import Store
+
+    ws, *_ = lenet5_workspace
+    (tmp_path / "lab.toml").write_text(LAB)
+    lab = load_lab(tmp_path / "lab.toml")
+    store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+    first = _night(lab, ws, store, "n1")
+    (cell,) = first.judged
+    assert cell.result.verdict == "pass" and cell.result.environment["lab_worker"] and not first.alerts
+    assert _night(lab, ws, store, "n2").alerts == []  # identical night: no alert
+    again = _night(lab, ws, store, "n2")  # the same name resumes: nothing is measured twice
+    assert again.reused == 1 and again.alerts == []
+
+    double["slower"] = 1.3
+    slow = _night(lab, ws, store, "n3")
+    (j,) = slow.alerts
+    latency = next(c for c in j.changes if c.metric == "latency")
+    assert latency.outcome == "regression" and latency.effect == pytest.approx(0.3, abs=0.05)
+    assert j.previous_night == "lab-t-n2"
+
+    double.update(slower=1.0, flips=100)  # 1% of the test set: beyond the tolerance and the minimum drop
+    flipped = _night(lab, ws, store, "n4")
+    (j,) = flipped.alerts
+    outcomes = {c.metric: c.outcome for c in j.changes}
+    assert outcomes["status"] == "newly_failing" and outcomes["accuracy"] == "regression", j.changes
+    assert next(c for c in j.changes if c.metric == "accuracy").p_value < 1e-6
+    assert j.previous_night == "lab-t-n3"  # slower, but measured and passing: the last good night
+    junit = (flipped.paths.junit).read_text()
+    assert 'failures="1"' in junit and "accuracy regression" in junit
+
+
+def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace, tmp_path):
+    from deploytool.lab.labfile import load_lab
+    from deploytool.store import Store
+
+    fake_target.register()
+    try:
+        ws, *_ = lenet5_workspace
+        (tmp_path / "lab.toml").write_text(LAB.replace('targets = ["host"]', 'targets = ["fake"]')
+                                           .replace('formats = ["tflite"]', 'formats = ["onnx"]')
+                                           .replace('runtimes = ["lab-double"]', ""))
+        lab = load_lab(tmp_path / "lab.toml")
+        store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+        t = time.perf_counter()
+        out = _night(lab, ws, store, "n1", no_worker_timeout_s=3)
+        assert time.perf_counter() - t < 120
+        (j,) = out.judged
+        assert j.result.status == "no_worker" and "fake" in j.result.reason and j.result.failing
+    finally:
+        fake_target.unregister()
+
+
+def test_a_bad_lab_file_is_one_line_naming_the_field(tmp_path):
+    (tmp_path / "lab.toml").write_text(LAB.replace("[matrix]", "[matrix]\nthreads = [0]"))
+    r = run_cli("lab", "run", str(tmp_path / "lab.toml"), "--workspace", str(tmp_path / "ws"))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "matrix.threads" in lines[0] and "lab.toml" in lines[0], r.stderr
+    r = run_cli("lab", "history", "--workspace", str(tmp_path / "ws"), "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == []
