@@ -54,12 +54,16 @@ _THROUGH: dict[tuple[str, str], tuple[ModuleType, ModuleType]] = {
     ("torch", "tflite-onnx2tf"): (onnx_torch, tflite_onnx2tf),
 }
 
-# Where a pair has no route at all, the reason a user reads.
+# Where a pair has no route at all, the reason a user reads: for the pair, else for the source.
+_NO_PAIR = {
+    ("keras", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for Keras "
+                                 "use tflite",
+    ("saved_model", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for a "
+                                       "SavedModel use tflite",
+    ("onnx", "tflite-onnx2tf"): "for an ONNX model --format tflite is already made by onnx2tf; use tflite",
+}
 _NO_ROUTE = {
     "torch": "no converter here goes from PyTorch to TF.js; use tflite, tflite-onnx2tf or onnx",
-    "keras": "tflite-onnx2tf is the second TFLite converter for PyTorch models; for Keras use tflite",
-    "saved_model": "tflite-onnx2tf is the second TFLite converter for PyTorch models; for a SavedModel use tflite",
-    "onnx": "for an ONNX model --format tflite is already made by onnx2tf; use tflite",
     "tflite": "a .tflite model is already converted; only --format tflite --quantize none applies",
 }
 
@@ -132,7 +136,8 @@ def plan(source_format: str, fmt: str, quantize: str) -> Plan:
     _check_words(source_format, fmt, quantize)
     table = _modes(source_format, fmt)
     if not table:
-        why = _NO_FORMAT.get(fmt) or _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
+        why = _NO_FORMAT.get(fmt) or _NO_PAIR.get((source_format, fmt)) or \
+            _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
         raise StageFailed("unsupported", why)
     if quantize not in table:
         why = {k: v for m in _route_modules(source_format, fmt) for k, v in getattr(m, "UNSUPPORTED", {}).items()
