@@ -85,6 +85,10 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
                             copy_onnx_input_output_names_to_tflite=True, **kwargs)
     except SystemExit:
         raise Onnx2tfError(_printed_error(printed.getvalue())) from None
+    except ModuleNotFoundError as e:  # onnx2tf has one module per ONNX op it converts
+        if not (e.name or "").startswith("onnx2tf.ops."):
+            raise
+        raise NotImplementedError(f"onnx2tf has no conversion for the ONNX op {e.name.rsplit('.', 1)[-1]}") from None
     finally:
         sys.stdout.write(printed.getvalue())  # into the conversion log
     return options

@@ -216,6 +216,23 @@ def test_onnx2tf_and_litert_torch_tflite_side_by_side(sources, converted):
     assert max_abs_diff(run_host(mine, src.x_test), run_host(theirs, src.x_test)) < 1e-4
 
 
+def test_an_onnx_op_onnx2tf_lacks_is_a_one_line_conversion_failure_naming_it(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("CastLike", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8, 8, 1])])
+    path = tmp_path / "castlike.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    src = Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
+                   num_outputs=10, sha256=content_hash(path))
+    with pytest.raises(StageFailed) as e:
+        C.convert(src, "tflite", "none", tmp_path / "out")
+    assert e.value.status == "conversion_failed" and "\n" not in e.value.reason
+    assert e.value.reason.startswith("onnx2tf ") and "no conversion for the ONNX op CastLike" in e.value.reason
+
+
 @pytest.mark.parametrize("kind,fmt,quantize", [("keras", "tfjs", "int8-io"), ("torch", "tfjs", "none"),
                                                ("keras", "onnx", "fp16"), ("torch", "tflite", "uint8")])
 def test_impossible_combination_is_unsupported(kind, fmt, quantize, sources, tmp_path):
