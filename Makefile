@@ -21,11 +21,14 @@ system:
 python: $(STAMP)
 
 # torch first and alone: the CPU wheel on disk; anything else would pull a CUDA build.
-$(STAMP): requirements.lock pyproject.toml
+# requirements-nodeps.txt after the lock and without their dependencies: onnx2tf pins old versions of the
+# whole stack but works on ours.
+$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "deploytool needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

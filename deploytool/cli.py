@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
             "deploytool migrate --target host --format tflite --runtime litert,tensorflow-lite")
     _model_args(p, "all")
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
-    p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers (comma-separated, or all; default: all)")
+    p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers, tflite-onnx2tf (TFLite by onnx2tf through ONNX, for PyTorch models) (comma-separated, or all; default: all)")
     p.add_argument("--quantize", default="all",
                    help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
     p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")

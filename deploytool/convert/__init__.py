@@ -17,14 +17,18 @@ from types import ModuleType
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
-from deploytool.convert import onnx_quant, onnx_tf, onnx_torch, passthrough, tfjs, tflite_tf, tflite_torch
+from deploytool.convert import (onnx_quant, onnx_tf, onnx_torch, passthrough, tfjs, tfjs_onnx2tf, tflite_onnx2tf,
+                                tflite_tf, tflite_torch)
 from deploytool.convert._common import Mode
 from deploytool.errors import StageFailed, UnknownOption
 
-FORMATS = ("tflite", "tfjs", "onnx", "tfjs-layers")
+# "tflite-onnx2tf" is TFLite made by a second converter (onnx2tf, through ONNX), so that two converters of
+# one source can be run side by side; for an ONNX model plain "tflite" is already onnx2tf's.
+FORMATS = ("tflite", "tfjs", "onnx", "tfjs-layers", "tflite-onnx2tf")
 QUANTIZE_WORDS = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
 SOURCE_FORMATS = ("keras", "saved_model", "torch", "onnx", "tflite")
-ARTIFACT_FORMAT = {"tflite": "tflite", "tfjs": "tfjs_graph", "onnx": "onnx", "tfjs-layers": "tfjs_layers"}
+ARTIFACT_FORMAT = {"tflite": "tflite", "tfjs": "tfjs_graph", "onnx": "onnx", "tfjs-layers": "tfjs_layers",
+                   "tflite-onnx2tf": "tflite"}
 
 # (source format, user's format word) -> (exporter, quantizer). The exporter
 # makes the fp32 model; the quantizer, when there is one, does every other
@@ -39,13 +43,27 @@ _ROUTES: dict[tuple[str, str], tuple[ModuleType, ModuleType | None]] = {
     ("torch", "onnx"): (onnx_torch, onnx_quant),
     ("torch", "tflite"): (tflite_torch, None),
     ("onnx", "onnx"): (passthrough, onnx_quant),
+    ("onnx", "tflite"): (tflite_onnx2tf, None),
+    ("onnx", "tfjs"): (tfjs_onnx2tf, None),
     ("tflite", "tflite"): (passthrough, None),
 }
 
-# Where a pair has no route at all, the reason a user reads.
+# (source format, user's format word) -> (first, then): `first` makes an intermediate model at
+# --quantize none, and `then` does every one of its modes from that model.
+_THROUGH: dict[tuple[str, str], tuple[ModuleType, ModuleType]] = {
+    ("torch", "tflite-onnx2tf"): (onnx_torch, tflite_onnx2tf),
+}
+
+# Where a pair has no route at all, the reason a user reads: for the pair, else for the source.
+_NO_PAIR = {
+    ("keras", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for Keras "
+                                 "use tflite",
+    ("saved_model", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for a "
+                                       "SavedModel use tflite",
+    ("onnx", "tflite-onnx2tf"): "for an ONNX model --format tflite is already made by onnx2tf; use tflite",
+}
 _NO_ROUTE = {
-    "torch": "no converter here goes from PyTorch to TF.js; use tflite or onnx",
-    "onnx": "an ONNX model can only be quantized as ONNX here (no ONNX -> TFLite/TF.js converter is installed)",
+    "torch": "no converter here goes from PyTorch to TF.js; use tflite, tflite-onnx2tf or onnx",
     "tflite": "a .tflite model is already converted; only --format tflite --quantize none applies",
 }
 
@@ -88,8 +106,17 @@ def _check_words(source_format: str, fmt: str, quantize: str | None) -> None:
         raise UnknownOption(f"unknown quantization {quantize!r}; use one of {', '.join(QUANTIZE_WORDS)} (or all)")
 
 
+def _route_modules(source_format: str, fmt: str) -> tuple[ModuleType, ...]:
+    """The converter modules of one pair's route (none when there is no route)."""
+    return tuple(m for m in _ROUTES.get((source_format, fmt)) or _THROUGH.get((source_format, fmt)) or ()
+                 if m is not None)
+
+
 def _modes(source_format: str, fmt: str) -> dict[str, tuple[tuple[ModuleType, ...], Mode]]:
     """user word -> (modules to run, mode) for one pair; empty when there is no route."""
+    through = _THROUGH.get((source_format, fmt))
+    if through is not None:
+        return {word: (through, mode) for word, mode in through[1].MODES.items()}
     route = _ROUTES.get((source_format, fmt))
     if route is None:
         return {}
@@ -109,11 +136,12 @@ def plan(source_format: str, fmt: str, quantize: str) -> Plan:
     _check_words(source_format, fmt, quantize)
     table = _modes(source_format, fmt)
     if not table:
-        why = _NO_FORMAT.get(fmt) or _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
+        why = _NO_FORMAT.get(fmt) or _NO_PAIR.get((source_format, fmt)) or \
+            _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
         raise StageFailed("unsupported", why)
     if quantize not in table:
-        exporter, quantizer = _ROUTES[(source_format, fmt)]
-        why = {**getattr(exporter, "UNSUPPORTED", {}), **getattr(quantizer, "UNSUPPORTED", {})}.get(quantize)
+        why = {k: v for m in _route_modules(source_format, fmt) for k, v in getattr(m, "UNSUPPORTED", {}).items()
+               }.get(quantize)
         have = ", ".join(w for w in QUANTIZE_WORDS if w in table)
         raise StageFailed("unsupported", f"--quantize {quantize} does not exist for {source_format} -> {fmt}"
                                          + (f": {why}" if why else "") + f" (available: {have})")

@@ -31,7 +31,7 @@ from deploytool.errors import StageFailed
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_ENV = "DEPLOYTOOL_TEST_MODELS"  # another cache folder (a CI cache volume); default .cache/test-models
 DISTS = ("numpy", "scikit-learn", "tensorflow", "keras", "torch", "onnx", "onnxruntime", "tf2onnx",
-         "tensorflowjs", "ai-edge-litert", "litert-torch")
+         "tensorflowjs", "ai-edge-litert", "litert-torch", "onnx2tf")
 N_TRAIN = 1000  # tiny_models.N_TRAIN: the calibration split; the rest is test input
 
 # Artifact format a runtime runs -> the cached model that stands for it: a source kind, or (source, format word).

@@ -59,3 +59,24 @@ def test_missing_benchmark_model_is_one_line_exit_2(lenet5_workspace, phone, tmp
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert "benchmark_model not found" in lines[0] and "android_harness/README.md" in lines[0]
+
+
+def test_user_onnx_reaches_the_simulated_phone_as_tflite_through_onnx2tf(phone, tmp_path):  # noqa: F811
+    """A user's .onnx has no Android runtime of its own: `--format tflite` converts it with onnx2tf, and the
+    phone's row is compared as any other."""
+    import numpy as np
+
+    from tests.integration.test_usermodel import onnx_model
+
+    model = onnx_model(tmp_path / "my.onnx", [None, 8, 8, 1])
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "test.npz", x=rng.random((32, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 32))
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "tflite",
+                "--quantize", "none", "--target", "android", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
+                "--latency-samples", "3", "--warmup", "1", "--workspace", str(ws), "--quiet", "--run-id", "onnx-phone",
+                timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads((ws / "reports" / "onnx-phone" / "report.json").read_text())["results"]
+    assert row["target"] == "android" and row["device"] == phone.serial and row["status"] == "measured", row
+    assert row["artifact"]["converter"] == "onnx2tf" and row["metrics"]["agreement"] == 1.0, row

@@ -180,6 +180,59 @@ def test_user_onnx_and_tflite_models(sources, converted, tmp_path):
     assert max_abs_diff(run_host(same, src.x_test), src.reference) < 1e-4
 
 
+@pytest.mark.parametrize("kind", ["torch", "keras"])
+def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, converted, tmp_path):
+    """A user's .onnx (NCHW from PyTorch, NHWC from Keras) becomes TFLite and TF.js with onnx2tf; the
+    input keeps the ONNX model's layout and the fp32 TFLite model gives the source's outputs."""
+    src = sources[kind]
+    onnx_fp32, _ = converted(kind, "onnx", "none")
+    user_onnx = replace(onnx_fp32, format="onnx", quantize="none")
+    for quantize, max_diff in (("none", 1e-4), ("int8", None)):
+        t0 = time.perf_counter()
+        art = C.convert(user_onnx, "tflite", quantize, tmp_path / quantize, src.x_train)
+        seconds = time.perf_counter() - t0
+        check_metadata(art, user_onnx, "tflite", quantize, tmp_path / quantize)
+        assert art.converter == "onnx2tf" and art.layout == src.artifact.layout
+        (inp,), _ = read_io(art.path)
+        assert inp.shape[1:] == tuple(src.artifact.input_shape)
+        out = run_host(art, src.x_test)
+        diff, agree = max_abs_diff(out, src.reference), agreement(out, src.reference)
+        print(f"\nuser {kind} onnx -> tflite {quantize}: {seconds:.1f}s, max abs diff {diff:.2e}, agreement {agree:.4f}")
+        assert agree >= (1.0 if max_diff else 0.90)
+        assert diff < max_diff if max_diff else diff > 0
+    web = C.convert(user_onnx, "tfjs", "fp16", tmp_path / "tfjs", src.x_train)
+    check_metadata(web, user_onnx, "tfjs", "fp16", tmp_path / "tfjs")
+    check_tfjs(web, "fp16")
+    assert web.converter == "onnx2tf + tensorflowjs_converter"
+
+
+def test_onnx2tf_and_litert_torch_tflite_side_by_side(sources, converted):
+    """One PyTorch model, two TFLite converters: both give the source's outputs at --quantize none."""
+    src = sources["torch"]
+    mine, _ = converted("torch", "tflite-onnx2tf", "none")
+    theirs, _ = converted("torch", "tflite", "none")
+    assert mine.converter == "torch.onnx + onnx2tf" and theirs.converter == "litert-torch"
+    assert mine.options["exported_with"]["converter"] == "torch.onnx"
+    assert max_abs_diff(run_host(mine, src.x_test), run_host(theirs, src.x_test)) < 1e-4
+
+
+def test_an_onnx_op_onnx2tf_lacks_is_a_one_line_conversion_failure_naming_it(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("CastLike", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8, 8, 1])])
+    path = tmp_path / "castlike.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    src = Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
+                   num_outputs=10, sha256=content_hash(path))
+    with pytest.raises(StageFailed) as e:
+        C.convert(src, "tflite", "none", tmp_path / "out")
+    assert e.value.status == "conversion_failed" and "\n" not in e.value.reason
+    assert e.value.reason.startswith("onnx2tf ") and "no conversion for the ONNX op CastLike" in e.value.reason
+
+
 @pytest.mark.parametrize("kind,fmt,quantize", [("keras", "tfjs", "int8-io"), ("torch", "tfjs", "none"),
                                                ("keras", "onnx", "fp16"), ("torch", "tflite", "uint8")])
 def test_impossible_combination_is_unsupported(kind, fmt, quantize, sources, tmp_path):
@@ -191,7 +244,8 @@ def test_impossible_combination_is_unsupported(kind, fmt, quantize, sources, tmp
 
 @pytest.mark.parametrize("kind,fmt,quantize,converter", [("keras", "tflite", "int8", "tf.lite.TFLiteConverter"),
                                                          ("torch", "onnx", "int8", "onnxruntime.quantization"),
-                                                         ("torch", "tflite", "int8", "litert-torch")])
+                                                         ("torch", "tflite", "int8", "litert-torch"),
+                                                         ("torch", "tflite-onnx2tf", "int8", "onnx2tf")])
 def test_int8_without_calibration_fails_as_a_result(kind, fmt, quantize, converter, sources, tmp_path):
     with pytest.raises(StageFailed) as e:
         C.convert(sources[kind].artifact, fmt, quantize, tmp_path / "out", calibration=None)
@@ -206,6 +260,7 @@ def test_int8_without_calibration_fails_as_a_result(kind, fmt, quantize, convert
     ("torch", ".pt2", "onnx", "torch.onnx", "torch"),
     ("torch", ".pt2", "tflite", "litert-torch", "litert-torch"),
     ("onnx", ".onnx", "onnx", "onnxruntime.quantization", "onnxruntime"),
+    ("onnx", ".onnx", "tflite", "onnx2tf", "onnx2tf"),
 ])
 def test_corrupt_source_is_a_conversion_failure(fmt, suffix, fmt_word, converter, dist, tmp_path):
     from importlib import metadata

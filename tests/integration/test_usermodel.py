@@ -99,6 +99,34 @@ def test_user_onnx_with_external_weights_runs_unchanged(tmp_path, target):
     assert art.size_bytes == model.stat().st_size + (model.parent / "x.onnx.data").stat().st_size
 
 
+@pytest.mark.parametrize("target,formats", [("host", "tflite"),
+                                            pytest.param("web", "tflite,tfjs", marks=pytest.mark.browser)])
+def test_user_onnx_migrates_to_tflite_and_tfjs_through_onnx2tf(tmp_path, target, formats):
+    """`--model my.onnx --format tflite` (and tfjs, for the browser) converts with onnx2tf (external weights
+    read in place) and the rows compare as for any other artifact: at --quantize none every sample agrees."""
+    import json
+
+    from tests.conftest import run_cli
+
+    (tmp_path / "user").mkdir()
+    model = onnx_model(tmp_path / "user" / "my.onnx", [None, 8, 8, 1], external=True)
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "test.npz", x=rng.random((64, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 64))
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", formats,
+                "--quantize", "none,int8", "--target", target, "--workspace", str(ws), "--quiet",
+                "--latency-samples", "20", timeout=900)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
+    rows = json.loads((ws / "reports" / run_id / "report.json").read_text())["results"]
+    assert {(row["format"], row["quantize"]) for row in rows} == {(f, q) for f in formats.split(",")
+                                                                  for q in ("none", "int8")}, rows
+    for row in rows:
+        assert row["artifact"]["converter"].split(" + ")[0] == "onnx2tf", row
+        assert row["status"] == "measured", row
+        assert row["metrics"]["agreement"] >= (1.0 if row["quantize"] == "none" else 0.8), row
+
+
 @pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd"])
 def test_weights_named_outside_the_models_folder_are_one_line_and_nothing_is_copied(tmp_path, location):
     import onnx

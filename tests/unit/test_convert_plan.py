@@ -25,7 +25,10 @@ EXPECTED_MODES = {
     ("saved_model", "onnx"): ("none", "dynamic", "int8"),
     ("torch", "onnx"): ("none", "dynamic", "int8"),
     ("torch", "tflite"): ("none", "fp16", "dynamic", "int8"),
+    ("torch", "tflite-onnx2tf"): ("none", "fp16", "dynamic", "int8", "int8-io"),
     ("onnx", "onnx"): ("none", "dynamic", "int8"),
+    ("onnx", "tflite"): ("none", "fp16", "dynamic", "int8", "int8-io"),
+    ("onnx", "tfjs"): ("none", "fp16", "uint8", "uint16"),
     ("tflite", "tflite"): ("none",),
 }
 
@@ -69,6 +72,28 @@ def test_onnx_quantization_chains_after_the_exporter():
     assert C.plan("onnx", "onnx", "none").converter == "passthrough"
 
 
+def test_onnx2tf_routes_onnx_to_tflite_and_tfjs_and_is_a_second_tflite_converter_for_torch():
+    assert C.plan("onnx", "tflite", "int8").steps == ("tflite_onnx2tf",)
+    assert C.plan("onnx", "tfjs", "fp16").steps == ("tfjs_onnx2tf",)
+    # Through ONNX: the exporter runs at none, onnx2tf does every mode (none included) from its ONNX model.
+    assert C.plan("torch", "tflite-onnx2tf", "none").steps == ("onnx_torch", "tflite_onnx2tf")
+    assert C.plan("torch", "tflite-onnx2tf", "int8-io").steps == ("onnx_torch", "tflite_onnx2tf")
+    assert C.plan("torch", "tflite", "none").steps == ("tflite_torch",)  # litert-torch stays the plain word's
+    p = C.plan("torch", "tflite-onnx2tf", "dynamic")
+    assert p.artifact_format == "tflite" and p.fmt == "tflite-onnx2tf"
+    assert C.plan("onnx", "tfjs", "int8").mode == C.plan("onnx", "tfjs", "uint8").mode  # tfjs's own modes
+    with pytest.raises(StageFailed, match="TF.js mode"):
+        C.plan("torch", "tflite-onnx2tf", "uint8")
+
+
+@pytest.mark.parametrize("source,hint", [("keras", "use tflite"), ("onnx", "already made by onnx2tf"),
+                                         ("tflite", "already converted")])
+def test_tflite_onnx2tf_elsewhere_says_which_word_to_use(source, hint):
+    with pytest.raises(StageFailed) as e:
+        C.plan(source, "tflite-onnx2tf", "none")
+    assert e.value.status == "unsupported" and hint in e.value.reason
+
+
 def test_torch_int8_tflite_is_the_int8_io_model_and_says_so():
     p = C.plan("torch", "tflite", "int8")
     assert p.mode == C.plan("torch", "tflite", "int8-io").mode
@@ -96,7 +121,7 @@ def test_quantize_modes_of_an_unknown_format_is_unknown_option():
                                       (("keras", "onnx", "fp16"), "fp16"),
                                       (("torch", "tfjs", "none"), "PyTorch"),
                                       (("tflite", "tflite", "int8"), "already converted"),
-                                      (("onnx", "tflite", "none"), "ONNX")])
+                                      (("onnx", "tfjs-layers", "none"), "tf.keras")])
 def test_impossible_combinations_are_unsupported_with_a_reason(args, why):
     with pytest.raises(StageFailed) as e:
         C.plan(*args)
@@ -117,6 +142,6 @@ def test_calibration_subset_is_capped_spread_and_float32():
 def test_convert_package_imports_no_framework():
     code = ("import sys, deploytool.convert, deploytool.runtimes.litert, deploytool.runtimes.onnxrt; "
             "print(sorted(m for m in ('tensorflow', 'torch', 'onnxruntime', 'onnx', 'keras', 'tf2onnx', "
-            "'tensorflowjs', 'litert_torch', 'ai_edge_litert') if m in sys.modules))")
+            "'tensorflowjs', 'litert_torch', 'ai_edge_litert', 'onnx2tf') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,0 +1,34 @@
+"""ONNX -> TF.js graph model: onnx2tf writes a SavedModel, which
+`tensorflowjs_converter` (the `tfjs` module, with its modes and flags)
+turns into model.json and weight shards. The input keeps the ONNX model's
+layout. Never runs the model it made.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.convert import _onnx2tf, tfjs
+
+CONVERTER = _onnx2tf.CONVERTER
+DIST = _onnx2tf.DIST
+
+MODES = tfjs.MODES
+UNSUPPORTED = tfjs.UNSUPPORTED
+
+
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
+        options = _onnx2tf.run(source, Path(tmp))
+        saved = replace(source, path=Path(tmp), format="saved_model")
+        art = tfjs.convert(saved, quantize, out_dir, calibration)
+    return replace(art, converter=f"{CONVERTER} + {art.converter}",
+                   converter_version=f"{metadata.version(DIST)} + {art.converter_version}",
+                   source_sha256=source.sha256, options={**art.options, "saved_model_by": {"converter": CONVERTER,
+                                                                                           **options}})
