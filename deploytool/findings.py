@@ -19,6 +19,7 @@ from deploytool.workspace import stable_hash
 
 # The project that owns a converter or runtime, by the name deploytool records for it.
 CONVERTER_OWNERS = (
+    ("onnx2tf", "PINTO0309/onnx2tf"),  # first: a route through ONNX names the exporter too ("torch.onnx + onnx2tf")
     ("tflite_torch", "google-ai-edge/litert-torch"), ("litert-torch", "google-ai-edge/litert-torch"),
     ("litert_torch", "google-ai-edge/litert-torch"), ("tensorflowjs", "tensorflow/tfjs"), ("tfjs", "tensorflow/tfjs"),
     ("tf2onnx", "onnx/tensorflow-onnx"), ("torch.onnx", "pytorch/pytorch"), ("torch", "pytorch/pytorch"),
@@ -105,7 +106,7 @@ class Signature:
 
 def converter_of(result: Result) -> str:
     if result.artifact is not None and result.artifact.converter:
-        return result.artifact.converter.split(" ")[0]
+        return normalise(result.artifact.converter, 80)  # the converter(s), without versions
     route = result.plan.get("converter") or result.plan.get("route") or result.plan.get("steps")
     if isinstance(route, (list, tuple)):
         route = "+".join(map(str, route))

@@ -85,3 +85,11 @@ def test_issue_md_is_addressed_to_the_owner_with_its_template_fields(tmp_path):
     for field in ("# ", "## What happens", "## System information", "- OS:", "tfjs-tflite: 0.0.1-alpha.10",
                   "Install method: npm", "## Standalone reproduction", "FULLY_CONNECTED"):
         assert field in text, field
+
+
+def test_a_route_through_onnx_is_blamed_on_onnx2tf_not_the_exporter():
+    art = factory.artifact(converter="torch.onnx + onnx2tf", converter_version="1.29.24")
+    r = factory.result("r", "k", combo=Combo("torch", "tflite-onnx2tf", "int8", "host"), artifact=art,
+                       comparison=factory.comparison(agreement=0.5, verdict="fail"))
+    ((_, sig),) = findings.failing_signatures([r])
+    assert sig.converter == "torch.onnx + onnx2tf" and findings.owner_of(sig) == "PINTO0309/onnx2tf"
