@@ -106,7 +106,7 @@ class Signature:
 
 def converter_of(result: Result) -> str:
     if result.artifact is not None and result.artifact.converter:
-        return normalise(result.artifact.converter, 80)  # the converter(s), without versions
+        return re.sub(r"\s+v?\d+(?:\.\d+)+\S*", "", result.artifact.converter)[:80]  # the converter(s), no versions
     route = result.plan.get("converter") or result.plan.get("route") or result.plan.get("steps")
     if isinstance(route, (list, tuple)):
         route = "+".join(map(str, route))
