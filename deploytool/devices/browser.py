@@ -184,7 +184,7 @@ class Chromium:
         """Start the VmHWM of our processes of this type (renderer, gpu-process) afresh, so a peak
         read later is that of what ran since; False if the kernel refused for any of them."""
         ok = True
-        for pid in self._pids_of(process_type):
+        for pid in self.live_process_ids(process_type):
             try:
                 Path(f"/proc/{pid}/clear_refs").write_text("5")  # 5: reset the peak RSS (Linux >= 4.0)
             except OSError:
@@ -268,7 +268,7 @@ class Chromium:
         facts["headless"] = True
         return facts
 
-    def _pids_of(self, process_type: str) -> list[int]:
+    def live_process_ids(self, process_type: str) -> list[int]:
         """Our live processes of one type (renderer, gpu-process)."""
         import psutil
 
@@ -282,18 +282,19 @@ class Chromium:
                 continue
         return out
 
-    def _peak_rss_of(self, process_type: str) -> int | None:
+    def _peak_rss_of(self, process_type: str, exclude: "set[int] | frozenset[int]" = frozenset()) -> int | None:
         peak = None
-        for pid in self._pids_of(process_type):
+        for pid in set(self.live_process_ids(process_type)) - set(exclude):
             kib = _status_kib(pid, "VmHWM")
             if kib is not None:
                 peak = max(peak or 0, kib * 1024)
         return peak
 
-    def renderer_peak_rss_bytes(self) -> int | None:
+    def renderer_peak_rss_bytes(self, exclude: "set[int] | frozenset[int]" = frozenset()) -> int | None:
         """Largest VmHWM among renderer processes (the page's renderer is the
-        biggest; a spare renderer may also exist). None if none is alive."""
-        return self._peak_rss_of("renderer")
+        biggest; a spare renderer may also exist), leaving out `exclude` (the
+        renderers of earlier contexts, still exiting). None if none is alive."""
+        return self._peak_rss_of("renderer", exclude)
 
     def gpu_process_peak_rss_bytes(self) -> int | None:
         """VmHWM of the GPU process, where WebGL runs (SwiftShader here)."""

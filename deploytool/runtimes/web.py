@@ -145,6 +145,7 @@ class WebRuntime(Runtime):
         self._page: Any = None
         self._row = secrets.token_hex(6)  # this row's URL prefix in the shared server
         self._mounted: list[str] = []
+        self._earlier_renderers: set[int] = set()  # a fresh context gets renderers of its own
         self._root: Path | None = None
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
@@ -181,6 +182,7 @@ class WebRuntime(Runtime):
             # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
             # renderer starts fresh anyway).
             self._browser.reset_peak_rss("gpu-process")
+            self._earlier_renderers = set(self._browser.live_process_ids("renderer"))
             self._context = self._browser.new_context()
             self._page = self._context.new_page()
             self._watch(self._page)
@@ -317,7 +319,7 @@ class WebRuntime(Runtime):
 
     def _memory(self, res: dict[str, Any]) -> dict[str, float]:
         mem: dict[str, float] = {}
-        rss = self._browser.renderer_peak_rss_bytes()
+        rss = self._browser.renderer_peak_rss_bytes(exclude=self._earlier_renderers)
         if rss is not None:
             mem["renderer_peak_rss_bytes"] = float(rss)
         if self._facts.get("backend") == "webgl":
