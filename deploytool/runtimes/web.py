@@ -442,7 +442,8 @@ class WebRuntime(Runtime):
         try:
             if browser is not None:
                 self.last_process_ids = browser.process_ids
-                if keep_browser and not self._own_session and browser.connected and context is not None:
+                shared = not self._own_session and browser.connected and not self._crashed
+                if keep_browser and shared and context is not None:
                     try:
                         context.close()
                     except Exception:  # a context that will not close: the browser goes instead
