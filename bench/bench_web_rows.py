@@ -60,12 +60,15 @@ def transfer_share(row: dict) -> float | None:
 def summary(name: str, run: dict) -> dict:
     rows = [r for r in run["rows"] if r["runtime_s"]]
     per_row = sum(r["runtime_s"] for r in rows) / len(rows)
+    # what a row costs beyond the inference in the page: launch, page, library, model load, transfer, close
+    overhead = sum(r["runtime_s"] - float(r["timings_ms"].get("inference", 0.0)) / 1e3 for r in rows) / len(rows)
     wasm = [s for r in rows if r["format"] == "tfjs" and r["backend"] == "wasm" and r["status"] == "measured"
             for s in [transfer_share(r)] if s is not None]
-    print(f"  {name:<7} {len(rows)} rows, {per_row:.2f} s per web row (in runtimes {run['seconds_in_runtimes']:.1f} s, "
+    print(f"  {name:<7} {len(rows)} rows, {per_row:.2f} s per web row, {overhead:.2f} s of it outside inference "
+          f"(in runtimes {run['seconds_in_runtimes']:.1f} s, "
           f"run {run['seconds_total']:.1f} s); tfjs wasm transfer share "
           + (", ".join(f"{100 * s:.1f} %" for s in wasm) or "-"), flush=True)
-    return {"rows": len(rows), "seconds_per_row": per_row, "tfjs_wasm_transfer_share": wasm, "run": run}
+    return {"rows": len(rows), "seconds_per_row": per_row, "overhead_s_per_row": overhead, "tfjs_wasm_transfer_share": wasm, "run": run}
 
 
 def main() -> int:
@@ -87,12 +90,17 @@ def main() -> int:
             results["after"].append(summary("after", run_tree(ROOT, ws)))
     before = min(r["seconds_per_row"] for r in results["before"])
     after = min(r["seconds_per_row"] for r in results["after"])
+    overhead_before = min(r["overhead_s_per_row"] for r in results["before"])
+    overhead_after = min(r["overhead_s_per_row"] for r in results["after"])
     shares = [s for r in results["after"] for s in r["tfjs_wasm_transfer_share"]]
     worst = max(shares) if shares else float("nan")
     print(f"seconds per web row: before {before:.2f} s, after {after:.2f} s, ratio {before / after:.2f}x; "
-          f"tfjs wasm transfer share after: max {100 * worst:.1f} % (target < {100 * TRANSFER_TARGET_SHARE:g} %)")
+          f"outside inference: before {overhead_before:.2f} s, after {overhead_after:.2f} s, "
+          f"ratio {overhead_before / overhead_after:.2f}x; tfjs wasm transfer share after: max {100 * worst:.1f} % (target < {100 * TRANSFER_TARGET_SHARE:g} %)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"before_s_per_row": before, "after_s_per_row": after, "ratio": before / after,
+                                    "before_overhead_s_per_row": overhead_before,
+                                    "after_overhead_s_per_row": overhead_after,
                                     "tfjs_wasm_transfer_share_max": worst, "rounds": results}, indent=2))
     print(f"wrote {args.out}")
     return 0
