@@ -38,7 +38,8 @@ class BrowserLaunches:
                     cmd = p.cmdline()
                 except psutil.Error:
                     continue
-                if _is_chromium(cmd) and not any(a.startswith("--type=") for a in cmd) \
+                # a browser: not a helper (--type=...), not `chromium --version` (the preflight asks it)
+                if _is_chromium(cmd) and "--headless" in cmd and not any(a.startswith("--type=") for a in cmd) \
                         and not _is_chromium(_cmdline_of_parent(p)):  # a helper forks before it execs
                     self.seen.add(p.pid)
             time.sleep(0.02)
