@@ -9,9 +9,10 @@ into another's state.
 from __future__ import annotations
 
 import hashlib
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -50,6 +51,8 @@ class RunContext:
     tolerances: dict[str, dict[str, tuple[float, float]]]  # "none" / "quantized" -> metric -> (pass, fail)
     progress: bool = False
     sources: dict[str, Source] = field(default_factory=dict)
+    # target name -> runtime options its open session adds (None: no session is open)
+    _session_options: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, req: MigrateRequest, ws: Workspace, *, targets: list[str], run: bool = True,
@@ -119,9 +122,33 @@ class RunContext:
     def position(self, combo: Combo) -> Position:
         return Position(device=combo.device, backend=combo.backend)
 
+    @contextmanager
+    def sessions(self) -> Iterator[None]:
+        """Each target's session (what its rows share: one browser for the web rows) open around a run's
+        rows. Re-entrant: inside an open one (localize within migrate) the open sessions are used."""
+        if self._session_options is not None:
+            yield
+            return
+        with ExitStack() as stack:
+            opened = {}
+            for name in self.preflight:
+                t = get_target(name)
+                opened[name] = dict(stack.enter_context(t.session(self.target_options[name], self.preflight[name])))
+            self._session_options = opened
+            try:
+                yield
+            finally:
+                self._session_options = None
+
+    def target_runtime_options(self, target: str, position: Position) -> dict[str, Any]:
+        """A target's runtime options at one position, with what its open session shares."""
+        t = get_target(target)
+        options = self.target_options.get(target) or t.options()
+        shared = (self._session_options or {}).get(target, {})
+        return {**t.runtime_options(options, self.req.settings, position), **shared}
+
     def runtime_options(self, combo: Combo) -> dict[str, Any]:
-        t = get_target(combo.target)
-        return t.runtime_options(self.target_options[combo.target], self.req.settings, self.position(combo))
+        return self.target_runtime_options(combo.target, self.position(combo))
 
     def combo_key(self, combo: Combo, host_id: str) -> str:
         """Everything the row's numbers depend on: source model and data by content, calibration set,

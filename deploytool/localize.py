@@ -152,8 +152,7 @@ def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray)
     from deploytool.runtimes import make_runtime
 
     t = get_target(target)
-    options = ctx.target_options.get(target) or t.options()
-    opts = t.single_run_options(t.runtime_options(options, ctx.req.settings, ctx.position(combo)))
+    opts = t.single_run_options(ctx.target_runtime_options(target, ctx.position(combo)))
     runtime = combo.runtime if target == combo.target else ""
     with make_runtime(target, art.format, runtime, **opts) as rt:
         rt.load(art)
@@ -276,19 +275,20 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
     if ctx.user_artifact is not None:
         log("localization cuts a zoo model along its layer plan; a model file has none: skipped")
         return done
-    for r in results:
-        if not r.failing or (only and only not in r.combo.label):
-            continue
-        log(f"localizing {r.combo.label} ...")
-        loc = localize(ctx, r, converter)
-        if not r.bundle:
-            bundle_row(ctx, r, run_id)
-            runs.save(store, ctx.ws, r)
-        if r.bundle:
-            attach_to_bundle(loc, Path(r.bundle))
-        loc.discard()
-        log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
-        done.append((r, loc))
+    with ctx.sessions():  # the cuts of web rows share one browser (the run's, inside migrate)
+        for r in results:
+            if not r.failing or (only and only not in r.combo.label):
+                continue
+            log(f"localizing {r.combo.label} ...")
+            loc = localize(ctx, r, converter)
+            if not r.bundle:
+                bundle_row(ctx, r, run_id)
+                runs.save(store, ctx.ws, r)
+            if r.bundle:
+                attach_to_bundle(loc, Path(r.bundle))
+            loc.discard()
+            log(f"{r.combo.label}: {loc.verdict}\n{loc.table()}")
+            done.append((r, loc))
     return done
 
 

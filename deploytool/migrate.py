@@ -158,24 +158,25 @@ class _Run:
         bar = tqdm(todo, desc="migrate", unit="combo", disable=not ctx.progress, dynamic_ncols=True)
         converter = IsolatedConverter(ctx.ws.root / "logs" / f"convert-{run_id}.log", ctx.req.timeout_s)
         try:
-            for combo in bar:
-                bar.set_postfix_str(combo.label, refresh=True)
-                from deploytool.bugreport import bundle_row
-                from deploytool.runner import run_combination
+            with ctx.sessions():  # what each target's rows share (one browser for the web rows)
+                for combo in bar:
+                    bar.set_postfix_str(combo.label, refresh=True)
+                    from deploytool.bugreport import bundle_row
+                    from deploytool.runner import run_combination
 
-                result = run_combination(ctx, converter, combo, run_id, keys[combo])
-                if result.failing:
-                    bundle_row(ctx, result, run_id)
-                t = time.perf_counter()
-                runs.save(store, ctx.ws, result)
-                result.times.store = time.perf_counter() - t
-                in_runtimes += result.times.runtime
-                converting += result.times.convert
-            if ctx.req.localize:
-                from deploytool.localize import localize_failures
+                    result = run_combination(ctx, converter, combo, run_id, keys[combo])
+                    if result.failing:
+                        bundle_row(ctx, result, run_id)
+                    t = time.perf_counter()
+                    runs.save(store, ctx.ws, result)
+                    result.times.store = time.perf_counter() - t
+                    in_runtimes += result.times.runtime
+                    converting += result.times.convert
+                if ctx.req.localize:
+                    from deploytool.localize import localize_failures
 
-                localize_failures(ctx, store, run_id, runs.stored_results(store, ctx.ws, run_id), converter,
-                                  log=self.log)
+                    localize_failures(ctx, store, run_id, runs.stored_results(store, ctx.ws, run_id), converter,
+                                      log=self.log)
         except (KeyboardInterrupt, DeploytoolError):
             self._interrupted(run_id)
             raise

@@ -1,8 +1,9 @@
 """`Chromium`: one headless Debian Chromium driven by Playwright, as a device
 the web runtime runs models on. It launches the system binary (never a
 Playwright browser download), keeps it off the network except 127.0.0.1,
+opens a fresh browser context (its own renderer, cache and storage) per use,
 describes itself (version, user agent, wasm SIMD/threads, cross-origin
-isolation), measures its renderer's peak RSS, and on close makes sure every
+isolation), measures its renderers' peak RSS, and on close makes sure every
 process it started is gone. It knows nothing about models or the harness page.
 """
 
@@ -169,6 +170,27 @@ class Chromium:
         self._refresh_pids()
         return page
 
+    def new_context(self) -> Any:
+        """A fresh Playwright browser context (nothing shared with earlier ones); close it when done."""
+        if self._browser is None:
+            raise RuntimeError("launch() the browser first")
+        return self._browser.new_context()
+
+    @property
+    def connected(self) -> bool:
+        return self._browser is not None and self._browser.is_connected()
+
+    def reset_peak_rss(self, process_type: str) -> bool:
+        """Start the VmHWM of our processes of this type (renderer, gpu-process) afresh, so a peak
+        read later is that of what ran since; False if the kernel refused for any of them."""
+        ok = True
+        for pid in self.live_process_ids(process_type):
+            try:
+                Path(f"/proc/{pid}/clear_refs").write_text("5")  # 5: reset the peak RSS (Linux >= 4.0)
+            except OSError:
+                ok = False
+        return ok
+
     def close(self) -> None:
         """Close the browser and make sure none of its processes outlive it."""
         import psutil
@@ -246,27 +268,33 @@ class Chromium:
         facts["headless"] = True
         return facts
 
-    def _peak_rss_of(self, process_type: str) -> int | None:
+    def live_process_ids(self, process_type: str) -> list[int]:
+        """Our live processes of one type (renderer, gpu-process)."""
         import psutil
 
         self._refresh_pids()
-        peak = None
+        out = []
         for pid, p in self._procs.items():
             try:
-                cmd = p.cmdline()
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and f"--type={process_type}" in p.cmdline():
+                    out.append(pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if f"--type={process_type}" not in cmd:
-                continue
+        return out
+
+    def _peak_rss_of(self, process_type: str, exclude: "set[int] | frozenset[int]" = frozenset()) -> int | None:
+        peak = None
+        for pid in set(self.live_process_ids(process_type)) - set(exclude):
             kib = _status_kib(pid, "VmHWM")
             if kib is not None:
                 peak = max(peak or 0, kib * 1024)
         return peak
 
-    def renderer_peak_rss_bytes(self) -> int | None:
+    def renderer_peak_rss_bytes(self, exclude: "set[int] | frozenset[int]" = frozenset()) -> int | None:
         """Largest VmHWM among renderer processes (the page's renderer is the
-        biggest; a spare renderer may also exist). None if none is alive."""
-        return self._peak_rss_of("renderer")
+        biggest; a spare renderer may also exist), leaving out `exclude` (the
+        renderers of earlier contexts, still exiting). None if none is alive."""
+        return self._peak_rss_of("renderer", exclude)
 
     def gpu_process_peak_rss_bytes(self) -> int | None:
         """VmHWM of the GPU process, where WebGL runs (SwiftShader here)."""

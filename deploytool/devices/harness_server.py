@@ -1,9 +1,10 @@
 """The local HTTP server the browser harness page talks to: it serves the page,
-the JS libraries' dist files and one run's model and data as raw bytes, with
+the JS libraries' dist files, each row's model (routes mounted and unmounted
+while it runs) and its inputs straight from memory (blobs), with
 explicit MIME types and the cross-origin isolation headers that let wasm run
 multi-threaded with fine timers, and it accepts the page's POST of binary
 results. It binds 127.0.0.1 on a free port and serves nothing outside the
-roots it was given: no directory listings, no `..`, no absolute paths, no
+roots it was given and the blobs put into it: no directory listings, no `..`, no absolute paths, no
 symlink that leads out of a root, no dotfiles. It answers only requests
 addressed to itself (Host 127.0.0.1:<port>; a POST also needs Origin
 http://127.0.0.1:<port>, which Chromium sends), so a page of another site that
@@ -65,6 +66,8 @@ ISOLATION_HEADERS = {
 }
 
 _RESULT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# A blob's URL path: plain segments only, so it can never look like a traversal.
+_BLOB_PATH = re.compile(r"^(/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}){1,4}$")
 
 
 @dataclass(frozen=True)
@@ -88,21 +91,11 @@ class HarnessServer:
 
     def __init__(self, routes: Mapping[str, Path], max_post_bytes: int = 1 << 30):
         self._routes: list[_Route] = []
-        for prefix, target in routes.items():
-            if not prefix.startswith("/"):
-                raise ValueError(f"route {prefix!r} must start with '/'")
-            real = Path(os.path.realpath(target))
-            is_dir = prefix.endswith("/")
-            if is_dir and not real.is_dir():
-                raise FileNotFoundError(f"route {prefix} -> {target}: not a directory")
-            if not is_dir and not real.is_file():
-                raise FileNotFoundError(f"route {prefix} -> {target}: not a file")
-            self._routes.append(_Route(prefix, real, is_dir))
-        # Longest prefix first, so /lib/tfjs-tflite/ wins over a shorter match.
-        self._routes.sort(key=lambda r: len(r.prefix), reverse=True)
+        self._lock = threading.Lock()
+        self.mount(routes)
         self.max_post_bytes = max_post_bytes
         self._results: dict[str, bytes] = {}
-        self._lock = threading.Lock()
+        self._blobs: dict[str, memoryview] = {}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         # Requests answered with 400/403/414 or another refusal: a browser
@@ -151,6 +144,46 @@ class HarnessServer:
     def origin(self) -> str:
         return f"http://{self.authority}"
 
+    # routes and blobs that come and go (one row's model, one row's inputs)
+    def mount(self, routes: Mapping[str, Path]) -> None:
+        """Add routes (a prefix ending in "/" -> a directory, an exact path -> a file); a prefix already
+        served is replaced."""
+        new = []
+        for prefix, target in routes.items():
+            if not prefix.startswith("/"):
+                raise ValueError(f"route {prefix!r} must start with '/'")
+            real = Path(os.path.realpath(target))
+            is_dir = prefix.endswith("/")
+            if is_dir and not real.is_dir():
+                raise FileNotFoundError(f"route {prefix} -> {target}: not a directory")
+            if not is_dir and not real.is_file():
+                raise FileNotFoundError(f"route {prefix} -> {target}: not a file")
+            new.append(_Route(prefix, real, is_dir))
+        with self._lock:
+            kept = [r for r in self._routes if r.prefix not in {n.prefix for n in new}]
+            # Longest prefix first, so /lib/tfjs-tflite/ wins over a shorter match.
+            self._routes = sorted(kept + new, key=lambda r: len(r.prefix), reverse=True)
+
+    def unmount(self, prefixes: "list[str] | tuple[str, ...]") -> None:
+        with self._lock:
+            self._routes = [r for r in self._routes if r.prefix not in set(prefixes)]
+
+    def put_blob(self, url_path: str, data: "bytes | bytearray | memoryview") -> None:
+        """Serve `data` at exactly `url_path` from memory (no copy: a C-contiguous array's buffer
+        works) until `drop_blob`; the caller must not change it meanwhile."""
+        if not _BLOB_PATH.match(url_path):
+            raise ValueError(f"blob path {url_path!r} must be plain /segments")
+        with self._lock:
+            self._blobs[url_path] = memoryview(data).cast("B")
+
+    def drop_blob(self, url_path: str) -> None:
+        with self._lock:
+            self._blobs.pop(url_path, None)
+
+    def _blob(self, url_path: str) -> memoryview | None:
+        with self._lock:
+            return self._blobs.get(urlsplit(url_path).path)
+
     # results posted by the page
     def _store_result(self, name: str, body: bytes) -> None:
         with self._lock:
@@ -180,7 +213,9 @@ class HarnessServer:
         # request that has them is probing.
         if any(s in ("..", ".") for s in segments):
             raise Refused(url_path)
-        for route in self._routes:
+        with self._lock:
+            routes = list(self._routes)
+        for route in routes:
             if not route.is_dir:
                 if path == route.prefix:
                     return route.target
@@ -302,6 +337,10 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
             if self.path.startswith(RESULTS_PREFIX):
                 self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED)
                 return
+            blob = server._blob(self.path)
+            if blob is not None:
+                self._send_blob(blob, with_body)
+                return
             try:
                 file = server.resolve(self.path)
             except Refused:
@@ -326,6 +365,16 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 if with_body and size:
                     self.connection.sendfile(fh)
+
+        def _send_blob(self, blob: memoryview, with_body: bool) -> None:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", DEFAULT_MIME)
+            self.send_header("Content-Length", str(blob.nbytes))
+            for k, v in ISOLATION_HEADERS.items():
+                self.send_header(k, v)
+            self.end_headers()
+            if with_body and blob.nbytes:
+                self.wfile.write(blob)  # straight from the array's memory: no file, no copy
 
         def do_GET(self) -> None:
             self._serve(with_body=True)

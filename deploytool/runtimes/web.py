@@ -2,22 +2,25 @@
 (TF.js graph models on the wasm, cpu or webgl backend; ONNX on onnxruntime-web;
 TFLite on tfjs-tflite) and return the same `Outputs` as every other runtime.
 
-One browser and one harness server per `load()`/`close()`. Tensors move as raw
-bytes over the loopback HTTP server (inputs written to the run's data dir and
-fetched by the page, outputs and latencies POSTed back); `page.evaluate`
-carries only small JSON. Full-int8 TFLite I/O is quantized and dequantized
-here with `tflite_io`, as on every other TFLite target. A fault in the page
-(an error, a crashed renderer, a model the browser cannot load, a run past
-`timeout_s`) closes the browser and becomes `StageFailed` with the browser's
-own message. This module must not compare outputs or touch the store.
+Each `load()`/`close()` is one fresh browser context in the browser of a
+`WebSession`: the run's shared one (option `session`, given by the web
+target while a run is open) or one of its own. Tensors move as raw bytes over
+the loopback HTTP server (inputs served from memory and fetched by the page,
+outputs and latencies POSTed back); `page.evaluate` carries only small JSON.
+Full-int8 TFLite I/O is quantized and dequantized here with `tflite_io`, as
+on every other TFLite target. A fault in the page (an error, a crashed
+renderer, a model the browser cannot load, a run past `timeout_s`) becomes
+`StageFailed` with the browser's own message and ends the row's context; a
+crash or a hang also discards the browser (the session relaunches one for
+the next row), and a runtime with a browser of its own closes it. This
+module must not compare outputs or touch the store.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
+import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +36,7 @@ from deploytool.runtimes.base import Outputs, Runtime
 ENV_HARNESS_DIR = "DEPLOYTOOL_WEB_HARNESS"
 BACKENDS = ("wasm", "cpu", "webgl")
 DEFAULT_THREADS = 1
-OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size")
+OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size", "session")
 
 # npm package -> file the harness needs from it (a missing one means `npm ci` did not run)
 _LIBRARY_FILES = {
@@ -91,6 +94,8 @@ class WebRuntime(Runtime):
     batch_size: batch for the whole-set run that gives outputs and throughput
       (default 64; 1 for models whose batch dimension is fixed).
     timeout_s: limit for loading and for running, each (default 600).
+    session: a `WebSession` whose browser and server this runtime shares
+      (a run's rows do); without one the runtime launches its own.
 
     Memory figures, each named for what it measured: renderer_peak_rss_bytes
     (VmHWM of the Chromium renderer), js_heap_used_bytes (performance.memory:
@@ -127,10 +132,20 @@ class WebRuntime(Runtime):
                 or (self.latency_samples is not None and self.latency_samples < 1):
             raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
                                 "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
+        from deploytool.runtimes.web_session import WebSession
+
+        session = options.get("session")
+        if session is not None and not isinstance(session, WebSession):
+            raise UnknownOption("web runtime option session must be a WebSession")
+        self._session: WebSession | None = session
+        self._own_session = session is None
         self._browser: Any = None
         self._server: Any = None
+        self._context: Any = None
         self._page: Any = None
-        self._data_dir: Path | None = None
+        self._row = secrets.token_hex(6)  # this row's URL prefix in the shared server
+        self._mounted: list[str] = []
+        self._earlier_renderers: set[int] = set()  # a fresh context gets renderers of its own
         self._root: Path | None = None
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
@@ -144,29 +159,32 @@ class WebRuntime(Runtime):
 
     # ---- load
     def _load(self, artifact: Artifact) -> None:
-        from deploytool.devices.browser import Chromium, find_chromium
+        from deploytool.devices.browser import find_chromium
+        from deploytool.runtimes.web_session import WebSession
 
         t_start = time.perf_counter()
         if artifact.format != "tfjs_graph" and self.backend != "wasm":
             raise StageFailed("unsupported", f"backend={self.backend} applies to TF.js models only; "
                                              f"{artifact.format} models run on wasm in the browser")
-        self._root = check_harness()
-        executable = find_chromium()
+        if self._own_session:
+            self._session = WebSession(find_chromium(), check_harness())
         model_route, model_url = self._model_route(artifact)
         if artifact.format == "tflite":
             self._io = self._tflite_io(artifact)
-        with self._faults_close_the_browser():
-            from deploytool.devices.harness_server import HarnessServer, library_routes
-
-            self._data_dir = Path(tempfile.mkdtemp(prefix="deploytool-web-"))
-            routes = library_routes(self._root)
-            routes.update(model_route)
-            routes["/data/"] = self._data_dir
-            self._server = HarnessServer(routes).start()
-            self._browser = Chromium(executable).launch()
-            self._timings_ms["browser_launch"] = self._browser.launch_ms
+        with self._faults_end_the_row():
+            self._server = self._session.server()
+            self._root = self._session.harness_root
+            self._server.mount(model_route)
+            self._mounted = list(model_route)
+            self._browser = self._session.browser()
+            self._timings_ms["browser_launch"] = self._session.take_launch_ms()
             t0 = time.perf_counter()
-            self._page = self._browser.new_page()
+            # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
+            # renderer starts fresh anyway).
+            self._browser.reset_peak_rss("gpu-process")
+            self._earlier_renderers = set(self._browser.live_process_ids("renderer"))
+            self._context = self._browser.new_context()
+            self._page = self._context.new_page()
             self._watch(self._page)
             self._page.goto(f"{self._server.origin}/index.html", wait_until="load",
                             timeout=self.timeout_s * 1e3)
@@ -182,12 +200,16 @@ class WebRuntime(Runtime):
         self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
 
     @contextmanager
-    def _faults_close_the_browser(self) -> Iterator[None]:
-        """Any fault closes the browser; a browser's own error becomes this combination's result."""
+    def _faults_end_the_row(self) -> Iterator[None]:
+        """Any fault ends this row's context; a browser's own error becomes this combination's result.
+        Only an error the page itself reported leaves the browser to the next row: after a crash, a
+        hang or anything else it is discarded (or closed, when it is this runtime's own)."""
         try:
             yield
         except BaseException as e:
-            self._teardown()
+            healthy = (isinstance(e, StageFailed) and e.status != "timeout" and not self._crashed
+                       and self._browser is not None and self._browser.connected)
+            self._teardown(keep_browser=healthy)
             if isinstance(e, StageFailed):
                 raise
             if _is_playwright_error(e):
@@ -195,25 +217,27 @@ class WebRuntime(Runtime):
             raise
 
     def _model_route(self, artifact: Artifact) -> tuple[dict[str, Path], str]:
+        """The routes that serve this row's model, under a prefix of its own in the shared server."""
+        prefix = f"/model/{self._row}/"
         path = Path(artifact.path)
         if artifact.format == "tfjs_graph":
             folder = path.parent if path.is_file() else path
             if not (folder / "model.json").is_file():
                 raise StageFailed("load_failed", f"no model.json in {folder}: not a TF.js graph model")
-            return {"/model/": folder}, "/model/model.json"
+            return {f"{prefix}": folder}, f"{prefix}model.json"
         if not path.is_file():
             raise StageFailed("load_failed", f"model file {path} does not exist")
         name = "model." + ("onnx" if artifact.format == "onnx" else "tflite")
-        routes = {f"/model/{name}": path}
+        routes = {f"{prefix}{name}": path}
         self._external_data = []
         if artifact.format == "onnx":
             for location in _onnx_external_data(path):
                 # Served under its own relative name: the page tells
                 # onnxruntime-web where each external file is.
-                url = "/model/" + quote(location)
+                url = prefix + quote(location)
                 routes[unquote(url)] = path.parent / location
                 self._external_data.append({"path": location, "data": url})
-        return routes, f"/model/{name}"
+        return routes, f"{prefix}{name}"
 
     def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
         from deploytool.runtimes.tflite_io import read_io
@@ -237,17 +261,21 @@ class WebRuntime(Runtime):
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
-        with self._faults_close_the_browser():
+        inputs_url = f"/data/{self._row}/inputs.bin"
+        with self._faults_end_the_row():
             t0 = time.perf_counter()
-            data = self._io[0][0].quantize(inputs) if self._io else inputs
-            np.ascontiguousarray(data).tofile(self._data_dir / "inputs.bin")
+            data = np.ascontiguousarray(self._io[0][0].quantize(inputs) if self._io else inputs)
+            self._server.put_blob(inputs_url, data)  # served from this array's memory: no file
             write_ms = (time.perf_counter() - t0) * 1e3
             self._server.clear_results()
-            cfg = {"inputsUrl": "/data/inputs.bin", "n": n, "inputDtype": self._input_dtype(),
+            cfg = {"inputsUrl": inputs_url, "n": n, "inputDtype": self._input_dtype(),
                    "warmupRuns": self.warmup_runs, "latencySamples": self.latency_samples,
                    "batchSize": self.batch_size}
             t_run = time.perf_counter()
-            res = self._job("run", cfg)
+            try:
+                res = self._job("run", cfg)
+            finally:
+                self._server.drop_blob(inputs_url)
             run_ms = (time.perf_counter() - t_run) * 1e3
             t1 = time.perf_counter()
             outputs, latency = self._collect(res, n)
@@ -291,7 +319,7 @@ class WebRuntime(Runtime):
 
     def _memory(self, res: dict[str, Any]) -> dict[str, float]:
         mem: dict[str, float] = {}
-        rss = self._browser.renderer_peak_rss_bytes()
+        rss = self._browser.renderer_peak_rss_bytes(exclude=self._earlier_renderers)
         if rss is not None:
             mem["renderer_peak_rss_bytes"] = float(rss)
         if self._facts.get("backend") == "webgl":
@@ -408,19 +436,28 @@ class WebRuntime(Runtime):
         return "runtime_failed", f"browser: {msg}"
 
     # ---- close
-    def _teardown(self) -> None:
-        browser, server, data_dir = self._browser, self._server, self._data_dir
-        self._browser = self._server = self._page = None
-        self._data_dir = None
+    def _teardown(self, keep_browser: bool = True) -> None:
+        """End this row: its context, its routes; the browser too unless it is shared and healthy."""
+        browser, server, context, session = self._browser, self._server, self._context, self._session
+        self._browser = self._server = self._page = self._context = None
         try:
             if browser is not None:
                 self.last_process_ids = browser.process_ids
-                browser.close()
+                shared = not self._own_session and browser.connected and not self._crashed
+                if keep_browser and shared and context is not None:
+                    try:
+                        context.close()
+                    except Exception:  # a context that will not close: the browser goes instead
+                        session.discard_browser()
+                elif session is not None:
+                    session.discard_browser()
         finally:
             if server is not None:
-                server.stop()
-            if data_dir is not None:
-                shutil.rmtree(data_dir, ignore_errors=True)
+                server.unmount(self._mounted)
+            self._mounted = []
+            if self._own_session and session is not None:
+                session.close()
+                self._session = None
 
     def _close(self) -> None:
         self._teardown()

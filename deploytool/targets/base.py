@@ -2,17 +2,19 @@
 host runtimes, headless Chromium, an Android phone, ...). Everything that
 differs between targets lives in the target's own module and is asked through
 this protocol: which artifact formats it runs (and with which runtime), its
-matrix axes, its preflight, its typed options and CLI flags, its label and how
-a failing row is reproduced. Nothing outside `targets/`, `runtimes/` and
+matrix axes, its preflight, its typed options and CLI flags, what its rows
+share while a run is open (its session: one browser for all web rows), its
+label and how a failing row is reproduced. Nothing outside `targets/`, `runtimes/` and
 `devices/` compares a target's name.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
 from deploytool.errors import UnknownOption
 
@@ -101,6 +103,14 @@ class Target:
         """Find what the target needs (browser, devices) before anything runs; a missing part is one line,
         exit 2. `run=False`: a stored run is being reported, nothing will run."""
         return Preflight()
+
+    # -- the run ------------------------------------------------------------------
+    def session(self, options: TargetOptions, preflight: Preflight) -> ContextManager[dict[str, Any]]:
+        """What this target's rows share while a run is open (a browser, a device connection): a context
+        manager opened around a run's rows, yielding runtime options every row then gets on top of
+        `runtime_options`. Nothing may start before a row needs it, so a run with nothing to do starts
+        nothing. The base shares nothing."""
+        return contextlib.nullcontext({})
 
     # -- one combination ---------------------------------------------------------
     def runtime_options(self, options: TargetOptions, settings: RunSettings, position: Position) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """The web target: TF.js and ONNX Runtime Web in headless Chromium. Its axis is
 the TF.js backend (wasm, cpu, webgl) for TF.js graphs; ONNX and TFLite models
-run on wasm. Rows are identified by the Chromium build they ran in."""
+run on wasm. Rows are identified by the Chromium build they ran in. A run's
+rows share one Chromium (its session), each in a fresh browser context."""
 
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
@@ -49,6 +51,13 @@ class WebTarget(Target):
         find_chromium()  # before anything runs: a missing browser is one line, not a column of failures
         check_harness()
         return Preflight(identity={"browser": chromium_build()})
+
+    @contextmanager
+    def session(self, options: Any, preflight: Preflight) -> Iterator[dict[str, Any]]:
+        from deploytool.runtimes.web_session import WebSession
+
+        with WebSession() as shared:  # launches Chromium when the first row asks for it
+            yield {"session": shared}
 
     def runtime_options(self, options: Any, settings: RunSettings, position: Position) -> dict[str, Any]:
         return {**super().runtime_options(options, settings, position), "backend": position.backend}

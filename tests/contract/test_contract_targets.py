@@ -107,3 +107,25 @@ def test_a_target_without_a_runtime_is_caught():
         assert target_problems("contract-orphan") == ["the contract-orphan target has no runtime in runtimes.REGISTRY"]
     finally:
         targets.unregister("contract-orphan")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_session_starts_nothing_and_its_options_are_runtime_options(name):
+    """What a run's rows share (Target.session) is opened around every run, also runs with nothing left
+    to do: it must start nothing by itself, and what it adds must be options the target's runtimes take."""
+    import psutil
+
+    from deploytool.targets import RunSettings
+
+    t = targets.get_target(name)
+    options = t.options()
+    me = psutil.Process()
+    before = set(me.children(recursive=True))
+    with t.session(options, preflight(t, options)) as shared:
+        assert isinstance(shared, dict)
+        assert set(me.children(recursive=True)) == before, "a session started a process before any row asked"
+        for fmt in t.formats():
+            position = t.positions(options, preflight(t, options), fmt)[0]
+            for runtime in runtimes.runtimes_for(name, fmt):
+                cls = runtimes.runtime_class(name, fmt, runtime)
+                cls(**{**t.runtime_options(options, RunSettings(), position), **shared}).close()

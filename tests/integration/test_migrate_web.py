@@ -14,9 +14,23 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def web_run(lenet5_workspace):
     from deploytool.migrate import MigrateRequest, migrate
 
+    from browser_launches import BrowserLaunches
+
     ws, *_ = lenet5_workspace
     req = MigrateRequest(model="lenet5", targets=("web",), latency_samples=200, run_id="web-all")
-    return migrate(req, ws.root, progress=False, log=lambda s: None)
+    with BrowserLaunches() as launches:
+        outcome = migrate(req, ws.root, progress=False, log=lambda s: None)
+    outcome.browser_launches = launches.count
+    return outcome
+
+
+def test_one_chromium_serves_every_row_of_the_run(web_run):
+    """Issue 10: one browser per run, a fresh context per row (no row here crashes its page)."""
+    ran = [r for r in web_run.results if r.environment.get("timings_ms")]
+    assert len(ran) >= 5
+    assert web_run.browser_launches == 1
+    paid = [r.combo.label for r in ran if r.environment["timings_ms"]["browser_launch"] > 0]
+    assert len(paid) == 1, paid  # the first row that ran launched it; the others found it running
 
 
 def test_every_format_runs_in_chromium(web_run):

@@ -230,3 +230,36 @@ def test_refusal_reaches_a_client_still_sending_its_request(server, capfd):
     assert server.take_result("outputs") is None
     assert _serves(server)
     assert capfd.readouterr().err == ""
+
+
+# 5. what comes and goes: a row's model routes and its inputs in memory --------
+
+def test_a_blob_is_served_from_memory_until_dropped(server):
+    import numpy as np
+
+    data = np.arange(1000, dtype=np.float32)
+    server.put_blob("/data/row1/inputs.bin", data)
+    status, body = _request(server, "GET", "/data/row1/inputs.bin")
+    assert status == 200 and body == data.tobytes()
+    assert _request(server, "HEAD", "/data/row1/inputs.bin")[0] == 200
+    server.drop_blob("/data/row1/inputs.bin")
+    assert _request(server, "GET", "/data/row1/inputs.bin")[0] == 404
+    assert _serves(server)
+
+
+@pytest.mark.parametrize("path", ["/../etc/passwd", "relative", "/a/../b", "/.hidden", "/a//b", "/a/b/c/d/e"])
+def test_a_blob_path_that_could_look_like_traversal_is_refused(server, path):
+    with pytest.raises(ValueError):
+        server.put_blob(path, b"x")
+
+
+def test_routes_mount_and_unmount(server, tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "model.json").write_text("{}")
+    server.mount({"/model/abc/": model})
+    assert _request(server, "GET", "/model/abc/model.json") == (200, b"{}")
+    assert _request(server, "GET", "/model/abc/../m/model.json")[0] == 403
+    server.unmount(["/model/abc/"])
+    assert _request(server, "GET", "/model/abc/model.json")[0] == 404
+    assert _serves(server)

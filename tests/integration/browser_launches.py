@@ -1,0 +1,57 @@
+"""`BrowserLaunches`: counts the Chromium browsers this test process starts, from
+the real processes (not from deploytool's own bookkeeping)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+
+
+def _is_chromium(cmd: list[str]) -> bool:
+    return bool(cmd) and "chromium" in cmd[0]
+
+
+def _cmdline_of_parent(p: psutil.Process) -> list[str]:
+    try:
+        parent = p.parent()
+        return parent.cmdline() if parent else []
+    except psutil.Error:
+        return []
+
+
+class BrowserLaunches:
+    """Counts Chromium browser processes (not renderers or helpers) started by this process, by
+    watching its children: a browser lives for seconds, far longer than one poll."""
+
+    def __init__(self):
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            for p in me.children(recursive=True):
+                try:
+                    cmd = p.cmdline()
+                except psutil.Error:
+                    continue
+                # a browser: not a helper (--type=...), not `chromium --version` (the preflight asks it)
+                if _is_chromium(cmd) and "--headless" in cmd and not any(a.startswith("--type=") for a in cmd) \
+                        and not _is_chromium(_cmdline_of_parent(p)):  # a helper forks before it execs
+                    self.seen.add(p.pid)
+            time.sleep(0.02)
+
+    def __enter__(self) -> "BrowserLaunches":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def count(self) -> int:
+        return len(self.seen)

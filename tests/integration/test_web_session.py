@@ -1,0 +1,129 @@
+"""Issue 10, item 4: one Chromium per run. Rows that share a `WebSession` run
+in one browser, each in a fresh context whose renderer is its own (memory
+figures stay per row); a crashed page is that row's failure, the browser is
+relaunched for the next row, and nothing outlives the session. Launches are
+counted from the real processes, not from the session's bookkeeping."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import web_models
+from browser_launches import BrowserLaunches
+from deploytool.errors import StageFailed
+from deploytool.runtimes.web import WebRuntime
+from deploytool.runtimes.web_session import WebSession
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return web_models.build(tmp_path_factory.mktemp("web_models"))
+
+
+def _row(session, artifact, inputs, **options):
+    rt = WebRuntime(session=session, warmup_runs=2, timeout_s=120, **options)
+    try:
+        rt.load(artifact)
+        return rt.run(inputs)
+    finally:
+        rt.close()
+
+
+def _alive(pids: set[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _kill_renderers(session) -> int:
+    killed = 0
+    for pid in session.browser().process_ids:
+        try:
+            proc = psutil.Process(pid)
+            if "--type=renderer" in proc.cmdline():
+                proc.kill()
+                killed += 1
+        except psutil.NoSuchProcess:
+            pass
+    return killed
+
+
+def test_rows_of_a_session_share_one_browser_each_in_its_own_renderer(models):
+    with BrowserLaunches() as launches, WebSession() as session:
+        outs = [_row(session, art, models.inputs, **opts)
+                for art, opts in [(models.tfjs, {"backend": "wasm"}), (models.onnx, {}), (models.tflite, {}),
+                                  (models.tfjs, {"backend": "cpu"})]]
+        pids = set(session.process_ids)
+    assert launches.count == 1 and session.launches == 1
+    for out in outs:
+        assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
+        # each row reads its own renderer: the wasm heap of an earlier row must not leak into its figure
+        assert out.memory_bytes["renderer_peak_rss_bytes"] > 20e6
+    launch_ms = [o.environment["timings_ms"]["browser_launch"] for o in outs]
+    assert launch_ms[0] > 0 and launch_ms[1:] == [0.0, 0.0, 0.0], launch_ms  # only the first row paid for it
+    assert _alive(pids) == [], "Chromium processes outlived the session"
+
+
+def test_a_crashed_page_fails_its_row_only_and_the_browser_is_relaunched(models):
+    with BrowserLaunches() as launches, WebSession() as session:
+        first = _row(session, models.onnx, models.inputs)
+        rt = WebRuntime(session=session, warmup_runs=2, timeout_s=120)
+        rt.load(models.tflite)
+        crashed_browser = set(session.process_ids)
+        assert _kill_renderers(session)  # a real crash of this row's page
+        with pytest.raises(StageFailed) as err:
+            rt.run(models.inputs)
+        rt.close()
+        assert err.value.status == "runtime_failed" and "crash" in err.value.reason.lower()
+        assert _alive(crashed_browser) == [], "the crashed row's browser should be gone"
+        after = _row(session, models.tflite, models.inputs)  # the next row runs, in a new browser
+        pids = set(session.process_ids)
+    assert launches.count == 2 and session.launches == 2
+    for out in (first, after):
+        assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
+    assert after.environment["timings_ms"]["browser_launch"] > 0
+    assert _alive(pids) == []
+
+
+def test_a_model_the_page_refuses_keeps_the_browser_for_the_next_row(models, tmp_path):
+    broken = tmp_path / "tfjs"
+    shutil.copytree(models.tfjs.path, broken)
+    (broken / "model.json").write_text('{"format": "graph-model", "modelTopology": ')
+    with BrowserLaunches() as launches, WebSession() as session:
+        with pytest.raises(StageFailed) as err:
+            _row(session, dataclasses.replace(models.tfjs, path=broken), models.inputs)
+        assert err.value.status == "runtime_failed" and "JSON" in err.value.reason  # the page's own error
+        out = _row(session, models.onnx, models.inputs)
+    assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
+    assert launches.count == 1
+
+
+def test_inputs_are_served_from_memory_and_gone_after_the_row(models):
+    with WebSession() as session:
+        rt = WebRuntime(session=session, warmup_runs=0, timeout_s=120)
+        rt.load(models.onnx)
+        out = rt.run(models.inputs)
+        server = session.server()
+        assert server._blobs == {}, "a row's inputs must not stay in the server"
+        rt.close()
+        assert all(not r.prefix.startswith("/model/") for r in server._routes), "the row's model stays mounted"
+    assert out.environment["timings_ms"]["inputs_write"] < 50  # no file written
+
+
+def test_a_session_with_no_row_launches_nothing():
+    with BrowserLaunches() as launches, WebSession():
+        time.sleep(0.2)
+    assert launches.count == 0
