@@ -48,8 +48,9 @@ demo: setup
 lint: python
 	$(BIN)/ruff check deploytool tests
 
+# Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).
 test: setup lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 test-unit: python
 	$(BIN)/python -m pytest tests/unit

@@ -112,8 +112,13 @@ class ModelCache:
             for stale in self.root.glob(f"{name}-*"):  # the same entry under an older key
                 if re.fullmatch(re.escape(name) + r"-[0-9a-f]{20}", stale.name):
                     shutil.rmtree(stale, ignore_errors=True)
-            partial.rename(final)
-            self.built.append(final.name)
+            try:
+                partial.rename(final)
+                self.built.append(final.name)
+            except OSError:  # another test process (an xdist worker) made the same entry first: use theirs
+                shutil.rmtree(partial, ignore_errors=True)
+                if not meta.is_file():
+                    raise
         record = json.loads(meta.read_text())
         if "failed" in record:
             raise StageFailed(record["failed"]["status"], record["failed"]["reason"])

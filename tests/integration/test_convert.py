@@ -24,9 +24,9 @@ from deploytool.runtimes.onnxrt import OnnxRuntime
 from deploytool.runtimes.tflite_io import read_io
 
 try:
-    from .tiny_models import agreement, build_keras, build_torch, export_keras_saved_model, max_abs_diff
+    from .tiny_models import agreement, export_keras_saved_model, max_abs_diff
 except ImportError:
-    from tiny_models import agreement, build_keras, build_torch, export_keras_saved_model, max_abs_diff
+    from tiny_models import agreement, export_keras_saved_model, max_abs_diff
 
 pytestmark = pytest.mark.slow
 
@@ -39,27 +39,47 @@ TFJS_WEIGHT_DTYPE = {"none": None, "fp16": "float16", "uint8": "uint8", "uint16"
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    d = tmp_path_factory.mktemp("sources")
-    return {"keras": build_keras(d), "torch": build_torch(d)}
+def sources():
+    """The tiny Keras and PyTorch models of the contract tier's cache (.cache/test-models/): trained once for both
+    tiers, with the source model's own outputs on the test split as the reference."""
+    from deploytool.runtimes import make_runtime
+    from tests.contract.model_cache import N_TRAIN, ModelCache, digits_in
+
+    from .tiny_models import Source, digits
+
+    cache = ModelCache()
+    _, y = digits()
+    out = {}
+    for kind in ("keras", "torch"):
+        art = cache.source(kind)
+        x = digits_in(art.layout)
+        with make_runtime("pc", art.format, warmup_runs=0, latency_samples=1) as rt:
+            rt.load(art)
+            reference = rt.run(x[N_TRAIN:]).outputs
+        out[kind] = Source(art, x[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:], reference)
+    yield out
+    cache.close()
 
 
 @pytest.fixture(scope="module")
-def converted(sources, tmp_path_factory):
-    """(kind, fmt, quantize) -> (Artifact, conversion seconds), each converted once per module."""
-    root = tmp_path_factory.mktemp("converted")
-    cache: dict = {}
+def converted(sources):
+    """(kind, fmt, quantize) -> (Artifact, conversion seconds): the contract tier's cached conversion (the same
+    route on the same tiny model is converted once for both tiers; 0 s when it was already there)."""
+    from tests.contract.model_cache import ModelCache
+
+    cache = ModelCache()
+    memo: dict = {}
 
     def get(kind: str, fmt: str, quantize: str):
         key = (kind, fmt, quantize)
-        if key not in cache:
-            src = sources[kind]
+        if key not in memo:
             t0 = time.perf_counter()
-            art = C.convert(src.artifact, fmt, quantize, root / kind / fmt / quantize, src.x_train)
-            cache[key] = (art, time.perf_counter() - t0)
-        return cache[key]
+            art = cache.converted(kind, fmt, quantize)
+            memo[key] = (art, time.perf_counter() - t0)
+        return memo[key]
 
-    return get
+    yield get
+    cache.close()
 
 
 def run_host(art: Artifact, x: np.ndarray, **options) -> np.ndarray:
