@@ -45,7 +45,7 @@ def sources():
     from deploytool.runtimes import make_runtime
     from tests.contract.model_cache import N_TRAIN, ModelCache, digits_in
 
-    from .tiny_models import Source, digits
+    from tests.integration.tiny_models import Source, digits
 
     cache = ModelCache()
     _, y = digits()
@@ -97,7 +97,8 @@ def check_metadata(art: Artifact, src: Artifact, fmt: str, quantize: str, out_di
     assert art.source_sha256 == src.sha256
     assert art.options["mode"] == C.plan(src.format, fmt, quantize).mode
     assert Path(art.path).parent == out_dir
-    assert Artifact.load(out_dir / "artifact.json") == art
+    # the cached entry was moved after conversion: its artifact.json names the folder it was made in
+    assert replace(Artifact.load(out_dir / "artifact.json"), path=art.path) == art
 
 
 def check_tfjs(art: Artifact, quantize: str) -> None:
