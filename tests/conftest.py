@@ -25,3 +25,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 900, cwd: Path
     e = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True,
                           env=e, timeout=timeout, cwd=cwd or ROOT)
+
+
+def pytest_collection_modifyitems(items):
+    """Groups for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): a test file's tests share a worker, so
+    its module fixtures (a whole migrate run) are made once; tests that drive the one adb server (port 5037) and
+    its simulated phones share one group, one after another: another worker's phones would show up in
+    `adb devices` mid-test."""
+    for item in items:
+        group = "android" if item.get_closest_marker("android") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -31,7 +31,7 @@ def lenet5_workspace(tmp_path_factory):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         from filelock import FileLock
 
-        shared = tmp_path_factory.getbasetemp().parent / "lenet5-trained"
+        shared = tmp_path_factory.getbasetemp().parent / "lenet5-shared"
         with FileLock(str(shared) + ".lock"):
             if not (shared / "done").exists():
                 _train(Workspace.open(shared / "ws"))
@@ -41,9 +41,3 @@ def lenet5_workspace(tmp_path_factory):
     return ws, spec, ds, trained
 
 
-def pytest_collection_modifyitems(items):
-    """Tests that drive the one adb server (port 5037) and its simulated phones run on one xdist worker, one
-    after another: a second worker's phones would show up in `adb devices` mid-test."""
-    for item in items:
-        if item.get_closest_marker("android"):
-            item.add_marker(pytest.mark.xdist_group("android"))

@@ -105,7 +105,7 @@ def test_a_model_the_page_refuses_keeps_the_browser_for_the_next_row(models, tmp
     with BrowserLaunches() as launches, WebSession() as session:
         with pytest.raises(StageFailed) as err:
             _row(session, dataclasses.replace(models.tfjs, path=broken), models.inputs)
-        assert err.value.status == "runtime_failed" and "JSON" in err.value.reason  # the page's own error
+        assert err.value.status == "load_failed" and "JSON" in err.value.reason  # the page's own error: final
         out = _row(session, models.onnx, models.inputs)
     assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
     assert launches.count == 1
