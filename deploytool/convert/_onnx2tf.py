@@ -60,8 +60,12 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     """
     import onnx2tf
 
+    from deploytool.onnx_external import copy_with_external
+
     out_dir = Path(out_dir)
-    src = Path(source.path)  # read in place, so that external weight files beside it are found
+    # onnx2tf writes back into the model file it is given (shape inference, renamed outputs): give it a copy, with
+    # its external weight files, so the source — a user's file in the workspace, content-addressed — never changes.
+    src = copy_with_external(Path(source.path), out_dir / "onnx2tf-input")
     name = input_name(src)
     keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" else \
         "keep_nwc_or_nhwc_or_ndhwc_input_names"
