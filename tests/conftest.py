@@ -27,6 +27,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 900, cwd: Path
                           env=e, timeout=timeout, cwd=cwd or ROOT)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
     """Groups for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): a test file's tests share a worker, so
     its module fixtures (a whole migrate run) are made once; tests that drive the one adb server (port 5037) and

@@ -110,7 +110,7 @@ class ModelCache:
                 raise
             (partial / "entry.json").write_text(json.dumps(record, indent=1, sort_keys=True))
             for stale in self.root.glob(f"{name}-*"):  # the same entry under an older key
-                if re.fullmatch(re.escape(name) + r"-[0-9a-f]{20}", stale.name):
+                if stale != final and re.fullmatch(re.escape(name) + r"-[0-9a-f]{20}", stale.name):
                     shutil.rmtree(stale, ignore_errors=True)
             try:
                 partial.rename(final)
