@@ -55,3 +55,15 @@ def check_onnx(model) -> None:
     import onnx
 
     onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))
+
+
+def onnx_input_name(path: Path) -> str:
+    """The one graph input of an ONNX model that is not an initializer (onnx is imported here, not at start-up)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in initializers]
+    if len(names) != 1:
+        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input models")
+    return names[0]

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.convert._common import onnx_input_name
 
 CONVERTER = "onnx2tf"
 DIST = "onnx2tf"
@@ -32,17 +33,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 class Onnx2tfError(RuntimeError):
     """onnx2tf gave up (it called sys.exit): the message is the error it printed."""
-
-
-def input_name(path: Path) -> str:
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    initializers = {t.name for t in graph.initializer}
-    names = [i.name for i in graph.input if i.name not in initializers]
-    if len(names) != 1:
-        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input models")
-    return names[0]
 
 
 def _printed_error(text: str) -> str:
@@ -66,7 +56,7 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     # onnx2tf writes back into the model file it is given (shape inference, renamed outputs): give it a copy, with
     # its external weight files, so the source — a user's file in the workspace, content-addressed — never changes.
     src = copy_with_external(Path(source.path), out_dir / "onnx2tf-input")
-    name = input_name(src)
+    name = onnx_input_name(src)
     keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" else \
         "keep_nwc_or_nhwc_or_ndhwc_input_names"
     kwargs: dict = {keep: [name]}

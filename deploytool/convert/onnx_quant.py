@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, check_onnx, finish
+from deploytool.convert._common import Mode, calibration_subset, check_onnx, finish, onnx_input_name
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"
@@ -36,17 +36,6 @@ UNSUPPORTED = {
 }
 
 
-def _input_name(path: Path) -> str:
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    initializers = {t.name for t in graph.initializer}
-    names = [i.name for i in graph.input if i.name not in initializers]
-    if len(names) != 1:
-        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input models")
-    return names[0]
-
-
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_dynamic, quantize_static)
@@ -62,7 +51,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
             options.update(weight_type="QInt8", per_channel=False)
         elif quantize == "int8":
             samples = calibration_subset(calibration, "ONNX static int8")
-            name = _input_name(pre)
+            name = onnx_input_name(pre)
 
             class Reader(CalibrationDataReader):
                 def __init__(self) -> None:
