@@ -55,3 +55,17 @@ class BrowserLaunches:
     @property
     def count(self) -> int:
         return len(self.seen)
+
+
+def kill_renderers(pids) -> int:
+    """A real page crash: SIGKILL the renderer processes among a browser's `pids`; how many were killed."""
+    killed = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if "--type=renderer" in proc.cmdline():
+                proc.kill()
+                killed += 1
+        except psutil.NoSuchProcess:
+            pass
+    return killed

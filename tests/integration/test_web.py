@@ -257,16 +257,9 @@ def test_crashed_renderer_becomes_stage_failed(models):
     rt = WebRuntime(timeout_s=60)
     rt.load(models.onnx)
     # A real crash: the renderer processes of our own browser die by SIGKILL.
-    killed = 0
-    for pid in rt.browser_process_ids:
-        try:
-            proc = psutil.Process(pid)
-            if "--type=renderer" in proc.cmdline():
-                proc.kill()
-                killed += 1
-        except psutil.NoSuchProcess:
-            pass
-    assert killed
+    from tests.integration.browser_launches import kill_renderers
+
+    assert kill_renderers(rt.browser_process_ids)
     with pytest.raises(StageFailed) as err:
         rt.run(models.inputs)
     assert err.value.status == "runtime_failed"

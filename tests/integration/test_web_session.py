@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import web_models
-from browser_launches import BrowserLaunches
+from browser_launches import BrowserLaunches, kill_renderers
 from deploytool.errors import StageFailed
 from deploytool.runtimes.web import WebRuntime
 from deploytool.runtimes.web_session import WebSession
@@ -49,16 +49,7 @@ def _alive(pids: set[int]) -> list[int]:
 
 
 def _kill_renderers(session) -> int:
-    killed = 0
-    for pid in session.browser().process_ids:
-        try:
-            proc = psutil.Process(pid)
-            if "--type=renderer" in proc.cmdline():
-                proc.kill()
-                killed += 1
-        except psutil.NoSuchProcess:
-            pass
-    return killed
+    return kill_renderers(session.browser().process_ids)
 
 
 def test_rows_of_a_session_share_one_browser_each_in_its_own_renderer(models):
