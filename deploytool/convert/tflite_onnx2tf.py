@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.convert import tflite_tf
 from deploytool.convert import _onnx2tf
 from deploytool.convert._common import Mode, calibration_subset, finish
 
@@ -33,10 +34,7 @@ MODES = {
                     "with int8 input/output tensors"),
 }
 
-UNSUPPORTED = {
-    "uint8": "uint8/uint16 weight quantization is a TF.js mode; for TFLite use fp16, dynamic, int8 or int8-io",
-    "uint16": "uint8/uint16 weight quantization is a TF.js mode; for TFLite use fp16, dynamic, int8 or int8-io",
-}
+UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js modes whichever converter makes the TFLite
 
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
