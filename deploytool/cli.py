@@ -197,7 +197,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
+
+    _study_parsers(add("study", "the seed studies, each a run in the store: " + ", ".join(_study_names()),
+                       "deploytool study NAME --help"))
     return parser
+
+
+def _study_names() -> list[str]:
+    from deploytool.study import STUDIES
+
+    return list(STUDIES)
+
+
+def _study_parsers(p: argparse.ArgumentParser) -> None:
+    """`deploytool study NAME`: each study module adds its own flags (deploytool/study/__init__.py)."""
+    from deploytool.study import get_study
+
+    sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
+    for name in _study_names():
+        mod = get_study(name)
+        sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP, epilog=_examples(*mod.EXAMPLES),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(sp)
+        _model_args(sp, "all")
+        sp.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
+        sp.add_argument("--run-id", type=_run_id, default=None,
+                        help="name the run (default: derived from the request, so running it again resumes)")
+        sp.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
+        mod.add_cli(sp)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -466,6 +493,12 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return 1 if out.alerts else 0
 
 
+def cmd_study(args: argparse.Namespace) -> int:
+    from deploytool.study import get_study
+
+    return get_study(args.study).run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from deploytool.devices import adb
 
@@ -475,7 +508,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
             "report": cmd_report, "localize": cmd_localize, "findings": cmd_findings, "lab": cmd_lab,
-            "devices": cmd_devices}
+            "devices": cmd_devices, "study": cmd_study}
 
 
 def main(argv: list[str] | None = None) -> int:

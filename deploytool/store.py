@@ -250,6 +250,18 @@ class Store:
             sa.Column("not_seen_since", sa.Text),  # e.g. "tfjs-tflite 0.0.1-alpha.11" once a run no longer shows it
         )
 
+        # the points of a study run (deploytool/study/): one JSON payload per measured point, keyed within the run
+        self.study_points = sa.Table(
+            "study_points", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("run_id", sa.String(255), index=True, nullable=False),
+            sa.Column("study", sa.String(64)),
+            sa.Column("point_key", sa.String(255), nullable=False),
+            sa.Column("payload", sa.JSON),
+            sa.Column("created_at", sa.String(40)),
+            sa.UniqueConstraint("run_id", "point_key", name="uq_run_point"),
+        )
+
     def _create_schema(self) -> None:
         """Create the tables if missing and widen columns an older version made narrower. Two first runs may
         race here: the loser sees "already exists" / a duplicate catalog key and looks again (create_all skips
@@ -409,6 +421,22 @@ class Store:
         for r in rows:
             out[r["combo_key"]] = self._to_result(dict(r))
         return out
+
+    # study points -------------------------------------------------------
+    def save_point(self, run_id: str, study: str, key: str, payload: dict[str, Any]) -> None:
+        """Insert one point of a study run, or replace the stored point of the same key (a re-measured point)."""
+        row = {"run_id": run_id, "study": study, "point_key": key, "payload": _jsonable(payload), "created_at": _now()}
+        keys = ("run_id", "point_key")
+        with self._errors("cannot save a study point in"), self.engine.begin() as c:
+            c.execute(self._upsert(self.study_points, row, keys, [k for k in row if k not in keys]))
+
+    def points(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """A study run's points by key, in the order they were first stored."""
+        t = self.study_points
+        with self._errors("cannot read the study points from"), self.engine.connect() as c:
+            rows = c.execute(self.sa.select(t.c.point_key, t.c.payload).where(t.c.run_id == run_id)
+                             .order_by(t.c.id)).all()
+        return {k: dict(v or {}) for k, v in rows}
 
     # findings -----------------------------------------------------------
     def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
