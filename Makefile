@@ -57,7 +57,7 @@ test-unit: python
 
 # The edit loop: unit tests and the contract tests over the registries (in-process runtimes; the browser
 # and phone runtimes keep the same contract in tests/integration/test_contract_devices.py). Tiny models
-# are cached in .cache/test-models/: the first run converts them (a few minutes), later ones take seconds.
+# are cached in ~/.cache/deploytool/tests/test-models/: the first run converts them (a few minutes), later ones take seconds.
 test-fast: python
 	$(BIN)/python -m pytest tests/unit tests/contract
 

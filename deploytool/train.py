@@ -63,6 +63,8 @@ def find_trained(spec: ModelSpec, framework: str, dataset: Dataset, ws: Workspac
         return None
     result = TrainResult(**json.loads(meta.read_text()))
     result.cached = True
+    # the model file beside train.json, wherever the workspace now is (a moved or copied workspace still works)
+    result.artifact = {**result.artifact, "path": str(meta.parent / FILE_NAMES[framework])}
     return result
 
 

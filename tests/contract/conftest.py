@@ -1,4 +1,4 @@
-"""Fixtures of the contract tier: the cache of tiny models (.cache/test-models/)
+"""Fixtures of the contract tier: the cache of tiny models (~/.cache/deploytool/tests/test-models/)
 and the fake target of tests/fake_target.py registered around every test, as
 it was when the parameters were read from the registries."""
 

@@ -1,6 +1,7 @@
 """Tiny models for the contract tests, built with the real trainers and
-converters once and kept under .cache/test-models/ (gitignored), so the edit
-loop does not retrain or reconvert. An entry's key is the content it is made
+converters once and kept under ~/.cache/deploytool/tests/test-models/ (outside
+the checkout: a fresh clone starts warm), so the edit loop does not retrain or
+reconvert. An entry's key is the content it is made
 from (the source model's sha256, the route), the code that makes it
 (tests/integration/tiny_models.py, deploytool/convert/*.py) and the installed
 versions of every package that could change the bytes: edit a converter or
@@ -29,7 +30,7 @@ from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE_ENV = "DEPLOYTOOL_TEST_MODELS"  # another cache folder (a CI cache volume); default .cache/test-models
+CACHE_ENV = "DEPLOYTOOL_TEST_MODELS"  # another cache folder (a CI cache volume); default: see cache_root()
 DISTS = ("numpy", "scikit-learn", "tensorflow", "keras", "torch", "onnx", "onnxruntime", "tf2onnx",
          "tensorflowjs", "ai-edge-litert", "litert-torch", "onnx2tf")
 N_TRAIN = 1000  # tiny_models.N_TRAIN: the calibration split; the rest is test input
@@ -41,8 +42,14 @@ FOR_FORMAT: dict[str, str | tuple[str, str]] = {
 }
 
 
+def test_cache_home() -> Path:
+    """Where the test tiers keep what they build once (tiny models, the trained LeNet-5): outside the checkout,
+    so a fresh clone (CI) starts warm; every entry is keyed by what it is made from, so nothing stale is used."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "tests"
+
+
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or ROOT / ".cache" / "test-models")
+    return Path(os.environ.get(CACHE_ENV) or test_cache_home() / "test-models")
 
 
 def _versions() -> dict[str, str]:

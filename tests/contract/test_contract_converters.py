@@ -3,7 +3,7 @@
 file exists, whose sha256 and size are its content's and which its host
 runtime (if any) loads and runs, or StageFailed with a one-line reason.
 Every other combination a user can type is refused by `convert.plan` in one
-line, or is an alias of a route. Conversions are cached (.cache/test-models/).
+line, or is an alias of a route. Conversions are cached (~/.cache/deploytool/tests/test-models/).
 """
 
 from __future__ import annotations

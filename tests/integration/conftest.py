@@ -1,13 +1,16 @@
 """Fixtures for the integration tier: one workspace where LeNet-5 is trained
-for real (manifest epochs, both frameworks) once per session and reused by the
-training, baseline and migrate tests. Under pytest-xdist (`make test` runs two
-workers) the training happens once, under a file lock, and each worker gets its
-own workspace with a copy of the trained models (a workspace is one worker's)."""
+for real (manifest epochs, both frameworks) and reused by the training,
+baseline and migrate tests. The training happens once, under a file lock, and
+is kept in ~/.cache/deploytool/tests/ keyed by the code and inputs that make it
+(a fresh clone reuses it; edit the trainer or the zoo and it trains again);
+each pytest-xdist worker gets its own workspace with a copy of the trained
+models (a workspace is one worker's)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -23,21 +26,52 @@ def _train(ws):
     return spec, ds, trained
 
 
+def _kept_models() -> Path:
+    """The trained LeNet-5 twins kept between sessions (and clones), keyed by the code that makes them: the model
+    zoo, the trainer, the data loaders, the manifest. Inside, the trainer's own cache key adds the data's sha256,
+    the epochs, the seed and the framework versions. lenet1's training test always trains for real."""
+    import hashlib
+
+    from tests.contract.model_cache import test_cache_home
+
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "train.py", root / "deploytool" / "spec.py",
+                     *(root / "deploytool" / "zoo").glob("*.py"), *(root / "deploytool" / "data").glob("*.py")]):
+        h.update(f.name.encode() + f.read_bytes())
+    return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
+
+
+def _shared_models(lock_dir: Path) -> Path:
+    """A folder of trained models, filled once: by training under a file lock (xdist workers and other sessions
+    wait for it), or from the kept copy of an earlier session."""
+    from filelock import FileLock
+
+    from deploytool.workspace import Workspace
+
+    kept = _kept_models()
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(kept) + ".lock"):
+        if not (kept / "done").exists():
+            work = Workspace.open(lock_dir / "train-ws")
+            _train(work)
+            partial = kept.with_name(kept.name + f".partial-{os.getpid()}")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(work.root / "models", partial / "models")
+            (partial / "done").touch()
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(partial, kept)
+    return kept / "models"
+
+
 @pytest.fixture(scope="session")
 def lenet5_workspace(tmp_path_factory):
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp_path_factory.mktemp("ws-lenet5"))
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        from filelock import FileLock
-
-        shared = tmp_path_factory.getbasetemp().parent / "lenet5-shared"
-        with FileLock(str(shared) + ".lock"):
-            if not (shared / "done").exists():
-                _train(Workspace.open(shared / "ws"))
-                (shared / "done").touch()
-        shutil.copytree(shared / "ws" / "models", ws.root / "models", dirs_exist_ok=True)
-    spec, ds, trained = _train(ws)  # trains here without xdist; with it, every model is found in the cache
+    models = _shared_models(tmp_path_factory.getbasetemp())
+    shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
+    spec, ds, trained = _train(ws)  # every model is found in the cache: nothing trains here
     return ws, spec, ds, trained
 
 

@@ -2,7 +2,7 @@
 registry entry that runs outside this process: the web runtimes in real
 headless Chromium, the Android runtime over the real adb server against the
 device simulator (tests/android_sim). Parametrised over runtimes.REGISTRY like
-tests/contract; the tiny models come from the same cache (.cache/test-models/).
+tests/contract; the tiny models come from the same cache (~/.cache/deploytool/tests/test-models/).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ TFJS_WEIGHT_DTYPE = {"none": None, "fp16": "float16", "uint8": "uint8", "uint16"
 
 @pytest.fixture(scope="module")
 def sources():
-    """The tiny Keras and PyTorch models of the contract tier's cache (.cache/test-models/): trained once for both
+    """The tiny Keras and PyTorch models of the contract tier's cache (~/.cache/deploytool/tests/test-models/): trained once for both
     tiers, with the source model's own outputs on the test split as the reference."""
     from deploytool.runtimes import make_runtime
     from tests.contract.model_cache import N_TRAIN, ModelCache, digits_in
