@@ -84,19 +84,29 @@ def _trace_onnx(path: Path, x: np.ndarray) -> Trace:
 
 
 def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
-    from ai_edge_litert.interpreter import Interpreter
+    import warnings
+
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from deploytool.runtimes.tflite_io import _from_detail
 
-    it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    with warnings.catch_warnings():  # "for debugging purposes only": localizing is debugging
+        warnings.simplefilter("ignore", UserWarning)
+        # Builtin kernels only: a delegate (XNNPACK) computes a partition's inner tensors where they are not kept.
+        it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     inp = it.get_input_details()[0]
     if int(inp["shape"][0]) != 1:
         it.resize_tensor_input(inp["index"], [1, *x.shape[1:]])
     it.allocate_tensors()
     quant_in = _from_detail(inp)
     details = {d["index"]: d for d in it.get_tensor_details()}
-    points = [(int(t), op["op_name"]) for op in it._get_ops_details() if op["op_name"] not in SKIP_TFLITE
-              for t in op["outputs"] if int(t) >= 0]
+    made_by: dict[int, str] = {}
+    for op in it._get_ops_details():
+        for t in op["outputs"]:
+            if int(t) >= 0 and op["op_name"] not in SKIP_TFLITE:
+                made_by.setdefault(int(t), op["op_name"])
+    points = list(made_by.items())
     values: dict[int, list[np.ndarray]] = {t: [] for t, _ in points}
     for sample in x:
         it.set_tensor(inp["index"], quant_in.quantize(sample[None]))
@@ -105,6 +115,8 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
             values[t].append(_from_detail(details[t]).dequantize(it.get_tensor(t)))
     out: Trace = {}
     for t, kind in points:
+        if any(v.ndim == 0 or v.shape[0] != 1 for v in values[t]):
+            continue  # not a per-sample value (a scalar, a shape)
         v = np.concatenate(values[t])
         if v.dtype.kind == "f" and len(v) == len(x):
             out[str(details[t]["name"])] = (kind, v)
