@@ -47,19 +47,35 @@ def digits_npz(tmp_path_factory):
     return path
 
 
-def _migrate_and_localize(ws_root: Path, model: Path, npz: Path, fmt: str, quantize: str):
-    from deploytool.localize import localize_run
-    from deploytool.migrate import MigrateRequest, migrate
-    from deploytool.store import Store
+class InProcess:
+    """The converter worker's `convert`, in this process (TensorFlow is imported here anyway): no worker start-up."""
+
+    def convert(self, source, fmt, quantize, out_dir, calibration):
+        from deploytool import convert
+
+        return convert.convert(source, fmt, quantize, out_dir, calibration)
+
+
+def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize: str):
+    """One row of `migrate --model FILE --format FMT --quantize Q --tolerance agreement=1.01` on the host, its bug
+    bundle, and its localization attached to the bundle, as `migrate --localize` does (without the report)."""
+    from deploytool.bugreport import bundle_row
+    from deploytool.context import RunContext
+    from deploytool.localize import attach_to_bundle, localize
+    from deploytool.request import MigrateRequest
+    from deploytool.result import Combo
+    from deploytool.runner import run_combination
     from deploytool.workspace import Workspace
 
-    migrate(MigrateRequest(model=str(model), test_npz=npz, formats=(fmt,), quantize=(quantize,), run_id="r",
-                           latency_samples=2, warmup_runs=0, tolerances=STRICT), ws_root, progress=False,
-            log=lambda s: None)
-    ws = Workspace.open(ws_root)
-    store = Store(ws.default_db_url)
-    ((result, loc),) = localize_run(store.get_run("r"), store, ws, log=lambda s: None)
-    assert result.failing
+    req = MigrateRequest(model=str(model), test_npz=npz, formats=(fmt,), quantize=(quantize,), latency_samples=2,
+                         warmup_runs=0, tolerances=STRICT)
+    ctx = RunContext.build(req, Workspace.open(tmp / "ws"), targets=["host"])
+    result = run_combination(ctx, InProcess(), Combo(ctx.user_artifact.format, fmt, quantize, "host"), "r", "k")
+    assert result.failing, result
+    bundle_row(ctx, result, "r")
+    loc = localize(ctx, result, InProcess())
+    attach_to_bundle(loc, Path(result.bundle))
+    loc.discard()
     return result, loc
 
 
@@ -67,7 +83,7 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
     """Both files traced in one onnxruntime session each: the first MatMul survives dynamic int8, the second
     (the outlier's) is named, with what it introduces beyond its input's error; its minimal cut is bundled."""
     model = outlier_mlp(tmp_path / "mlp.onnx")
-    result, loc = _migrate_and_localize(tmp_path / "ws", model, digits_npz, "onnx", "dynamic")
+    result, loc = _migrate_and_localize(tmp_path, model, digits_npz, "onnx", "dynamic")
     assert [(c.layer, c.kind) for c in loc.cuts[:2]] == [("a", "MatMul"), ("ar", "Relu")]
     assert all(c.status == "ok" for c in loc.cuts[:-1]), loc.table()
     bad = loc.first_bad
@@ -92,7 +108,7 @@ def test_a_user_tflite_row_is_traced_op_by_op(tmp_path, digits_npz):
     tflite, keras_art = cache.converted("keras", "tflite", "none"), cache.source("keras")
     user = tmp_path / "user.tflite"
     user.write_bytes(Path(tflite.path).read_bytes())
-    _, loc = _migrate_and_localize(tmp_path / "ws", user, digits_npz, "tflite", "none")
+    _, loc = _migrate_and_localize(tmp_path, user, digits_npz, "tflite", "none")
     kinds = [c.kind for c in loc.cuts]
     assert kinds[0] == "CONV_2D" and "FULLY_CONNECTED" in kinds and "MAX_POOL_2D" in kinds, loc.table()
     assert all(c.rel_error == 0.0 for c in loc.cuts) and "builds up" in loc.verdict
@@ -113,6 +129,6 @@ def test_a_user_keras_row_is_cut_into_sub_models(tmp_path, digits_npz):
 
     user = tmp_path / "user.keras"
     user.write_bytes(Path(ModelCache().source("keras").path).read_bytes())
-    _, loc = _migrate_and_localize(tmp_path / "ws", user, digits_npz, "tflite", "none")
+    _, loc = _migrate_and_localize(tmp_path, user, digits_npz, "tflite", "none")
     assert [c.kind for c in loc.cuts] == ["Conv2D", "MaxPooling2D", "Conv2D", "MaxPooling2D", "Dense"], loc.table()
     assert all(c.status == "ok" and c.rel_error < 1e-3 for c in loc.cuts) and "builds up" in loc.verdict
