@@ -115,9 +115,9 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
     if "reproduce.py" in files:
         from deploytool.bugreport import PACKAGES
 
-        versions = meta.get("versions") or {}
+        ran = meta.get("versions") or {}
         packages = meta.get("packages") or {  # a bundle written before bundle.json named its packages
-            p: versions.get(p, "") for p in ("numpy", *PACKAGES.get(meta.get("host_runtime") or "", ()))}
+            p: ran.get(p, "") for p in ("numpy", *PACKAGES.get(meta.get("host_runtime") or "", ()))}
         pins = " ".join(f"{p}=={v}" if v else p for p, v in packages.items())
         lines += [f"Attached: {', '.join(f'`{f}`' for f in files)}.", "",
                   "```sh", f"pip install {pins}", "python reproduce.py", "```", "",
