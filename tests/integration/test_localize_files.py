@@ -57,7 +57,7 @@ class InProcess:
         return convert.convert(source, fmt, quantize, out_dir, calibration)
 
 
-def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize: str):
+def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize: str, run_id: str = "r"):
     """One row of `migrate --model FILE --format FMT --quantize Q --tolerance agreement=1.01` on the host, its bug
     bundle, and its localization attached to the bundle, as `migrate --localize` does (without the report)."""
     from deploytool.bugreport import bundle_row
@@ -71,9 +71,9 @@ def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize:
     req = MigrateRequest(model=str(model), test_npz=npz, formats=(fmt,), quantize=(quantize,), latency_samples=2,
                          warmup_runs=0, tolerances=STRICT)
     ctx = RunContext.build(req, Workspace.open(tmp / "ws"), targets=["host"])
-    result = run_combination(ctx, InProcess(), Combo(ctx.user_artifact.format, fmt, quantize, "host"), "r", "k")
+    result = run_combination(ctx, InProcess(), Combo(ctx.user_artifact.format, fmt, quantize, "host"), run_id, "k")
     assert result.failing, result
-    bundle_row(ctx, result, "r")
+    bundle_row(ctx, result, run_id)
     loc = localize(ctx, result, InProcess())
     attach_to_bundle(loc, Path(result.bundle))
     loc.discard()
@@ -97,6 +97,24 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
 
     cut = onnx.load(str(bundle / "minimal" / "converted" / "cut.onnx"))
     assert [o.name for o in cut.graph.output] == ["b"] and "MatMulInteger" in {n.op_type for n in cut.graph.node}
+
+    # the same row on a second night is the same finding, counted again; its folder is an onnxruntime issue
+    # with the backend-test layout and the minimal cut
+    from deploytool.store import Store
+    from deploytool.upstream import record_and_write
+    from deploytool.workspace import Workspace
+
+    ws = Workspace.open(tmp_path / "ws")
+    store = Store(ws.default_db_url)
+    (first,) = record_and_write(store, ws, "night-1", [result])
+    again, _ = _migrate_and_localize(tmp_path, model, digits_npz, "onnx", "dynamic", run_id="night-2")
+    (second,) = record_and_write(store, ws, "night-2", [again])
+    assert second["id"] == first["id"] and second["occurrences"] == 2 and second["runs"] == ["night-1", "night-2"]
+    assert second["last_seen"] >= first["last_seen"] and second["owner"] == "microsoft/onnxruntime"
+    folder = ws.finding_dir(second["id"])
+    issue = (folder / "issue.md").read_text()
+    assert "Is this a quantized model? yes (dynamic)" in issue and "`backend_test/`" in issue, issue
+    assert (folder / "backend_test" / "test_data_set_0" / "input_0.pb").is_file() and (folder / "minimal").is_dir()
 
 
 def test_a_user_tflite_row_is_traced_op_by_op(tmp_path, digits_npz):
