@@ -372,7 +372,11 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
             if not r.failing or (only and only not in r.combo.label):
                 continue
             log(f"localizing {r.combo.label} ...")
-            loc = localize(ctx, r, converter)
+            try:
+                loc = localize(ctx, r, converter)
+            except UnknownOption as e:  # this row's model cannot be taken apart here: the others still can
+                log(f"{r.combo.label}: not localized: {e}")
+                continue
             if not r.bundle:
                 bundle_row(ctx, r, run_id)
                 runs.save(store, ctx.ws, r)
