@@ -3,8 +3,10 @@ maintainer of the converter or runtime can act on — the model that misbehaves
 (or the source that would not convert), a few inputs (the flipped samples
 first), the source model's outputs on them, what the target produced, every
 version involved, and `reproduce.py`, which needs only numpy and the runtime.
-The shape follows ONNX's backend test cases: a model plus its test data.
-It writes files; it never measures or judges.
+The shape follows ONNX's backend test cases: a model plus its test data; an
+ONNX model also gets that very layout (`backend_test/`: model.onnx and
+test_data_set_0/input_0.pb, output_0.pb) with the few samples that show the
+fault. It writes files; it never measures or judges.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ if TYPE_CHECKING:
     from deploytool.result import Combo
 
 SAMPLES = 16
+BACKEND_TEST_SAMPLES = 4  # the backend-test folder keeps only the samples that show the fault
 HOST_RUNTIME = {"tflite": ("litert", "ai-edge-litert"), "onnx": ("onnxruntime", "onnxruntime")}
+# what reproduce.py needs beyond numpy, by the runtime it uses (the backend-test folder's .pb files need onnx)
+PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx")}
 REPRODUCER = Path(__file__).with_name("bugreport_reproduce.py")
 
 
@@ -81,6 +86,12 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
         np.save(bundle / "observed.npy", np.load(result.outputs_path)[idx])
     fmt = art["format"] if art else ""
     host_runtime = HOST_RUNTIME.get(fmt, (None, None))[0] if result.status is not Status.CONVERSION_FAILED else None
+    backend_test = None
+    if host_runtime == "onnxruntime":
+        observed = np.load(bundle / "observed.npy") if (bundle / "observed.npy").exists() else None
+        backend_test = write_backend_test(bundle / "backend_test", model_path, np.load(bundle / "inputs.npy"),
+                                          np.load(bundle / "expected.npy"), observed)
+    packages = {p: versions.get(p, "") for p in ("numpy", *PACKAGES.get(host_runtime or "", ()))}
     limits = {k: v[0] for k, v in result.tolerances.items() if k in ("agreement", "max_abs_error")}
     where = c.where
     title = _title(result, art, env)
@@ -88,12 +99,46 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
             "status": str(result.status), "verdict": result.verdict and str(result.verdict), "reason": result.reason,
             "target": c.target, "judges_itself": get_target(c.target).judges_itself,
             "where": where, "model_file": model_path.name, "host_runtime": host_runtime, "pass_limits": limits,
+            "packages": packages, "backend_test": backend_test,
             "sample_indices": idx.tolist(), "layout": (art or {}).get("layout") or source.layout,
             "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions}
     (bundle / "bundle.json").write_text(json.dumps(meta, indent=2, default=str))
     shutil.copy2(REPRODUCER, bundle / "reproduce.py")
     (bundle / "README.md").write_text(_readme(meta, command))
     return bundle
+
+
+def fault_samples(expected: np.ndarray, observed: np.ndarray | None, most: int) -> np.ndarray:
+    """Positions of the few samples that show the fault: those whose prediction changed, else those with the
+    largest difference (the first ones when nothing was observed)."""
+    if observed is None:
+        return np.arange(min(most, len(expected)))
+    flipped = expected.argmax(1) != observed.argmax(1)
+    err = np.abs(observed.astype(np.float64) - expected).max(1)
+    order = np.lexsort((-err, ~flipped))
+    return order[: min(most, int(flipped.sum()) or most)]
+
+
+def write_backend_test(folder: Path, model_path: Path, x: np.ndarray, expected: np.ndarray,
+                       observed: np.ndarray | None) -> dict[str, Any]:
+    """ONNX's backend-test layout: model.onnx (weights inside) and test_data_set_0/input_0.pb, output_0.pb
+    (the source model's outputs: what a correct backend gives) for the few samples that show the fault."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(model_path))  # external weights read in: the folder stands alone
+    batch = model.graph.input[0].type.tensor_type.shape.dim[0] if model.graph.input else None
+    fixed_one = batch is not None and batch.HasField("dim_value") and batch.dim_value == 1
+    keep = fault_samples(expected, observed, 1 if fixed_one else BACKEND_TEST_SAMPLES)
+    data = folder / "test_data_set_0"
+    data.mkdir(parents=True)
+    onnx.save(model, str(folder / "model.onnx"))
+    inp_name = next(i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+    for name, arr, tensor in (("input_0.pb", x[keep], inp_name), ("output_0.pb", expected[keep],
+                                                                  model.graph.output[0].name)):
+        (data / name).write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr, np.float32), tensor)
+                                  .SerializeToString())
+    return {"folder": folder.name, "samples": len(keep), "sample_positions": keep.tolist()}
 
 
 def _readme(meta: dict[str, Any], command: str) -> str:
@@ -115,12 +160,15 @@ def _readme(meta: dict[str, Any], command: str) -> str:
               "- `bundle.json`: everything below, machine-readable", "",
               "## Reproduce", ""]
     if meta["host_runtime"]:
-        pkg = HOST_RUNTIME[art["format"]][1]
-        ver = meta["versions"].get(pkg, "")
-        lines += [f"`pip install numpy {pkg}=={ver}` then `python reproduce.py`"
+        pins = " ".join(f"{p}=={v}" if v else p for p, v in meta["packages"].items())
+        lines += [f"`pip install {pins}` then `python reproduce.py`"
                   + (" (exit code 1 when the problem reproduces)." if meta["judges_itself"] else
                      f": it runs the model in {meta['host_runtime']} on this PC, where it is right, and shows what "
                      f"{meta['where']} produced on the same inputs."), ""]
+    if meta.get("backend_test"):
+        lines += ["`backend_test/` is ONNX's backend-test layout: `model.onnx` and `test_data_set_0/input_0.pb`, "
+                  f"`output_0.pb` (the source model's outputs) for the {meta['backend_test']['samples']} sample(s) "
+                  "that show the fault; reproduce.py replays it too.", ""]
     lines += ["With deploytool, the same combination again:", "", "```", command, "```", "",
               "## How the model was made", ""]
     if art:

@@ -1,13 +1,15 @@
 """Reproduce a deploytool finding with the runtime alone (no deploytool needed).
 
-    python reproduce.py          # needs numpy and the runtime named in bundle.json
+    python reproduce.py          # needs numpy and the packages bundle.json names
 
 Copied verbatim into every bug bundle as reproduce.py. It reads bundle.json,
 runs model/<file> on inputs.npy one sample at a time with LiteRT or
 onnxruntime, and compares with expected.npy (the source model's outputs on the
 PC). When the finding is about this very runtime, it exits 1 if the problem
 reproduces; when the finding is about a browser or a phone, it shows that the
-model itself is fine here and prints what the target produced instead.
+model itself is fine here and prints what the target produced instead. An
+ONNX bundle's backend_test/ folder (ONNX's backend-test layout) is replayed
+too: model.onnx on test_data_set_0/input_0.pb, against output_0.pb.
 """
 
 import json
@@ -62,6 +64,21 @@ def run_onnxruntime(model, x):
 RUNNERS = {"litert": run_litert, "onnxruntime": run_onnxruntime}
 
 
+def replay_backend_test(folder):
+    """ONNX's backend-test case in `folder`, run with onnxruntime: (agreement, max |difference|) with output_0.pb."""
+    from onnx import TensorProto, numpy_helper
+
+    def read(path):
+        t = TensorProto()
+        t.ParseFromString(path.read_bytes())
+        return numpy_helper.to_array(t)
+
+    data = folder / "test_data_set_0"
+    x, expected = read(data / "input_0.pb"), read(data / "output_0.pb")
+    got = run_onnxruntime(folder / "model.onnx", x)
+    return compare(got, expected.reshape(len(x), -1)) + (len(x),)
+
+
 def compare(a, b):
     return float(np.mean(a.argmax(1) == b.argmax(1))), float(np.abs(a - b).max())
 
@@ -81,6 +98,10 @@ def main():
         return 0
     got = runner(HERE / "model" / meta["model_file"], x)
     agreement, max_err = compare(got, expected)
+    if meta.get("backend_test"):
+        b_agree, b_err, n = replay_backend_test(HERE / meta["backend_test"]["folder"])
+        print(f"backend_test/ ({n} samples): top-1 agreement with output_0.pb {b_agree:.2%}, "
+              f"max |difference| {b_err:.3g}")
     print(f"{meta['host_runtime']} here: top-1 agreement with the source model {agreement:.2%}, "
           f"max |output difference| {max_err:.3g} over {len(x)} samples")
     observed = HERE / "observed.npy"

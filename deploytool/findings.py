@@ -197,9 +197,15 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
 
 def record_run(store: Any, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[dict[str, Any]]:
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
+    from deploytool.pairs import converter_pairs, row_of
+
+    # a second converter of the same source that gets it right says which converter is at fault
+    second_opinion = {e["label"]: p.sentence for p in converter_pairs([row_of(r) for r in results])
+                      for e in p.entries if e["converter"] in p.departs}
     touched: dict[str, dict[str, Any]] = {}
     for r, sig in failing_signatures(results):
-        f = store.record_finding(sig.key, asdict(sig), owner_of(sig), title_of(sig, r), run_id,
+        title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")
+        f = store.record_finding(sig.key, asdict(sig), owner_of(sig), title, run_id,
                                  versions_of(r, host_versions), r.combo.label, r.bundle)
         touched[sig.key] = f
     # a finding whose combinations ran again here without it is "not seen since" what changed

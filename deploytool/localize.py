@@ -6,8 +6,10 @@ a threshold names the layer; where the target is a browser or a phone, the
 same cut also runs on the host runtime, which tells a converter fault (wrong
 everywhere) from a runtime fault (right on the host, wrong on the target).
 The smallest failing cut is written into the row's bug bundle as a minimal
-reproducer. This module orchestrates cuts; it reuses the pipeline's
-converter worker and runtimes and changes no stored result.
+reproducer. A user's model file has no plan: its own graph is cut instead,
+or, when the row's file has the source's format, both files are traced op by
+op (localize_file.py). This module orchestrates cuts; it reuses the
+pipeline's converter worker and runtimes and changes no stored result.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.context import RunContext
 from deploytool.errors import StageFailed, UnknownOption
+from deploytool.localize_file import Point, aligned_rel_error, safe_name
 from deploytool.result import Result
 from deploytool.targets import get_target
 
@@ -42,6 +45,7 @@ class Cut:
     kind: str  # the plan op: Conv, Dense, ReLU, ...
     status: str  # ok / wrong / failed
     rel_error: float | None = None
+    input_rel_error: float | None = None  # the cut before it: what this op inherits rather than introduces
     host_rel_error: float | None = None  # the same cut on the host runtime, when the target is elsewhere
     reason: str = ""
 
@@ -116,9 +120,14 @@ class _Source:
             weights = Path(self.artifact.path).with_name("weights.pt")
             self.model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes).eval()
             self.model.load_state_dict(torch.load(weights, weights_only=True))
+        self._ops = {op.name: (i, op) for i, op in _cut_points(self.plan)}
 
-    def cut(self, index: int, op: Any, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
-        """The model up to and including plan[index], saved as an artifact, and its outputs on x."""
+    def points(self) -> list[Point]:
+        return [Point(name, type(op).__name__) for name, (_, op) in self._ops.items()]
+
+    def cut(self, point: Point, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
+        """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x."""
+        index, op = self._ops[point.name]
         out_dir.mkdir(parents=True, exist_ok=True)
         if self.framework == "keras":
             import keras
@@ -165,36 +174,49 @@ def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAM
     from deploytool import convert
 
     c = result.combo
-    if ctx.user_artifact is not None:
-        raise UnknownOption("localization cuts a zoo model along its layer plan; a model file has no plan here")
     threshold = THRESHOLD.get(c.quantize, THRESHOLD_QUANTIZED)
     loc = Localization(row=c.label, threshold=threshold)
-    source = _Source(ctx, c.framework)
     flipped = [f.index for f in result.comparison.flipped] if result.comparison is not None else []
     idx = list(dict.fromkeys(flipped[:samples] + list(range(len(ctx.dataset.x_test)))))[:samples]
-    x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], source.artifact.layout)
-    calib = ctx.dataset.in_layout(ctx.calibration_set, source.artifact.layout)
-    artifact_format = convert.ARTIFACT_FORMAT[c.format]
-    reference = _reference_target(c.target, artifact_format)
+    user = ctx.user_artifact
+    if user is not None:
+        from deploytool.localize_file import FileSource
+
+        x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], user.layout)
+        if _traced_in_place(user, result):
+            x_art = ctx.dataset.in_layout(ctx.dataset.x_test[idx], result.artifact.layout)
+            return _localize_by_trace(ctx, result, loc, x, x_art, stop_at_first)
+        source: Any = FileSource(user, x)
+        source_layout = user.layout
+    else:
+        source = _Source(ctx, c.framework)
+        source_layout = source.artifact.layout
+        x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], source_layout)
+    calib = ctx.dataset.in_layout(ctx.calibration_set, source_layout)
+    reference = _reference_target(c.target, convert.ARTIFACT_FORMAT[c.format])
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
+    previous: float | None = None
     try:
-        for n, (i, op) in enumerate(_cut_points(source.plan)):
-            cut_dir = work / f"{n:02d}-{op.name}"
-            art, ref = source.cut(i, op, cut_dir / "source", x)
-            entry = Cut(index=n, layer=op.name, kind=type(op).__name__, status="ok")
+        for n, point in enumerate(source.points()):
+            cut_dir = work / f"{n:02d}-{safe_name(point.name)}"
+            art, ref = source.cut(point, cut_dir / "source", x)
+            entry = Cut(index=n, layer=point.name, kind=point.kind, status="ok", input_rel_error=previous)
             try:
                 conv_dir = cut_dir / "converted"
                 conv_dir.mkdir()
                 converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
                 out = _run(ctx, c.target, converted, c, x)
-                entry.rel_error = rel_error(out, ref)
+                entry.rel_error, order = aligned_rel_error(out, ref)
                 if entry.rel_error > threshold:
                     entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
+                if order:
+                    entry.reason = (entry.reason + "; " if entry.reason else "") + f"compared as {order}"
                 np.save(cut_dir / "inputs.npy", x)
-                np.save(cut_dir / "expected.npy", ref)
+                np.save(cut_dir / "expected.npy", ref.reshape(len(ref), -1))
                 np.save(cut_dir / "observed.npy", out)
                 if reference:
-                    entry.host_rel_error = rel_error(_run(ctx, reference, converted, c, x), ref)
+                    entry.host_rel_error = aligned_rel_error(_run(ctx, reference, converted, c, x), ref)[0]
+                previous = entry.rel_error
             except StageFailed as e:
                 entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
             loc.cuts.append(entry)
@@ -205,6 +227,77 @@ def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAM
         raise
     loc.verdict = _verdict(loc, c.target, bool(reference))
     return loc
+
+
+def _traced_in_place(user: Artifact, result: Result) -> bool:
+    """A row whose file has the source's own (traceable) format is compared op by op in one run of each file
+    on the host: ONNX quantized by onnxruntime on the host, or a .tflite as given wherever it ran (a .tflite
+    cannot be cut into smaller models)."""
+    from deploytool.targets import get_target
+
+    art = result.artifact
+    if art is None or art.format != user.format or user.format not in ("onnx", "tflite"):
+        return False
+    return user.format == "tflite" or get_target(result.combo.target).judges_itself
+
+
+def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np.ndarray, x_art: np.ndarray,
+                       stop_at_first: bool) -> Localization:
+    """`x`: the samples in the source's layout; `x_art`: the same in the row's file's layout."""
+    from deploytool.localize_file import compare_traces, trace
+    from deploytool.targets import get_target
+
+    user, art, c = ctx.user_artifact, result.artifact, result.combo
+    assert user is not None and art is not None
+    source = trace(Path(user.path), user.format, x)
+    converted = trace(Path(art.path), art.format, x_art)
+    compared = [(p, e) for p, e in compare_traces(source, converted) if e is not None]
+    previous: float | None = None
+    for n, (point, err) in enumerate(compared):
+        entry = Cut(index=n, layer=point.name, kind=point.kind, status="ok", rel_error=err, input_rel_error=previous)
+        if err > loc.threshold:
+            entry.status, entry.reason = "wrong", f"output off by {err:.3g} of its range"
+        loc.cuts.append(entry)
+        previous = err
+        if entry.status != "ok" and stop_at_first:
+            break
+    bad = loc.first_bad
+    if bad is not None and user.format == "onnx":
+        loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
+        _write_onnx_minimal(loc.work_dir / f"{bad.index:02d}-{safe_name(bad.layer)}", user, art, bad.layer, x,
+                            source[bad.layer][1], converted[bad.layer][1])
+    elsewhere = "" if get_target(c.target).judges_itself else c.target
+    loc.verdict = _verdict_traced(loc, len(source), elsewhere)
+    return loc
+
+
+def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray,
+                        expected: np.ndarray, observed: np.ndarray) -> None:
+    """The smallest failing piece of both files: each graph pruned to what computes `tensor`."""
+    from deploytool.localize_file import _onnx_cut
+
+    for name, model in (("source", user), ("converted", art)):
+        (folder / name).mkdir(parents=True)
+        _onnx_cut(Path(model.path), tensor, folder / name / "cut.onnx")
+    np.save(folder / "inputs.npy", x)
+    np.save(folder / "expected.npy", expected.reshape(len(x), -1))
+    np.save(folder / "observed.npy", observed.reshape(len(x), -1))
+
+
+def _verdict_traced(loc: Localization, traced: int, elsewhere: str) -> str:
+    bad = loc.first_bad
+    on_host = f" (both files traced on the host; the row ran on {elsewhere})" if elsewhere else ""
+    if bad is None:
+        worst = max(loc.cuts, key=lambda cut: cut.rel_error or 0.0, default=None)
+        most = f"; the largest is {worst.rel_error:.3g} at {worst.layer} ({worst.kind})" if worst else ""
+        if elsewhere:
+            return (f"the converted file is right op by op on the host ({len(loc.cuts)} of {traced} values compared"
+                    f"{most}): what goes wrong on {elsewhere} is a fault of the {elsewhere} runtime")
+        return (f"every op's output is within the threshold ({len(loc.cuts)} of {traced} values compared{most}): "
+                "the difference builds up across ops rather than breaking at one")
+    inherited = f" where its input was off by {bad.input_rel_error:.3g}" if bad.input_rel_error is not None else ""
+    return (f"op {bad.layer} ({bad.kind}, #{bad.index}) is the first whose output departs from the source's: "
+            f"off by {bad.rel_error:.3g} of its range{inherited}{on_host}: a fault of the converted model")
 
 
 def _reference_target(target: str, artifact_format: str) -> str:
@@ -225,6 +318,8 @@ def _verdict(loc: Localization, target: str, cross_check: bool) -> str:
         return ("every layer's output is within the threshold: the difference builds up across layers "
                 "rather than breaking at one")
     where = f"layer {bad.layer} ({bad.kind}, cut #{bad.index})"
+    if bad.input_rel_error is not None and bad.status == "wrong":
+        where += f", whose input was off by {bad.input_rel_error:.3g},"
     if bad.status == "failed":
         return f"{where} is the first cut that fails: {bad.reason}"
     if cross_check and bad.host_rel_error is not None:
@@ -272,15 +367,16 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
     from deploytool.bugreport import bundle_row
 
     done: list[tuple[Result, Localization]] = []
-    if ctx.user_artifact is not None:
-        log("localization cuts a zoo model along its layer plan; a model file has none: skipped")
-        return done
     with ctx.sessions():  # the cuts of web rows share one browser (the run's, inside migrate)
         for r in results:
             if not r.failing or (only and only not in r.combo.label):
                 continue
             log(f"localizing {r.combo.label} ...")
-            loc = localize(ctx, r, converter)
+            try:
+                loc = localize(ctx, r, converter)
+            except UnknownOption as e:  # this row's model cannot be taken apart here: the others still can
+                log(f"{r.combo.label}: not localized: {e}")
+                continue
             if not r.bundle:
                 bundle_row(ctx, r, run_id)
                 runs.save(store, ctx.ws, r)

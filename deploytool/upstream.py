@@ -113,17 +113,22 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
         lines += ["", "<details><summary>collect_env</summary>", "", "```", _collect_env(), "```", "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
     if "reproduce.py" in files:
-        from deploytool.bugreport import HOST_RUNTIME
+        from deploytool.bugreport import PACKAGES
 
-        fmt = (meta.get("artifact") or {}).get("format", "")
-        pkg = HOST_RUNTIME[fmt][1] if meta.get("host_runtime") and fmt in HOST_RUNTIME else ""
-        pin = f"{pkg}=={(meta.get('versions') or {}).get(pkg)}" if (meta.get("versions") or {}).get(pkg) else pkg
+        ran = meta.get("versions") or {}
+        packages = meta.get("packages") or {  # a bundle written before bundle.json named its packages
+            p: ran.get(p, "") for p in ("numpy", *PACKAGES.get(meta.get("host_runtime") or "", ()))}
+        pins = " ".join(f"{p}=={v}" if v else p for p, v in packages.items())
         lines += [f"Attached: {', '.join(f'`{f}`' for f in files)}.", "",
-                  "```sh", "pip install numpy" + (f" {pin}" if pin else ""), "python reproduce.py", "```", "",
+                  "```sh", f"pip install {pins}", "python reproduce.py", "```", "",
                   "`inputs.npy` holds the few samples that show it (the ones whose prediction changes come first), "
                   "`expected.npy` the source model's outputs, `observed.npy` what the faulty part produced."]
     else:
         lines.append("No bundle was written for this finding; run the deploytool command in finding.json.")
+    if "backend_test" in files:
+        lines += ["", "`backend_test/` is the same fault in ONNX's backend-test layout (`model.onnx`, "
+                  "`test_data_set_0/input_0.pb` and `output_0.pb`, the expected outputs), ready for onnx's "
+                  "test runner."]
     if "minimal" in files:
         lines += ["", "## Minimal model", "", "`minimal/` is the smallest cut of the model that already goes wrong "
                   "(`source/`, `converted/`, and its inputs/expected/observed)."]

@@ -210,9 +210,16 @@ def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: di
                   "why": "; ".join(v["broken"]) if v["status"] == "measured" else first_line(v["reason"], 300)}
                  for v in views if v["failing"] or v["regression"]]
     return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(views)),
-            "table": _summary_table(rows),
+            "table": _summary_table(rows), "pairs": _pairs(rows),
             "statuses": [(s, n, "failing" if s in FAILING_STATUSES else "skip")
                          for s, n in counts["statuses"].items() if s != "measured"]}
+
+
+def _pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Converters of one source side by side (same format, quantization and place)."""
+    from deploytool.pairs import converter_pairs
+
+    return [{"pair": p, "sentence": p.sentence} for p in converter_pairs(rows)]
 
 
 def _summary_table(rows: list[dict[str, Any]]) -> Markup:

@@ -71,3 +71,111 @@ def test_conversion_failure_bundle_carries_the_source_and_the_error(tmp_path):
     assert "cannot convert" in json.loads((bundle / "bundle.json").read_text())["title"]
     r = subprocess.run([sys.executable, str(bundle / "reproduce.py")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "KeyError: 'x'" in r.stdout
+
+
+def _imports(path) -> tuple[set[str], set[str]]:
+    """Top-level packages a script imports: (at module level, inside functions)."""
+    import ast
+
+    top, lazy = set(), set()
+    tree = ast.parse(path.read_text())
+    in_functions = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        (lazy if id(node) in in_functions else top).update(n.split(".")[0] for n in names)
+    return top, lazy
+
+
+def _modules_of(dists: set[str]) -> set[str]:
+    """The import names that `pip install <dists>` brings: the distributions and their dependencies."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen, todo = set(), list(dists)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return {m for m, ds in metadata.packages_distributions().items() if any(canonicalize_name(d) in seen for d in ds)}
+
+
+GUARD = """import runpy, sys
+allowed = set(sys.argv[2].split(","))
+class OnlyNamed:
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top not in allowed and top not in sys.stdlib_module_names and not top.startswith("_"):
+            raise ImportError(f"{top} is not among the packages the bundle names")
+sys.meta_path.insert(0, OnlyNamed())
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_an_onnx_bundle_and_its_backend_test_folder_replay_with_only_the_packages_it_names(tmp_path):
+    """reproduce.py imports (read from its source) are the standard library and what bundle.json names; run in a
+    Python that can import nothing else (the named packages and their own dependencies), it replays the model and
+    backend_test/ — ONNX's layout, with only the samples whose prediction changed."""
+    model = onnx_model(tmp_path / "m.onnx", [None, 8, 8, 1], external=True)
+    x = np.random.default_rng(0).random((40, 8, 8, 1), dtype=np.float32)
+    import onnxruntime as ort
+
+    truth = ort.InferenceSession(str(model)).run(None, {"x": x})[0]
+    wrong = truth.copy()
+    wrong[[5, 9, 30], 0] += 1e4  # the target changed three predictions
+    np.save(tmp_path / "outputs.npy", wrong)
+    art = Artifact(path=model, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
+                   num_outputs=10, converter="onnxruntime.quantization", converter_version="1.23.0", sha256="abc",
+                   size_bytes=1)
+    res = _result("measured", art.to_json(), str(tmp_path / "outputs.npy"), flipped=(30, 9, 5))
+    versions = {"numpy": np.__version__, "onnxruntime": ort.__version__, "onnx": "1.19.1", "tensorflow": "2.x"}
+    bundle = write_bundle(res, tmp_path / "bugs", x_test=x, baseline_outputs=truth, source=art, versions=versions,
+                          command="deploytool migrate ...")
+    meta = json.loads((bundle / "bundle.json").read_text())
+    assert set(meta["packages"]) == {"numpy", "onnxruntime", "onnx"}
+    assert "pip install numpy==" in (bundle / "README.md").read_text()
+
+    from onnx import numpy_helper
+
+    case = bundle / "backend_test"
+    assert sorted(str(p.relative_to(case)) for p in case.rglob("*") if p.is_file()) == [
+        "model.onnx", "test_data_set_0/input_0.pb", "test_data_set_0/output_0.pb"]
+    inputs = numpy_helper.to_array(onnx_tensor(case / "test_data_set_0" / "input_0.pb"))
+    outputs = numpy_helper.to_array(onnx_tensor(case / "test_data_set_0" / "output_0.pb"))
+    where = [int(np.flatnonzero((x == sample).all(axis=(1, 2, 3)))[0]) for sample in inputs]
+    assert sorted(where) == [5, 9, 30]  # the three samples whose prediction changed, no more
+    np.testing.assert_allclose(outputs, truth[where], rtol=1e-6)
+    assert sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file()) < 10 * 2**20
+
+    named = {m for m in _modules_of(set(meta["packages"]))}
+    top, lazy = _imports(bundle / "reproduce.py")
+    assert top - set(sys.stdlib_module_names) <= {"numpy"} <= named, top
+    assert (lazy - set(sys.stdlib_module_names)) - named == {"ai_edge_litert"}, lazy  # the TFLite runner only
+    (tmp_path / "guard.py").write_text(GUARD)
+    r = subprocess.run([sys.executable, str(tmp_path / "guard.py"), str(bundle / "reproduce.py"), ",".join(named)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "backend_test/ (3 samples): top-1 agreement with output_0.pb 100.00%" in r.stdout, r.stdout
+    blocked = subprocess.run([sys.executable, str(tmp_path / "guard.py"), str(bundle / "reproduce.py"), "numpy"],
+                             capture_output=True, text=True, timeout=120)
+    assert blocked.returncode != 0 and "not among the packages the bundle names" in blocked.stderr  # the guard bites
+
+
+def onnx_tensor(path):
+    from onnx import TensorProto
+
+    t = TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return t
