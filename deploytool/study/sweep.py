@@ -238,6 +238,9 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
         raise UnknownOption(f"unknown runtime {unknown[0]!r}; the sweep runs {', '.join(RUNTIMES)}")
     if part not in PARTS:
         raise UnknownOption(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
+    from deploytool.spec import TrainSpec
+
+    resolve_grid(flags, {}, TrainSpec(1, 1, "adam", 1.0, 0), 1)  # the flags alone, before anything loads
     ws = Workspace.open(workspace)
     ctx = RunContext.build(req, ws, targets=requested_targets(req), progress=progress)
     frameworks = expand(req.frameworks, ctx.spec.frameworks, "framework")
