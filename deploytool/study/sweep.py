@@ -219,7 +219,7 @@ def manifest_table(spec: Any) -> dict[str, Any]:
 
 
 def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str = "all",
-          budget: PointBudget = PointBudget(), *, workspace: str | Path | None = None, db: str | None = None,
+          budget: PointBudget | None = None, *, workspace: str | Path | None = None, db: str | None = None,
           run_id: str | None = None, fresh: bool = False, progress: bool = False,
           log: Callable[[str], None] = print) -> SweepOutcome:
     from tqdm import tqdm
@@ -233,6 +233,7 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
     from deploytool.workspace import Workspace
 
     t0 = time.perf_counter()
+    budget = budget or PointBudget()
     unknown = [r for r in runtimes if r not in RUNTIMES]
     if unknown:
         raise UnknownOption(f"unknown runtime {unknown[0]!r}; the sweep runs {', '.join(RUNTIMES)}")
@@ -414,16 +415,17 @@ class _Inference:
         import numpy as np
 
         from deploytool.errors import StageFailed
-        from deploytool.runtimes import make_runtime
+        from deploytool.runtimes import make_runtime, runtime_class
         from deploytool.targets import Position
 
         x = np.load(self._inputs(artifact.layout), allow_pickle=False)
+        batch_option = whole_set_batch_option(runtime_class(unit.target, artifact.format, unit.runtime))
         for t, batches in per_thread.items():
             for b in batches:
                 n = max(self.budget.min_samples, b * self.budget.min_batches)
                 inputs = x[np.arange(n) % len(x)]
                 options = {**self.ctx.target_runtime_options(unit.target, Position(unit.device, unit.backend)),
-                           "threads": t, "batch_size": b, "max_batch": b,
+                           "threads": t, batch_option: b,
                            "latency_samples": self.budget.min_samples if b == 1 else 1}
                 base = {**_base(unit, t, b), "artifact_sha256": artifact.sha256, "process": unit.target}
                 try:
@@ -435,6 +437,13 @@ class _Inference:
                     continue
                 save(infer_key(unit, t, b), {**base, **whole_set_point(out, b), "environment": out.environment,
                                              "notes": list(out.notes)})
+
+
+def whole_set_batch_option(cls: type) -> str:
+    """The option an out-of-process runtime takes its whole-set batch from: `batch_size` (the browser) or
+    `max_batch` (the phone's accuracy run), as its module's OPTIONS name them."""
+    accepted = getattr(sys.modules[cls.__module__], "OPTIONS", ())
+    return "batch_size" if "batch_size" in accepted else "max_batch"
 
 
 def whole_set_point(out: Any, batch: int) -> dict[str, Any]:

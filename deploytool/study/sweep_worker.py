@@ -83,6 +83,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from deploytool.data import load_dataset
     from deploytool.runtimes.measure import PeakRss
     from deploytool.spec import load_spec
+    from deploytool.study.sweep_measure import cpu_seconds
 
     fw, threads = job["framework"], int(job["threads"])
     if fw == "keras":
@@ -97,13 +98,13 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     epochs = int(job["epochs"])
     accuracy: list[float] = []
     cpu_per_epoch: list[float] = []
-    marks = {"cpu": sum(os.times()[:2])}
+    marks = {"cpu": cpu_seconds()}
 
     def after_epoch(epoch: int, predict) -> None:
-        cpu_now = sum(os.times()[:2])
+        cpu_now = cpu_seconds()
         cpu_per_epoch.append(cpu_now - marks["cpu"])
         accuracy.append(float(np.mean(np.asarray(predict(ds.x_test)).argmax(1) == ds.y_test)))
-        marks["cpu"] = sum(os.times()[:2])  # the evaluation is not the next epoch's CPU time
+        marks["cpu"] = cpu_seconds()  # the evaluation is not the next epoch's CPU time
 
     fit = trainer._fit_keras if fw == "keras" else trainer._fit_torch
     extra = {} if fw == "keras" else {"threads": threads}
