@@ -111,13 +111,15 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-# after_epoch(epoch index, predict): called once an epoch's time is taken; predict(x NHWC) -> logits. The sweep
-# study uses it for accuracy per epoch; the evaluation it does is outside the epoch's seconds.
+# before_epoch(epoch index): called just before an epoch's clock starts; after_epoch(epoch index, predict): once
+# its time is taken, predict(x NHWC) -> logits. The sweep study uses them for CPU time and accuracy per epoch;
+# what they do is outside the epoch's seconds.
+BeforeEpoch = Callable[[int], None]
 AfterEpoch = Callable[[int, Callable[[np.ndarray], np.ndarray]], None]
 
 
 def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
-               after_epoch: AfterEpoch | None = None):
+               after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
     from deploytool.quiet import import_tensorflow
 
     import_tensorflow()
@@ -139,6 +141,8 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     class Measure(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.bar = _progress(steps, f"train {spec.name} keras epoch {epoch + 1}/{epochs}", progress)
+            if before_epoch is not None:
+                before_epoch(epoch)
             self.t0 = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
@@ -160,7 +164,8 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
 
 
 def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
-               after_epoch: AfterEpoch | None = None, threads: int = 1):
+               after_epoch: AfterEpoch | None = None, threads: int = 1,
+               before_epoch: BeforeEpoch | None = None):
     import torch
 
     from deploytool import zoo
@@ -182,6 +187,8 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
         model.train()
         perm = torch.randperm(len(x), generator=gen)
         bar = _progress(-(-len(x) // bs), f"train {spec.name} torch epoch {epoch + 1}/{epochs}", progress)
+        if before_epoch is not None:
+            before_epoch(epoch)
         t0 = time.perf_counter()
         for i in range(0, len(x), bs):
             idx = perm[i : i + bs]
