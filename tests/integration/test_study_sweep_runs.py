@@ -37,7 +37,7 @@ def test_sweep_measures_every_point_then_resumes_without_measuring(lenet5_worksp
         assert p["status"] == "measured", (key, p.get("reason"))
         assert 0 < p["p50_ms_per_sample"] <= p["p90_ms_per_sample"], key
         assert p["throughput_sps"] > 0 and p["cpu_percent"] > 0
-        assert p["samples"] >= 16 or p["batches"] == 3  # a slow point stops at its floor of 3 batches
+        assert p["batches"] >= 3  # enough batches and samples, or a slow point stopped at its floor of 3
         assert p["memory_bytes"]["process_peak_rss_bytes"] > 20 * 2**20
     # each runtime really ran at the thread count of its point
     env = {(p["runtime"], p["threads"], p["environment"].get("intra_op_threads", p["environment"].get(
