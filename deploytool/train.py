@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -113,7 +113,15 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):
+# before_epoch(epoch index): called just before an epoch's clock starts; after_epoch(epoch index, predict): once
+# its time is taken, predict(x NHWC) -> logits. The sweep study uses them for CPU time and accuracy per epoch;
+# what they do is outside the epoch's seconds.
+BeforeEpoch = Callable[[int], None]
+AfterEpoch = Callable[[int, Callable[[np.ndarray], np.ndarray]], None]
+
+
+def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
+               after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
     from deploytool.quiet import import_tensorflow
 
     import_tensorflow()
@@ -135,6 +143,8 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     class Measure(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.bar = _progress(steps, f"train {spec.name} keras epoch {epoch + 1}/{epochs}", progress)
+            if before_epoch is not None:
+                before_epoch(epoch)
             self.t0 = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
@@ -145,6 +155,8 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
         def on_epoch_end(self, epoch, logs=None):
             seconds.append(time.perf_counter() - self.t0)
             self.bar.close()
+            if after_epoch is not None:
+                after_epoch(epoch, lambda x: self.model.predict(x, batch_size=512, verbose=0))
 
     model.fit(ds.x_train, ds.y_train, batch_size=spec.train.batch_size, epochs=epochs, shuffle=True,
               verbose=0, callbacks=[Measure()])
@@ -153,13 +165,15 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     return path, "NHWC", tuple(spec.input_shape), seconds, logits
 
 
-def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool):
+def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
+               after_epoch: AfterEpoch | None = None, threads: int = 1,
+               before_epoch: BeforeEpoch | None = None):
     import torch
 
     from deploytool import zoo
 
     torch.manual_seed(spec.train.seed)
-    torch.set_num_threads(1)  # see notes: OpenMP spin makes 2 threads far slower on a busy small box
+    torch.set_num_threads(threads)  # 1 by default, see notes: OpenMP spin makes 2 threads far slower on a busy small box
     model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes)
     opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
@@ -175,6 +189,8 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
         model.train()
         perm = torch.randperm(len(x), generator=gen)
         bar = _progress(-(-len(x) // bs), f"train {spec.name} torch epoch {epoch + 1}/{epochs}", progress)
+        if before_epoch is not None:
+            before_epoch(epoch)
         t0 = time.perf_counter()
         for i in range(0, len(x), bs):
             idx = perm[i : i + bs]
@@ -188,13 +204,21 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         seconds.append(time.perf_counter() - t0)
         bar.close()
-    model.eval()
-    x_test = torch.from_numpy(ds.in_layout(ds.x_test, "NCHW"))
-    with torch.inference_mode():
-        logits = torch.cat([model(x_test[i : i + 512]) for i in range(0, len(x_test), 512)]).numpy()
+        if after_epoch is not None:
+            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, "NCHW")))
+    logits = _torch_logits(model, ds.in_layout(ds.x_test, "NCHW"))
     export_torch(model, (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), path)
     torch.save(model.state_dict(), path.with_name("weights.pt"))
     return path, "NCHW", (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), seconds, logits
+
+
+def _torch_logits(model, x_nchw: np.ndarray) -> np.ndarray:
+    import torch
+
+    model.eval()
+    x = torch.from_numpy(np.ascontiguousarray(x_nchw))
+    with torch.inference_mode():
+        return torch.cat([model(x[i : i + 512]) for i in range(0, len(x), 512)]).numpy()
 
 
 def export_torch(model, input_chw: tuple[int, int, int], path: Path) -> None:

@@ -110,6 +110,18 @@ class Runtime:
     def close(self) -> None:
         self._close()
 
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch a fixed-batch artifact is run at (None: any batch). Smaller batches are padded to it."""
+        return getattr(self, "_fixed_batch", None)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep).
+        In-process runtimes only: the browser and the phone run whole sets (`run`)."""
+        if self.artifact is None:
+            raise RuntimeError("load() an artifact before predict()")
+        return self._predict(np.ascontiguousarray(x, dtype=np.float32))
+
     def __enter__(self) -> "Runtime":
         return self
 
@@ -133,6 +145,9 @@ class Runtime:
 
     def _run(self, inputs: np.ndarray) -> Outputs:
         raise NotImplementedError
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"the {self.name} runtime runs whole sets only")
 
     def _close(self) -> None:
         pass

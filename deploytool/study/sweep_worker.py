@@ -1,0 +1,139 @@
+"""One child process of the sweep: it measures one runtime at one or more thread counts over a list of batch
+sizes (`infer`), or trains one point of the training grid (`train`), and writes what it measured as JSON.
+
+Why a child: TensorFlow fixes its thread pools when it starts, so a Keras point at another thread count needs a
+fresh process; and a process of its own gives each runtime a clean peak RSS and CPU time, not the parent's
+(which may hold TensorFlow, PyTorch and a browser driver at once). It never stores or reports.
+
+    python -m deploytool.study.sweep_worker JOB.json RESULT.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+# TensorFlow's pools are sized when it starts: a format it runs gets its thread count before anything imports it.
+TF_FORMATS = ("keras", "saved_model")
+
+
+def _pin_tensorflow_threads(threads: int) -> None:
+    from deploytool.quiet import import_tensorflow
+
+    tf = import_tensorflow()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from deploytool.artifact import Artifact
+    from deploytool.errors import StageFailed
+    from deploytool.runtimes import make_runtime
+    from deploytool.runtimes.measure import PeakRss
+    from deploytool.study.sweep_measure import PointBudget, point_stats, time_point
+
+    artifact = Artifact.from_json(job["artifact"])
+    inputs = np.load(job["inputs"], allow_pickle=False)
+    budget = PointBudget(**job["budget"])
+    points = []
+    for threads, batches in job["points"]:  # [[threads, [batch, ...]], ...]: only the points not stored yet
+        if artifact.format in TF_FORMATS:
+            _pin_tensorflow_threads(threads)  # the job holds one thread count for these (see sweep.py)
+        base = {"threads": threads}
+        try:
+            rt = make_runtime(job["target"], artifact.format, job["runtime"], threads=threads, warmup_runs=0)
+            rt.load(artifact)
+        except StageFailed as e:
+            points += [{**base, "batch": b, "status": e.status, "reason": e.reason} for b in batches]
+            continue
+        with rt:
+            # what the runtime says it ran with (its thread setting, version): one untimed sample
+            env = dict(rt.run(inputs[:1]).environment)
+            for batch in batches:
+                if rt.fixed_batch is not None and batch != rt.fixed_batch:
+                    points.append({**base, "batch": batch, "status": "skipped",
+                                   "reason": f"the artifact has a fixed batch of {rt.fixed_batch}"})
+                    continue
+                peak = PeakRss().start()
+                try:
+                    times, cpu_s, wall_s = time_point(rt.predict, inputs, batch, budget)
+                except Exception as e:  # a runtime that fails at one batch: that point's result
+                    points.append({**base, "batch": batch, "status": "runtime_failed",
+                                   "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"})
+                    continue
+                memory = peak.stop()
+                points.append({**base, "batch": batch, "status": "measured",
+                               **point_stats(times, batch, cpu_s, wall_s), "memory_bytes": memory,
+                               "environment": env})
+    return points
+
+
+def train(job: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from deploytool import train as trainer
+    from deploytool.data import load_dataset
+    from deploytool.runtimes.measure import PeakRss
+    from deploytool.spec import load_spec
+    from deploytool.study.sweep_measure import cpu_seconds
+
+    fw, threads = job["framework"], int(job["threads"])
+    if fw == "keras":
+        _pin_tensorflow_threads(threads)
+        import keras  # noqa: F401  (imported here: its CPU time is not the first epoch's)
+    else:
+        import torch  # noqa: F401
+    spec = load_spec(job["model"])
+    spec = replace(spec, train=replace(spec.train, batch_size=int(job["batch_size"]), optimizer=job["optimizer"],
+                                       learning_rate=float(job["learning_rate"])))
+    ds = load_dataset(spec, Path(job["data_dir"]) if job.get("data_dir") else None)
+    n = job.get("train_samples")
+    if n:
+        ds = replace(ds, x_train=ds.x_train[:n], y_train=ds.y_train[:n])
+    epochs = int(job["epochs"])
+    accuracy: list[float] = []
+    cpu_per_epoch: list[float] = []
+    marks = {"cpu": 0.0}
+
+    def before_epoch(epoch: int) -> None:
+        marks["cpu"] = cpu_seconds()
+
+    def after_epoch(epoch: int, predict) -> None:
+        cpu_per_epoch.append(cpu_seconds() - marks["cpu"])
+        accuracy.append(float(np.mean(np.asarray(predict(ds.x_test)).argmax(1) == ds.y_test)))
+
+    fit = trainer._fit_keras if fw == "keras" else trainer._fit_torch
+    extra = {} if fw == "keras" else {"threads": threads}
+    peak = PeakRss().start()
+    with tempfile.TemporaryDirectory(prefix="sweep-train-") as tmp:
+        t0 = time.perf_counter()
+        _, _, _, seconds, _ = fit(spec, ds, epochs, Path(tmp) / trainer.FILE_NAMES[fw], False,
+                                  after_epoch=after_epoch, before_epoch=before_epoch, **extra)
+        wall = time.perf_counter() - t0
+    memory = peak.stop()
+    return {"seconds_per_epoch": [float(s) for s in seconds], "accuracy_per_epoch": accuracy,
+            "cpu_seconds_per_epoch": cpu_per_epoch, "memory_bytes": memory, "wall_seconds": wall,
+            "train_samples": int(len(ds.x_train)), "test_samples": int(len(ds.x_test))}
+
+
+def main(argv: list[str]) -> int:
+    from deploytool.convert.isolated import exit_when_parent_dies
+
+    exit_when_parent_dies(os.getppid())  # nobody would read a result once the sweep is gone
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    job = json.loads(Path(argv[0]).read_text())
+    result = infer(job) if job["kind"] == "infer" else train(job)
+    Path(argv[1]).write_text(json.dumps(result, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
