@@ -332,3 +332,67 @@ def heatmap(cells: Sequence[Sequence[Cell | None]], row_labels: Sequence[str], c
                        f"{esc(cell.text)}</text></g>")
     out.append("</svg>")
     return "".join(out)
+
+
+@dataclass
+class Series:
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float]
+    colour: str = PALETTE[0]
+    baseline: bool = False  # drawn thick, black and dashed, above the other lines
+
+
+def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str,
+               x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
+               y_range: tuple[float, float] | None = None, width: int = 600, height: int = 340) -> str:
+    """Lines through (x, y) points, one per series, with a marker on each point; legend from the labels."""
+    ml, mr, mb = 58, 14, 40
+    legend = [(s.label, "#111" if s.baseline else s.colour, "diamond" if s.baseline else "circle") for s in series]
+    legend_svg, legend_lines = _legend(legend, ml, 14, width - mr)
+    mt = 12 + 15 * legend_lines
+    pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys) if x is not None and y is not None
+           and math.isfinite(x) and math.isfinite(y)]
+    out = [_svg_open(width, height, title, "plot lines")]
+    if not pts:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
+        return "".join(out)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    lo, hi = y_range if y_range else (min(ys), max(ys))
+    xpad = (max(xs) - min(xs)) * 0.04
+    sx = Scale(min(xs) - xpad, max(xs) + xpad, ml, width - mr)
+    sy = Scale(lo, hi, height - mb, mt)
+    out += [_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt), legend_svg]
+    for s in sorted(series, key=lambda s: s.baseline):
+        good = [(x, y) for x, y in zip(s.xs, s.ys) if x is not None and y is not None
+                and math.isfinite(x) and math.isfinite(y)]
+        colour = "#111" if s.baseline else s.colour
+        style = 'stroke-width="2.6" stroke-dasharray="6 3"' if s.baseline else 'stroke-width="1.5" stroke-opacity="0.85"'
+        path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in good)
+        marks = "".join(_marker("diamond" if s.baseline else "circle", sx(x), sy(y), 3.5 if s.baseline else 2.8,
+                                f'fill="{colour}"') for x, y in good)
+        out.append(f'<g><title>{esc(s.label)}</title><polyline points="{path}" fill="none" stroke="{colour}" '
+                   f'{style}/>{marks}</g>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def image_grid(images: Sequence[tuple[str, int, int, str]], *, title: str, columns: int = 8, caption_px: int = 26) -> str:
+    """Thumbnails (PNG data URI, width, height, caption) in a grid; each caption is two short lines split at '|'."""
+    if not images:
+        return f'{_svg_open(300, 40, title, "plot images")}<text x="150" y="24" text-anchor="middle" fill="#666">none</text></svg>'
+    cw = max(w for _, w, _, _ in images) + 16
+    ch = max(h for _, _, h, _ in images) + caption_px + 8
+    cols = min(columns, len(images))
+    rows = -(-len(images) // cols)
+    out = [_svg_open(cw * cols, ch * rows, title, "plot images")]
+    for i, (uri, w, h, caption) in enumerate(images):
+        x, y = (i % cols) * cw + 8, (i // cols) * ch + 4
+        out.append(f'<g><title>{esc(caption.replace("|", " "))}</title>'
+                   f'<image href="{esc(uri)}" x="{x}" y="{y}" width="{w}" height="{h}"/>')
+        for j, line in enumerate(caption.split("|")[:2]):
+            out.append(f'<text x="{x + w / 2}" y="{y + h + 11 + 11 * j}" text-anchor="middle" fill="#333" '
+                       f'font-size="9">{esc(line)}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)

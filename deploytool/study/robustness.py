@@ -1,0 +1,293 @@
+"""`deploytool study robustness`: does migration or quantization change a model's adversarial robustness?
+
+Adversarial sets are crafted on each PC model (the Keras and PyTorch twins) with ART in pixel space (attacks.py),
+stored by content hash, and each set — plus the clean samples — runs through every combination `migrate` would
+run for the same request: the same matrix (plan_matrix), context, conversion cache, runtimes and sessions (one
+browser for the web rows), one combination at a time via `run_combination`. Every set also runs through each
+PC model (the row's baseline): so every set is white-box for one twin's rows and a transfer attack for the
+other's. A point is stored per (set, row) with its predicted labels; the report (robust_report.py) computes
+every number from those. Resuming skips stored points and crafts nothing already crafted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from deploytool.errors import UnknownOption
+from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, array_sha256, attack_grid, to_model_input
+
+HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
+        "run on every migrated artifact and target")
+EXAMPLES = ("deploytool study robustness --model lenet5 --target host --format tflite --quantize none,int8",
+            "deploytool study robustness --target host,web --format all --quantize all --samples 500",
+            "deploytool study robustness --attack fgsm --eps 0.1,0.3 --samples 64")
+DEFAULT_SAMPLES = 500
+GALLERY_PER_ROW = 3
+
+
+def add_cli(p) -> None:
+    from deploytool.cli import _positive_int
+    from deploytool.targets import all_targets
+
+    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
+    p.add_argument("--format", default="all", help="as for migrate: tflite, tfjs, onnx, ... (comma-separated, or all)")
+    p.add_argument("--quantize", default="all", help="as for migrate: none, fp16, dynamic, int8, ... (or all)")
+    p.add_argument("--runtime", default="", help="as for migrate: which runtime where a target offers several")
+    for target in all_targets():
+        target.add_cli_options(p)
+    p.add_argument("--attack", default="all", help=f"{', '.join(ATTACKS)} (comma-separated, or all; default: all)")
+    p.add_argument("--eps", default=",".join(f"{e:g}" for e in DEFAULT_EPS),
+                   help="L∞ budgets on the [0, 1] pixel scale, before normalisation (default: 0.05,0.1,0.2,0.3)")
+    p.add_argument("--samples", type=_positive_int, default=DEFAULT_SAMPLES,
+                   help=f"the first N test samples are attacked (default: {DEFAULT_SAMPLES})")
+    p.add_argument("--threads", type=_positive_int, default=1, help="inference threads on every runtime (default: 1)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one combination may run (default: 600)")
+
+
+@dataclass
+class RobustnessRequest:
+    model: str = "lenet5"
+    frameworks: tuple[str, ...] = ("all",)
+    formats: tuple[str, ...] = ("all",)
+    quantize: tuple[str, ...] = ("all",)
+    targets: tuple[str, ...] = ("host",)
+    target_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runtimes: tuple[str, ...] = ()
+    attacks: tuple[str, ...] = ("all",)
+    eps: tuple[float, ...] = DEFAULT_EPS
+    samples: int = DEFAULT_SAMPLES
+    data_dir: Path | None = None
+    epochs: int | None = None
+    threads: int = 1
+    timeout_s: float = 600.0
+    run_id: str | None = None
+    fresh: bool = False
+
+    def migrate_request(self):
+        from deploytool.request import MigrateRequest
+
+        # Latency is not this study's question: no warm-up, one timed sample per row.
+        return MigrateRequest(model=self.model, frameworks=self.frameworks, formats=self.formats, quantize=self.quantize,
+                              targets=self.targets, target_options=self.target_options, runtimes=self.runtimes,
+                              data_dir=self.data_dir, epochs=self.epochs, threads=self.threads, warmup_runs=0,
+                              latency_samples=1, timeout_s=self.timeout_s)
+
+    def attack_specs(self) -> list[AttackSpec]:
+        names = tuple(ATTACKS) if "all" in self.attacks else self.attacks
+        return attack_grid(names, tuple(self.eps))
+
+
+@dataclass
+class RobustnessOutcome:
+    run_id: str
+    report_paths: Any
+    rows_measured: int
+    rows_reused: int
+    sets_crafted: int
+    sets_reused: int
+    seconds_crafting: float
+    seconds_running: float
+    seconds_total: float
+
+
+def run(args) -> int:
+    from deploytool.cli import _floats
+    from deploytool.targets import all_targets
+
+    req = RobustnessRequest(
+        model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
+        targets=(args.target,), target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
+        runtimes=(args.runtime,) if args.runtime else (), attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
+        eps=_floats(args.eps, "--eps"), samples=args.samples, data_dir=args.data_dir, epochs=args.epochs,
+        threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh)
+    out = robustness(req, args.workspace, args.db, progress=not args.quiet)
+    print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "
+          f"{out.sets_crafted} adversarial sets crafted ({out.seconds_crafting:.0f} s), {out.sets_reused} reused; "
+          f"{out.seconds_total:.0f} s in all")
+    if out.report_paths is not None:
+        print(f"report: {out.report_paths.html}")
+    return 0
+
+
+@dataclass(frozen=True)
+class SetPlan:
+    set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
+    crafted_on: str | None
+    attack: AttackSpec | None
+
+
+def _source_artifact(ctx, framework: str):
+    """The trained PC model of one twin (cached by content; trains only if missing). Not ctx.source(): its
+    baseline is for the whole test set, and this study's measurement settings would replace the cached one."""
+    from deploytool.train import train
+
+    return train(ctx.spec, framework, ctx.dataset, ctx.ws, epochs=ctx.req.epochs, progress=ctx.progress).get_artifact()
+
+
+def _pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
+    """The PC model on one set, in its own framework's runtime: the baseline of that set's rows."""
+    from dataclasses import asdict
+
+    from deploytool.baseline import Baseline
+    from deploytool.runtimes import make_runtime
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with make_runtime("pc", artifact.format, warmup_runs=0, latency_samples=1, threads=ctx.req.threads) as rt:
+        rt.load(artifact)
+        out = rt.run(dataset.in_layout(dataset.x_test, artifact.layout))
+    npy, lat = out_dir / f"pc-{framework}.npy", out_dir / f"pc-{framework}.latency.npy"
+    np.save(npy, out.outputs)
+    np.save(lat, out.latency_ms)
+    return Baseline(model=ctx.spec.name, framework=framework, artifact_sha256=artifact.sha256,
+                    dataset_sha256=dataset.sha256, accuracy=float(np.mean(out.outputs.argmax(1) == dataset.y_test)),
+                    num_samples=len(dataset.x_test), outputs_path=str(npy), latency_samples_path=str(lat),
+                    latency=asdict(out.latency), throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes,
+                    load_ms=out.load_ms, first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
+                    provenance={"runtime": out.environment})
+
+
+def _thumbnails(x01: np.ndarray, indices: list[int], captions: list[str]) -> list[list[Any]]:
+    from deploytool.report.png import thumbnail_uri
+
+    out = []
+    for i, caption in zip(indices, captions):
+        img = x01[i]
+        uri, w, h = thumbnail_uri(img[..., 0] if img.shape[-1] == 1 else img, 56)
+        out.append([uri, w, h, caption])
+    return out
+
+
+def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_url: str | None = None,
+               progress: bool = True, log: Callable[[str], None] = print) -> RobustnessOutcome:
+    from tqdm import tqdm
+
+    from deploytool import usermodel
+    from deploytool.context import Source
+    from deploytool.convert.isolated import IsolatedConverter
+    from deploytool.migrate import prepare
+    from deploytool.provenance import host_identity, package_version
+    from deploytool.runner import run_combination
+    from deploytool.study.attacks import Crafter, load_or_craft
+    from deploytool.study.base import StudyRun
+    from deploytool.study.robust_report import report
+    from deploytool.study.report import write_study_report
+    from deploytool.workspace import Workspace, stable_hash
+
+    t_start = time.perf_counter()
+    if usermodel.is_model_file(req.model):
+        raise UnknownOption(f"{req.model}: the robustness study runs on a zoo model's twins (a name from "
+                            "`deploytool models` or a .toml manifest), not on a model file")
+    specs = req.attack_specs()
+    ws = Workspace.open(workspace)
+    ctx, combos, _, keys = prepare(req.migrate_request(), ws, progress)
+    frameworks = sorted({c.framework for c in combos})
+    n = min(req.samples, len(ctx.dataset.x_test))
+    clean_x = ctx.dataset.x_test[:n]
+    y = ctx.dataset.y_test[:n]
+    x01 = np.stack([ctx.dataset.images(clean_x)[i] for i in range(n)]).astype(np.float32)
+    clean_sha = array_sha256(x01)
+    request = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "samples": n, "clean_sha256": clean_sha,
+               "sources": {fw: ctx.source_id(fw) for fw in frameworks}, "frameworks": frameworks,
+               "formats": list(req.formats), "quantize": list(req.quantize), "targets": sorted(ctx.preflight),
+               "target_options": req.target_options, "runtimes": list(req.runtimes),
+               "attacks": [s.name for s in specs], "art": package_version("adversarial-robustness-toolbox"),
+               "host": host_identity(), "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}}
+    srun = StudyRun.open("robustness", ctx.spec.name, request, ws.root, db_url, req.run_id, req.fresh)
+    done = {k for k, v in srun.points().items() if v.get("final", True)}
+    if "samples" not in done:
+        srun.save("samples", {"n": n, "y": y.tolist(), "labels": list(ctx.spec.labels), "frameworks": frameworks})
+    plans = [SetPlan("clean", None, None)] + [SetPlan(f"{fw}/{s.name}", fw, s) for fw in frameworks for s in specs]
+
+    def row_key(plan: SetPlan, what: str) -> str:
+        return f"row/{plan.set_id}/{what}"
+
+    todo = {p.set_id: [c for c in combos if row_key(p, keys[c]) not in done] for p in plans}
+    pc_todo = {p.set_id: [fw for fw in frameworks if row_key(p, "pc-" + fw) not in done] for p in plans}
+    total = sum(len(v) for v in todo.values())
+    measured = crafted = reused_sets = 0
+    seconds_crafting = seconds_running = 0.0
+    artifacts = {fw: _source_artifact(ctx, fw) for fw in frameworks}
+    crafters: dict[str, Crafter] = {}
+
+    def make_crafter(fw: str) -> Crafter:
+        return Crafter(artifacts[fw], ctx.spec.preprocess, ctx.spec.num_classes, req.threads)
+
+    bar = tqdm(total=total, desc="robustness", unit="row", disable=not progress, dynamic_ncols=True)
+    converter = IsolatedConverter(ws.root / "logs" / f"convert-{srun.run_id}.log", req.timeout_s)
+    try:
+        with ctx.sessions():
+            for plan in plans:
+                if not todo[plan.set_id] and not pc_todo[plan.set_id]:
+                    continue
+                if plan.attack is None:
+                    adv01, x_model, facts = x01, clean_x, {"sha256": clean_sha, "seconds": 0.0, "cached": True}
+                else:
+                    bar.set_postfix_str(f"crafting {plan.set_id}", refresh=True)
+                    adv01, facts = load_or_craft(ws, crafters, make_crafter, plan.crafted_on, artifacts[plan.crafted_on],
+                                                 x01, y, clean_sha, plan.attack)
+                    x_model = to_model_input(adv01, ctx.spec.preprocess)
+                    crafted += not facts["cached"]
+                    reused_sets += facts["cached"]
+                    seconds_crafting += facts["seconds"]
+                if f"set/{plan.set_id}" not in done:
+                    d = (adv01 - x01).reshape(n, -1)
+                    srun.save(f"set/{plan.set_id}", {
+                        "crafted_on": plan.crafted_on, "attack": plan.attack.attack if plan.attack else "none",
+                        "eps": plan.attack.eps if plan.attack else 0.0, "sha256": facts["sha256"],
+                        "path": facts.get("path"), "seconds_crafting": facts["seconds"],
+                        "linf_mean": float(np.abs(d).max(1).mean()), "l2_mean": float(np.linalg.norm(d, axis=1).mean())})
+                # held like Dataset.x_test: indexed NHWC, stored in the model's layout (apply_preprocess's contract)
+                x_store = np.array(x_model.transpose(0, 3, 1, 2), order="C").transpose(0, 2, 3, 1) \
+                    if ctx.spec.layout == "NCHW" else np.ascontiguousarray(x_model)
+                ds = replace(ctx.dataset, x_test=x_store, y_test=y, sha256=stable_hash(
+                    {"base": ctx.dataset.sha256, "set": facts["sha256"], "n": n}, 32), name=f"{ctx.dataset.name}:{plan.set_id}")
+                out_dir = ws.inside(ws.root / "outputs" / srun.run_id / "pc" / plan.set_id.replace("/", "_"))
+                sources, pc_preds = {}, {}
+                for fw in frameworks:
+                    b = _pc_baseline(ctx, fw, artifacts[fw], ds, out_dir)
+                    sources[fw] = Source(fw, artifacts[fw], b)
+                    pc_preds[fw] = b.predictions
+                    if fw in pc_todo[plan.set_id]:
+                        srun.save(row_key(plan, "pc-" + fw), {
+                            "set": plan.set_id, "kind": "pc", "framework": fw, "label": f"{fw} (PC)",
+                            "status": "measured", "preds": pc_preds[fw].tolist()})
+                set_ctx = replace(ctx, dataset=ds, sources=sources)
+                for combo in todo[plan.set_id]:
+                    bar.set_postfix_str(f"{plan.set_id}: {combo.label}", refresh=True)
+                    t = time.perf_counter()
+                    key = stable_hash({"row": keys[combo], "set": facts["sha256"]}, 24)
+                    r = run_combination(set_ctx, converter, combo, srun.run_id, key)
+                    seconds_running += time.perf_counter() - t
+                    payload = {"set": plan.set_id, "kind": "target", "framework": combo.framework,
+                               "combo": {k: getattr(combo, k) for k in ("framework", "format", "quantize", "target",
+                                                                         "device", "backend", "runtime")},
+                               "label": combo.label, "status": r.status.value, "reason": r.reason,
+                               "final": r.status.final, "converted": r.artifact.sha256 if r.artifact else None}
+                    if r.outputs_path:
+                        preds = np.load(r.outputs_path, allow_pickle=False).argmax(1)
+                        payload["preds"] = preds.tolist()
+                        pc = pc_preds[combo.framework]
+                        only = np.flatnonzero((preds != y) & (pc == y))[:GALLERY_PER_ROW].tolist()
+                        payload["gallery"] = _thumbnails(
+                            adv01, only, [f"#{i} y={y[i]}|PC {pc[i]} -> {preds[i]}" for i in only])
+                    srun.save(row_key(plan, keys[combo]), payload)
+                    measured += 1
+                    bar.update(1)
+    except BaseException:
+        bar.close()
+        converter.close()
+        srun.finish("interrupted")
+        raise
+    bar.close()
+    converter.close()
+    srun.finish()
+    if total == 0:
+        log(f"run {srun.run_id}: every row already measured; nothing run again")
+    paths = write_study_report(srun, report(srun))
+    return RobustnessOutcome(srun.run_id, paths, measured, len(plans) * len(combos) - total, crafted, reused_sets,
+                             seconds_crafting, seconds_running, time.perf_counter() - t_start)
