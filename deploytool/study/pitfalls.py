@@ -191,7 +191,7 @@ def measure(srun: Any, plan: Plan, request: dict[str, Any], db: str | None = Non
             npz = _test_npz(srun.ws, x, y, calibration)
             out, warned = _migrate(srun, plan, request, db, artifact, npz, request["formats"], request["quantize"],
                                    progress)
-            pc = _per_segment(out.baselines[fw].outputs(), y, names)
+            pc = _per_segment(out.baselines[fw].outputs(), plan.y, names)
             done[key] = {"framework": fw, "migrate_run": out.run_id, "segments": names, "samples": len(plan.y),
                          "pc": pc, "rows": [_row(r, plan.y, names) for r in out.results],
                          "not_applicable": skipped, "check_warns": caught, "warnings": warned}
