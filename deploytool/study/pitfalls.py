@@ -100,8 +100,9 @@ class Plan:
         spec = load_spec(model)
         dataset = load_dataset(spec, data_dir)
         raw = load_raw(spec.dataset, spec, data_dir)
-        raw_x = _as_nhwc(raw.x_test, spec.input_shape, spec.dataset)[:samples]
-        return cls(spec, dataset, np.asarray(raw_x, np.float32), raw.y_test.astype(np.int64).ravel()[:samples],
+        raw_x = _as_nhwc(raw.x_test, spec.input_shape, spec.dataset)
+        idx = spread(len(raw_x), samples)
+        return cls(spec, dataset, np.asarray(raw_x[idx], np.float32), raw.y_test.astype(np.int64).ravel()[idx],
                    expand((framework,), spec.frameworks, "framework"), epochs)
 
     def identity(self) -> dict[str, Any]:
@@ -125,6 +126,12 @@ class Plan:
             caught[m.name] = bool(preprocessing_warnings(x, declared))
             out.append((m.name, m.feed(self.raw_x, p)))
         return out, skipped, caught
+
+
+def spread(total: int, n: int) -> np.ndarray:
+    """`n` indices spread evenly over the test set: the bundled MNIST split is sorted by label, so its
+    first samples are all zeros."""
+    return np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(int))
 
 
 def _test_npz(ws: Any, x: np.ndarray, y: np.ndarray, calibration: np.ndarray) -> Any:

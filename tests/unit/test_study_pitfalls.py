@@ -184,3 +184,11 @@ def test_report_sections_carry_the_published_ranges():
     assert PUBLISHED["off_centre_crop"].startswith("1.45")
     assert table.rows[1][table.columns.index("range_0_255")] == "warns"
     assert sections[0].figures and sections[0].figures[0].startswith("<svg")
+
+
+def test_samples_are_spread_over_the_sorted_test_set():
+    from deploytool.study.pitfalls import spread
+
+    idx = spread(2000, 60)
+    assert len(idx) == 60 and idx[0] == 0 and idx[-1] == 1999 and np.all(np.diff(idx) > 0)
+    assert len(spread(10, 60)) == 10
