@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +45,7 @@ class RunOutcome:
     seconds_in_runtimes: float
     seconds_converting: float
     seconds_report: float
+    baselines: dict[str, Any] = field(default_factory=dict)  # framework -> its PC Baseline on this run's test set
 
     @property
     def failing(self) -> list[Result]:
@@ -201,7 +203,7 @@ class _Run:
         paths = runs.write_report(ctx, store, run_id, results)
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
-                          in_runtimes, converting, t_report)
+                          in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
 
     def _findings(self, run_id: str, results: list[Result]) -> None:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
@@ -236,9 +238,17 @@ def prepare(req: MigrateRequest, ws: Workspace, progress: bool = False) -> tuple
     return ctx, combos, run_id, keys
 
 
+def _warn(text: str) -> None:
+    print(f"deploytool: warning: {text}", file=sys.stderr)
+
+
 def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: str | None = None,
-            progress: bool = True, log: Callable[[str], None] = print) -> RunOutcome:
+            progress: bool = True, log: Callable[[str], None] = print,
+            warn: Callable[[str], None] = _warn) -> RunOutcome:
+    """`warn` gets each line of the pitfall check (the test set against its declared preprocessing)."""
     ws = Workspace.open(workspace)
     store = open_store(db_url, ws.default_db_url)
     ctx, combos, run_id, keys = prepare(req, ws, progress)
+    for line in ctx.dataset.warnings:
+        warn(line)
     return _Run(ctx, store, log).run(combos, run_id, keys)

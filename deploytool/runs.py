@@ -44,7 +44,8 @@ def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Resul
     inp = report.ReportInput(
         run_id=run_id, model=ctx.spec.name, dataset=ctx.dataset.name,
         run_info={**ctx.req.to_json(), "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "host": host_facts(), "dataset_sha256": ctx.dataset.sha256, "dataset_origin": ctx.dataset.origin},
+                  "host": host_facts(), "dataset_sha256": ctx.dataset.sha256, "dataset_origin": ctx.dataset.origin,
+                  "data_warnings": list(ctx.dataset.warnings)},
         results=results, baselines={fw: asdict(s.baseline) for fw, s in ctx.sources.items()},
         labels=list(ctx.spec.labels), y_true=ctx.dataset.y_test,
         images=ctx.dataset.images(ctx.dataset.x_test), history=history)

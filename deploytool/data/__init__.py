@@ -42,6 +42,7 @@ class Dataset:
     preprocess: Preprocess
     origin: str
     sha256: str  # of the preprocessed bytes (test and train)
+    warnings: tuple[str, ...] = ()  # where the raw test set does not fit the declared preprocessing (data/check.py)
 
     def in_layout(self, x: np.ndarray, layout: str) -> np.ndarray:
         """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape.
@@ -192,6 +193,9 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
     if limit_test is not None:
         x_test, y_test = x_test[:limit_test], y_test[:limit_test]
     origin = raw.origin
+    from deploytool.data.check import preprocessing_warnings
+
+    warnings = tuple(preprocessing_warnings(x_test, spec.preprocess))
     del raw  # the raw arrays go as soon as the preprocessed ones exist
     xtr = apply_preprocess(x_train, spec.preprocess, spec.layout)
     xte = apply_preprocess(x_test, spec.preprocess, spec.layout)
@@ -203,4 +207,4 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
                             "check --scale/--mean/--std")
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=origin,
-                   sha256=_checksum(xte, y_test, xtr, y_train))
+                   sha256=_checksum(xte, y_test, xtr, y_train), warnings=warnings)

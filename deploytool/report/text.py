@@ -198,6 +198,7 @@ def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "r
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
     lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_md(inp.run_id)}`", "",
              f"{icon} **{one_line_summary(counts)}**" + (f" · baseline accuracy {base}" if base else ""), "",
+             *[f"⚠️ test set: {_md(w)}" + "\n" for w in inp.run_info.get("data_warnings") or []],
              "| combination | acc | Δ pts | agree | flips | p50 ms | ×p50 | size | ×size | result |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in rows:

@@ -22,6 +22,7 @@ from deploytool.errors import UnknownOption
 
 # name -> module; each study adds its own line
 STUDIES: dict[str, str] = {
+    "pitfalls": "deploytool.study.pitfalls",
     "robustness": "deploytool.study.robustness",
     "sweep": "deploytool.study.sweep",
 }
