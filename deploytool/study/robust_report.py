@@ -49,7 +49,7 @@ def measure_rows(points: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                        only_pc_fooled=len(fools.only_pc), pc_robust_accuracy=accuracy(pc, y))
         out.append(rec)
     order = {"fgsm": 0, "pgd": 1, "deepfool": 2}
-    out.sort(key=lambda r: (r["crafted_on"], order.get(r["attack"], 9), r["eps"] or 0, r["kind"] != "pc", r["row"]))
+    out.sort(key=lambda r: (r["crafted_on"], order.get(r["attack"], 9), r["eps"] or 0, r["kind"] != "source", r["row"]))
     return out
 
 
@@ -142,7 +142,7 @@ def report(run: "StudyRun") -> list[Section]:
     transfer: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in recs:
         if r.get("robust_accuracy") is not None:
-            col = f"{r['framework']} {'PC' if r['kind'] == 'pc' else 'artifacts (mean)'}"
+            col = f"{r['framework']} {'PC' if r['kind'] == 'source' else 'artifacts (mean)'}"
             transfer[(r["crafted_on"], r["attack"], _eps_cell(r))][col].append(100 * r["robust_accuracy"])
     cols = sorted({c for v in transfer.values() for c in v})
     transfer_table = Table(("crafted on", "attack", "ε", *(f"{c} robust acc %" for c in cols)),

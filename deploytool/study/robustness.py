@@ -254,7 +254,7 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
                     pc_preds[fw] = b.predictions
                     if fw in pc_todo[plan.set_id]:
                         srun.save(row_key(plan, "pc-" + fw), {
-                            "set": plan.set_id, "kind": "pc", "framework": fw, "label": f"{fw} (PC)",
+                            "set": plan.set_id, "kind": "source", "framework": fw, "label": f"{fw} (PC)",
                             "status": "measured", "preds": pc_preds[fw].tolist()})
                 set_ctx = replace(ctx, dataset=ds, sources=sources)
                 for combo in todo[plan.set_id]:

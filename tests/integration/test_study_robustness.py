@@ -38,7 +38,7 @@ def test_fgsm_bites_on_the_pc_model(study):
     first, _ = study
     report = json.loads(first.report_paths.json.read_text())
     records = next(s for s in report["sections"] if s["id"] == "rows")["data"]["records"]
-    pc = {r["eps"]: r for r in records if r["kind"] == "pc"}
+    pc = {r["eps"]: r for r in records if r["kind"] == "source"}
     # the bar: FGSM at ε = 0.2 costs the PC model at least 20 points on 500 samples
     assert pc[0.2]["clean_accuracy"] - pc[0.2]["robust_accuracy"] >= 0.20
     assert pc[0.3]["robust_accuracy"] <= pc[0.3]["clean_accuracy"]

@@ -62,11 +62,11 @@ def _points():
         "samples": {"n": 4, "y": y, "labels": list("0123"), "frameworks": ["keras"]},
         "set/clean": {"crafted_on": None, "attack": "none", "eps": 0.0},
         "set/keras/fgsm@0.2": {"crafted_on": "keras", "attack": "fgsm", "eps": 0.2},
-        "row/clean/pc-keras": {"set": "clean", "kind": "pc", "framework": "keras", "label": "keras (PC)",
+        "row/clean/pc-keras": {"set": "clean", "kind": "source", "framework": "keras", "label": "keras (PC)",
                                "status": "measured", "preds": [0, 1, 2, 3]},
         "row/clean/k1": {"set": "clean", "kind": "target", "framework": "keras", "label": "keras->tflite/int8 on host",
                          "combo": {"quantize": "int8"}, "status": "measured", "preds": [0, 1, 2, 0]},
-        "row/keras/fgsm@0.2/pc-keras": {"set": "keras/fgsm@0.2", "kind": "pc", "framework": "keras",
+        "row/keras/fgsm@0.2/pc-keras": {"set": "keras/fgsm@0.2", "kind": "source", "framework": "keras",
                                         "label": "keras (PC)", "status": "measured", "preds": [9, 1, 9, 3]},
         "row/keras/fgsm@0.2/k1": {"set": "keras/fgsm@0.2", "kind": "target", "framework": "keras",
                                   "label": "keras->tflite/int8 on host", "combo": {"quantize": "int8"},
@@ -76,7 +76,7 @@ def _points():
 
 def test_report_numbers_come_from_the_stored_predictions():
     pc, target = measure_rows(_points())
-    assert pc["kind"] == "pc" and pc["robust_accuracy"] == 0.5 and pc["attack_success_rate"] == 0.5
+    assert pc["kind"] == "source" and pc["robust_accuracy"] == 0.5 and pc["attack_success_rate"] == 0.5
     assert target["clean_accuracy"] == 0.75 and target["robust_accuracy"] == 0.5
     assert target["attack_success_rate"] == pytest.approx(2 / 3)  # right on 0, 1, 2 clean; wrong on 0, 1 after
     assert target["agreement"] == 0.5 and target["only_target_fooled"] == 1 and target["only_pc_fooled"] == 1
