@@ -117,7 +117,9 @@ class Crafter:
         from art.estimators.classification import PyTorchClassifier
 
         torch.set_num_threads(threads)
-        module = torch.export.load(str(artifact.path)).module()
+        from deploytool.pt2 import load_program
+
+        module = load_program(artifact.path).module()  # read without unpickling (deploytool/pt2.py)
         k = float(pixel_range(p) * p.scale)
         mean = torch.tensor(p.mean, dtype=torch.float32).reshape(1, -1, 1, 1)
         std = torch.tensor(p.std, dtype=torch.float32).reshape(1, -1, 1, 1)
