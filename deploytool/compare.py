@@ -19,12 +19,34 @@ VERDICTS = ("pass", "degraded", "fail")
 # each runtime names what it measured, and the ratio is only as honest as the
 # pair: the report prints which two figures were divided.
 MEMORY_PREFERENCE = (
+    "isolated_peak_rss_delta_bytes",
     "process_peak_rss_delta_bytes",
     "renderer_peak_rss_bytes",
     "device_peak_rss_bytes",
     "peak_memory_footprint_bytes",
     "process_peak_rss_bytes",
 )
+
+
+# One sentence per figure, for the report's memory legend.
+MEMORY_MEANING = {
+    "isolated_peak_rss_delta_bytes": "peak resident memory of loading the model and running the whole test set, "
+                                     "above the memory of the runtime's own process once its framework was imported "
+                                     "and idle (the same alone or in a matrix; onnxruntime and LiteRT give Python no "
+                                     "allocator statistics of their own, so there is none beside it).",
+    "process_peak_rss_delta_bytes": "peak resident memory of loading and running the model above the memory just "
+                                    "before, inside the long-lived deploytool process: it includes whatever that row "
+                                    "was first to import, so it depends on the order of rows (rows measured before "
+                                    "issue 10).",
+    "process_peak_rss_bytes": "peak resident memory of the whole process that loaded and ran the model, framework "
+                              "included.",
+    "process_lifetime_peak_rss_bytes": "peak resident memory of the process over its whole life (the span's own "
+                                       "peak could not be isolated on this system).",
+    "renderer_peak_rss_bytes": "peak resident memory of the browser's renderer process that ran the page (a process "
+                               "figure: page, JavaScript library, model and inputs).",
+    "device_peak_rss_bytes": "peak resident memory of the process that ran the model on the phone.",
+    "peak_memory_footprint_bytes": "the peak memory footprint the TFLite benchmark reported on the phone.",
+}
 
 
 @dataclass(frozen=True)

@@ -125,11 +125,15 @@ class RunContext:
     @contextmanager
     def sessions(self) -> Iterator[None]:
         """Each target's session (what its rows share: one browser for the web rows) open around a run's
-        rows. Re-entrant: inside an open one (localize within migrate) the open sessions are used."""
+        rows, and the workers that measure in-process runtimes (one per runtime, host rows and baselines).
+        Re-entrant: inside an open one (localize within migrate) the open sessions are used."""
         if self._session_options is not None:
             yield
             return
+        from deploytool.runtimes.isolated import runtime_workers
+
         with ExitStack() as stack:
+            stack.enter_context(runtime_workers())
             opened = {}
             for name in self.preflight:
                 t = get_target(name)

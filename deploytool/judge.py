@@ -16,7 +16,8 @@ def measurement_of(outputs: Outputs) -> Measurement:
     lat = outputs.latency
     return Measurement(p50_ms=lat.p50_ms, p90_ms=lat.p90_ms, p99_ms=lat.p99_ms, mean_ms=lat.mean_ms,
                        latency_samples=lat.n, memory_bytes=dict(outputs.memory_bytes), load_ms=outputs.load_ms,
-                       first_inference_ms=outputs.first_inference_ms, throughput_sps=outputs.throughput_sps)
+                       first_inference_ms=outputs.first_inference_ms, throughput_sps=outputs.throughput_sps,
+                       latency_inferences_per_reading=outputs.inferences_per_reading)
 
 
 def judge(outputs: Outputs, baseline: Baseline, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],

@@ -112,6 +112,8 @@ class Measurement:
     load_ms: float | None = None
     first_inference_ms: float | None = None
     throughput_sps: float | None = None
+    # K: batch-1 inferences per timer reading (the p50/p90/p99 are of means of K when > 1)
+    latency_inferences_per_reading: int = 1
 
     @property
     def memory(self) -> tuple[str, float] | None:

@@ -63,13 +63,15 @@ def baseline_outputs(src: Source) -> Outputs:
     return Outputs(outputs=b.outputs(), latency_ms=np.load(b.latency_samples_path, allow_pickle=False),
                    memory_bytes=dict(b.memory_bytes), load_ms=b.load_ms, first_inference_ms=b.first_inference_ms,
                    throughput_sps=b.throughput_sps, environment=dict(b.provenance.get("runtime") or {}),
+                   inferences_per_reading=int((b.provenance.get("runtime") or {}).get("latency_inferences_per_reading")
+                                              or 1),
                    notes=["the baseline's own file on the baseline's own runtime and settings: outputs, latency "
                           "and memory are the baseline's, measured once and not run again"])
 
 
 def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, key: str) -> Result:
     from deploytool import convert
-    from deploytool.runtimes import make_runtime, runtime_class
+    from deploytool.runtimes import runtime_class
 
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
@@ -86,9 +88,11 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
         if baseline_reusable(ctx, combo, r.artifact, src):
             outputs = baseline_outputs(src)
         else:
-            with make_runtime(combo.target, r.artifact.format, combo.runtime, **ctx.runtime_options(combo)) as rt:
-                rt.load(r.artifact)
-                outputs = rt.run(ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout))
+            from deploytool.runtimes.isolated import load_and_run
+
+            outputs = load_and_run(combo.target, r.artifact.format, combo.runtime, r.artifact,
+                                   ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout),
+                                   **ctx.runtime_options(combo))
         r.times.runtime = time.perf_counter() - t
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason

@@ -256,10 +256,11 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
 
 
 def _process_figure(r: Result) -> bool:
-    """Memory is compared only where the figure is a whole process's (browser renderer, phone): an in-process
-    runtime's RSS delta depends on what was imported before it (issue 10) and would raise false alarms."""
+    """Memory is compared only where the figure repeats: a whole process's (browser renderer, phone) or a host
+    runtime's measured in its own process; the older in-process RSS delta depended on what was imported before
+    it (issue 10) and would raise false alarms."""
     m = r.measurement.memory if r.measurement is not None else None
-    return m is not None and "delta" not in m[0]
+    return m is not None and (m[0] == "isolated_peak_rss_delta_bytes" or "delta" not in m[0])
 
 
 def require_lab_run(run: dict[str, Any] | None, name: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from deploytool.compare import format_tolerance
+from deploytool.compare import MEMORY_MEANING, format_tolerance
 from deploytool.report import figures
 from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count,
                                     fmt_float, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
@@ -258,7 +258,9 @@ def _summary_table(rows: list[dict[str, Any]]) -> Markup:
         lines.append(line)
     tolerances = [("; ".join(f"{m}: {format_tolerance(m, tuple(lim))}" for m, lim in json.loads(key).items()), labels)
                   for key, labels in tolerance_sets.items()]
-    return _template("summary_table.html.j2", lines=lines, mem_names=mem_names, tolerances=tolerances,
+    mem_meanings = {pair: MEMORY_MEANING.get(pair.split(" ÷ ")[0], "") for pair in mem_names}
+    return _template("summary_table.html.j2", lines=lines, mem_names=mem_names, mem_meanings=mem_meanings,
+                     tolerances=tolerances,
                      notes=list(notes), any_unlike=any(line["unlike"] for line in lines))
 
 

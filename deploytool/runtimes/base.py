@@ -16,7 +16,11 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.runtimes.measure import PeakRss, run_batched, time_batch1
+from deploytool.runtimes.measure import PeakRss, busy_note, cpu_busy_fraction, run_batched, time_batch1
+
+
+# Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
+MIN_TIMED_SAMPLES = 10
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Outputs:
     """What one runtime produced for one artifact over the whole test set."""
 
     outputs: np.ndarray  # (N, num_outputs) float32: the model's outputs, dequantized
-    latency_ms: np.ndarray  # per-sample latency at batch 1, after warm-up
+    latency_ms: np.ndarray  # batch-1 latency per timer reading, after warm-up (a mean of K inferences each)
     # name -> bytes; each name says what was measured, e.g.
     # "process_peak_rss_delta_bytes", "renderer_peak_rss_bytes", "js_heap_bytes".
     memory_bytes: dict[str, float] = field(default_factory=dict)
@@ -54,6 +58,7 @@ class Outputs:
     throughput_sps: float | None = None  # samples/s at the larger batch
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    inferences_per_reading: int = 1  # K: batch-1 inferences timed by one timer reading
 
     @property
     def latency(self) -> LatencyStats:
@@ -73,6 +78,10 @@ class Runtime:
     # In-process runtimes get load time and this process's peak RSS measured by
     # the base class; out-of-process ones (browser, phone) measure their own.
     in_process = True
+
+    @classmethod
+    def import_framework(cls) -> None:
+        """Import what `_load` needs (called once in a measuring worker, before any measured span)."""
 
     def __init__(self, **options: Any):
         self.options = options
@@ -132,12 +141,26 @@ class Runtime:
                   environment: dict[str, Any], notes: list[str] | None = None) -> Outputs:
         """The in-process measurement every host runtime shares: batch-1 latency after
         warm-up, then the whole set in batches for outputs and throughput."""
-        lat, first_ms = time_batch1(predict, inputs, int(self.options.get("warmup_runs", 10)),
-                                    self.options.get("latency_samples"))
+        notes = list(notes or [])
+        threads = int(self.options.get("threads", 1))
+        samples = self.options.get("latency_samples")
+        busy = None
+        if samples is None or samples >= MIN_TIMED_SAMPLES:  # a single untimed run (localize) needs no check
+            busy = cpu_busy_fraction(float(self.options.get("load_check_s", 0.2)))
+            note = busy_note(busy, threads)
+            if note:
+                notes.append(note)
+        lat, first_ms, k = time_batch1(predict, inputs, int(self.options.get("warmup_runs", 10)), samples)
+        if k > 1:
+            notes.append(f"latency: one inference takes under 50 µs, so each timer reading timed {k} batch-1 "
+                         f"inferences and was divided by {k}; p90/p99 are of those means")
         outputs, seconds = run_batched(predict, inputs, batch_size)
+        env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k}
+        if busy is not None:
+            env["cpu_busy_fraction_before_timing"] = round(busy, 3)
         return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
                        throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment={**environment, "throughput_batch": batch_size}, notes=list(notes or []))
+                       environment=env, notes=notes, inferences_per_reading=k)
 
     # hooks
     def _load(self, artifact: Artifact) -> None:

@@ -15,10 +15,24 @@ class KerasRuntime(Runtime):
     name = "keras"
     formats = ("keras", "saved_model")
 
+    @classmethod
+    def import_framework(cls) -> None:
+        from deploytool.quiet import import_tensorflow
+
+        import_tensorflow()
+        import keras  # noqa: F401
+
     def _load(self, artifact: Artifact) -> None:
         from deploytool.quiet import import_tensorflow
 
         tf = import_tensorflow()
+        if self.options.get("own_process"):
+            # Pinned only in a measuring worker: in a shared process it would also slow training there.
+            try:
+                tf.config.threading.set_intra_op_parallelism_threads(int(self.options.get("threads", 1)))
+                tf.config.threading.set_inter_op_parallelism_threads(1)
+            except RuntimeError:  # TensorFlow already ran an op in this worker: pinned by its first row
+                pass
 
         try:
             if artifact.format == "keras":

@@ -36,6 +36,10 @@ class LiteRTRuntime(Runtime):
     name = "litert"
     formats = ("tflite",)
 
+    @classmethod
+    def import_framework(cls) -> None:
+        from ai_edge_litert.interpreter import Interpreter  # noqa: F401
+
     def _interpreter(self, path: str, threads: int):
         from ai_edge_litert.interpreter import Interpreter
 

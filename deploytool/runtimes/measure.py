@@ -1,11 +1,14 @@
 """Measurement helpers shared by the in-process runtimes: per-sample latency at
-batch 1 after warm-up, the whole-set batched run, and the process's peak RSS
-during one combination. Nothing here knows about a framework; runtimes pass
-plain callables.
+batch 1 after warm-up (K inferences per timer reading when one is too short
+to time alone), the whole-set batched run, the machine's CPU load before
+timing, and the process's peak RSS during one combination. Nothing here knows
+about a framework; runtimes pass plain callables.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import time
 from pathlib import Path
@@ -51,7 +54,79 @@ class PeakRss:
     def stop(self) -> dict[str, float]:
         peak = (_status_kib("VmHWM") or 0) * 1024
         key = "process_peak_rss_bytes" if self.exact else "process_lifetime_peak_rss_bytes"
-        return {key: float(peak), "process_peak_rss_delta_bytes": float(max(0, peak - self.rss_before_bytes))}
+        return {key: float(peak), "process_peak_rss_delta_bytes": memory_delta_bytes(self.rss_before_bytes, peak)}
+
+
+def memory_delta_bytes(idle_rss_bytes: float, peak_rss_bytes: float) -> float:
+    """What a span cost: its peak RSS above the RSS the process idled at just before it (never negative:
+    a span that freed memory cost nothing)."""
+    return float(max(0.0, float(peak_rss_bytes) - float(idle_rss_bytes)))
+
+
+def release_free_memory() -> None:
+    """Collect garbage and hand glibc's free pages back to the kernel, so the RSS an idle process shows
+    does not depend on what the process ran before (a reused worker would otherwise look cheaper)."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the figure is a little noisier, still honest
+        pass
+
+
+# Latency: one inference shorter than this is timed K at a time (a timer reading plus a Python call
+# are a visible part of ~10 us); each reading then spans about READING_TARGET_S.
+SHORT_INFERENCE_S = 50e-6
+READING_TARGET_S = 1e-3
+MAX_PER_READING = 1000
+MIN_READINGS = 50
+
+
+def inferences_per_reading(one_inference_s: float) -> int:
+    """K, the batch-1 inferences timed by one timer reading: 1 for an inference of SHORT_INFERENCE_S or
+    more, else enough for a reading of about READING_TARGET_S (at most MAX_PER_READING)."""
+    if not math.isfinite(one_inference_s) or one_inference_s >= SHORT_INFERENCE_S:
+        return 1
+    return int(min(MAX_PER_READING, math.ceil(READING_TARGET_S / max(one_inference_s, 1e-9))))
+
+
+def readings_for(samples: int, k: int) -> int:
+    """How many readings of K inferences stand for `samples` batch-1 latencies: about the same number of
+    inferences in all, but never fewer than MIN_READINGS (or `samples`, when fewer were asked)."""
+    return max(math.ceil(samples / k), min(samples, MIN_READINGS))
+
+
+def cpu_busy_fraction(interval_s: float = 0.2) -> float | None:
+    """The share of all CPUs busy over `interval_s` (from /proc/stat), this process sleeping meanwhile:
+    what other processes take. None where /proc/stat cannot be read."""
+    def sample() -> tuple[int, int] | None:
+        try:
+            first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        except OSError:
+            return None
+        ticks = [int(v) for v in first[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return sum(ticks), idle
+
+    a = sample()
+    time.sleep(interval_s)
+    b = sample()
+    if a is None or b is None or b[0] <= a[0]:
+        return None
+    return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+
+def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None) -> str | None:
+    """A note for the row when other processes left fewer free CPUs than the runtime's threads."""
+    cpus = cpus or os.cpu_count() or 1
+    if busy_fraction is None or (1.0 - busy_fraction) * cpus >= threads:
+        return None
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"the machine was busy when timing began: {100 * busy_fraction:.0f}% of {cpus} CPUs in use "
+            f"(1-minute load {load:.1f}) for {threads} thread(s); latency may read high")
 
 
 def run_batched(predict: Predict, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:
@@ -65,22 +140,43 @@ def run_batched(predict: Predict, inputs: np.ndarray, batch_size: int) -> tuple[
     return out.reshape(len(inputs), -1), seconds
 
 
-def time_batch1(predict: Predict, inputs: np.ndarray, warmup_runs: int, samples: int | None) -> tuple[np.ndarray, float]:
-    """Latency of every sample (or the first `samples`) at batch 1, in ms.
+def time_batch1(predict: Predict, inputs: np.ndarray, warmup_runs: int,
+                samples: int | None) -> tuple[np.ndarray, float, int]:
+    """Batch-1 latency of every sample (or the first `samples`), in ms.
 
-    Returns (latencies_ms, first_inference_ms). The first call is timed apart:
-    it often includes lazy initialisation that steady state does not pay.
+    Returns (latencies_ms, first_inference_ms, k). The first call is timed
+    apart: it often includes lazy initialisation that steady state does not
+    pay. The warm-up runs are timed too; when the fastest is under
+    SHORT_INFERENCE_S, each reading times K consecutive samples and is
+    divided by K (see `inferences_per_reading`).
     """
     n = len(inputs) if samples is None else min(samples, len(inputs))
     t0 = time.perf_counter()
     predict(inputs[0:1])
     first_ms = (time.perf_counter() - t0) * 1e3
+    warm = np.empty(warmup_runs, dtype=np.float64)
     for i in range(warmup_runs):
-        predict(inputs[i % len(inputs) : i % len(inputs) + 1])
-    lat = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        x = inputs[i : i + 1]
+        x = inputs[i % len(inputs) : i % len(inputs) + 1]
         t = time.perf_counter()
         predict(x)
-        lat[i] = (time.perf_counter() - t) * 1e3
-    return lat, first_ms
+        warm[i] = time.perf_counter() - t
+    # The fastest warm-up run, not the median: it is the model's own cost, so K stays the same between runs
+    # on a busy machine (a K that flips between 1 and 21 moves p50 by itself).
+    k = inferences_per_reading(float(warm.min())) if warmup_runs else 1
+    if k == 1:
+        lat = np.empty(n, dtype=np.float64)
+        for i in range(n):
+            x = inputs[i : i + 1]
+            t = time.perf_counter()
+            predict(x)
+            lat[i] = (time.perf_counter() - t) * 1e3
+        return lat, first_ms, 1
+    rows = [inputs[i : i + 1] for i in range(n)]  # the same samples as K == 1 would time, in turn
+    lat = np.empty(readings_for(n, k), dtype=np.float64)
+    for j in range(len(lat)):
+        batch = [rows[(j * k + i) % n] for i in range(k)]
+        t = time.perf_counter()
+        for x in batch:
+            predict(x)
+        lat[j] = (time.perf_counter() - t) * 1e3 / k
+    return lat, first_ms, k

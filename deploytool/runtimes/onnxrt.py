@@ -25,6 +25,10 @@ class OnnxRuntime(Runtime):
     name = "onnxruntime"
     formats = ("onnx",)
 
+    @classmethod
+    def import_framework(cls) -> None:
+        import onnxruntime  # noqa: F401
+
     def _load(self, artifact: Artifact) -> None:
         import onnxruntime as ort
 
@@ -34,6 +38,7 @@ class OnnxRuntime(Runtime):
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
+        self._so = so
         try:
             self._sess = ort.InferenceSession(str(artifact.path), so, providers=["CPUExecutionProvider"])
         except Exception as e:  # a corrupt model or an op it lacks: this combination's (final) result
@@ -73,7 +78,9 @@ class OnnxRuntime(Runtime):
                          f"{self._fixed_batch} sample(s) per run")
         env = {"runtime": "onnxruntime", "version": self._version, "intra_op_num_threads": self._threads,
                "providers": self._sess.get_providers(), "input_dtype": np.dtype(self._dtype).name,
-               "output_dtype": self._output.type, "batch_resizable": self._fixed_batch is None}
+               "output_dtype": self._output.type, "batch_resizable": self._fixed_batch is None,
+               # its own memory settings (it exposes no allocator statistics to Python)
+               "cpu_mem_arena": self._so.enable_cpu_mem_arena, "mem_pattern": self._so.enable_mem_pattern}
         try:
             return self._measure(self._predict, inputs, batch, env, notes)
         except Exception as e:

@@ -11,6 +11,12 @@ from deploytool.runtimes.litert import LiteRTRuntime
 class TensorFlowLiteRuntime(LiteRTRuntime):
     name = "tensorflow-lite"
 
+    @classmethod
+    def import_framework(cls) -> None:
+        from deploytool.quiet import import_tensorflow
+
+        import_tensorflow().lite.Interpreter  # noqa: B018 (tf.lite is imported lazily)
+
     def _interpreter(self, path: str, threads: int):
         from deploytool.quiet import import_tensorflow
 

@@ -22,6 +22,12 @@ class TorchRuntime(Runtime):
     name = "torch"
     formats = ("torch",)
 
+    @classmethod
+    def import_framework(cls) -> None:
+        import torch  # noqa: F401
+
+        import deploytool.pt2  # noqa: F401
+
     def _load(self, artifact: Artifact) -> None:
         import torch
 

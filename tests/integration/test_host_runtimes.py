@@ -17,6 +17,7 @@ from deploytool import convert as C
 from deploytool.errors import StageFailed
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.litert import LiteRTRuntime
+from deploytool.runtimes.measure import readings_for
 from deploytool.runtimes.onnxrt import OnnxRuntime
 
 try:
@@ -75,15 +76,19 @@ def test_litert_fp32_outputs_and_measurements(sources, artifacts):
     assert out.outputs.shape == (n, 10) and out.outputs.dtype == np.float32
     assert max_abs_diff(out.outputs, raw_litert(art.path, src.x_test)) < 1e-5
     assert max_abs_diff(out.outputs, src.reference) < 1e-4 and agreement(out.outputs, src.reference) == 1.0
-    assert out.latency_ms.shape == (n,) and (out.latency_ms > 0).all()
+    k = out.inferences_per_reading  # a tiny model's inference is under 50 µs: K per timer reading
+    assert out.latency_ms.shape == (readings_for(n, k),) and (out.latency_ms > 0).all()
     assert out.first_inference_ms > 0 and out.throughput_sps > 0 and out.load_ms > 0
     assert out.latency.p50_ms <= out.latency.p90_ms
     assert out.memory_bytes.get("process_peak_rss_delta_bytes", -1) >= 0
     env = out.environment
     assert env["runtime"] == "litert" and env["version"] == metadata.version("ai-edge-litert")
-    assert env["num_threads"] == 1 and env["batch_resizable"] is True
+    assert env["num_threads"] == env["threads"] == 1 and env["batch_resizable"] is True
     assert env["input_dtype"] == env["output_dtype"] == "float32"
-    assert not out.notes
+    assert env["latency_inferences_per_reading"] == k and 0 <= env["cpu_busy_fraction_before_timing"] <= 1
+    # the row says how latency was timed (and whether the machine was busy), nothing else
+    assert (k > 1) == any(f"timed {k} batch-1 inferences" in s for s in out.notes)
+    assert all(s.startswith(("latency: ", "the machine was busy")) for s in out.notes), out.notes
 
 
 def test_litert_batch_size_and_options_do_not_change_outputs(sources, artifacts):

@@ -44,6 +44,8 @@ def test_every_row_is_measured_or_has_a_status_and_reason(host_run):
             assert r.reason, r
     measured = [r for r in rows if r.status == "measured"]
     assert len(measured) == len(rows) == 20 and not host_run.failing
+    # every row and the baseline measured in their runtime's own process: the ratio divides like by like
+    assert {r.comparison.memory_figures for r in measured} == {("isolated_peak_rss_delta_bytes",) * 2}
 
 
 def test_a_format_named_for_the_wrong_target_is_a_row_with_a_reason(lenet5_workspace):

@@ -41,7 +41,8 @@ def user_inputs(folder: Path, n: int = 64) -> tuple[Path, Path]:
 
 
 def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(tmp_path, monkeypatch):
-    from deploytool import baseline, runtimes
+    from deploytool import runtimes
+    from deploytool.runtimes import isolated
     from deploytool.convert.isolated import IsolatedConverter
     from deploytool.devices.browser import Chromium
     from deploytool.migrate import MigrateRequest, migrate
@@ -60,7 +61,9 @@ def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(t
     real_make, real_start, real_launch = runtimes.make_runtime, IsolatedConverter._start, Chromium.launch
     counting_make = lambda *a, **k: launched.append(f"runtime {a}") or real_make(*a, **k)
     monkeypatch.setattr(runtimes, "make_runtime", counting_make)
-    monkeypatch.setattr(baseline, "make_runtime", counting_make)
+    real_measure = isolated.measure_in_own_process
+    monkeypatch.setattr(isolated, "measure_in_own_process",
+                        lambda *a, **k: launched.append(f"runtime worker {a[0].name}") or real_measure(*a, **k))
     monkeypatch.setattr(IsolatedConverter, "_start", lambda self: launched.append("converter") or real_start(self))
     monkeypatch.setattr(Chromium, "launch", lambda self: launched.append("chromium") or real_launch(self))
     again = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)

@@ -1,0 +1,183 @@
+"""In-process runtimes (host rows and the PC baseline) measured in a process of
+their own, so a row's memory figure is the model's and not an accident of what
+the measuring process imported or ran before. One spawned worker per runtime
+class, reused for a run's rows: its framework is imported when it starts, and
+each row's load + run is one measured span. The figure is that span's peak RSS
+above the worker's RSS just before it, after garbage collection and
+malloc_trim, so a row measures the same alone and inside a matrix.
+This module moves a measurement across the process boundary; the runtimes and
+measure.py do the measuring. It never compares or stores.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from deploytool.artifact import Artifact
+from deploytool.errors import StageFailed
+from deploytool.runtimes.base import Outputs
+
+# What each figure of an isolated measurement is (the report's legend reads these).
+ISOLATED_DELTA = "isolated_peak_rss_delta_bytes"
+ISOLATED_IDLE = "isolated_idle_rss_bytes"
+
+# Samples of the unmeasured priming run (at least one whole batch of the batched pass's usual size).
+PRIMING_SAMPLES = 256
+PRIMING_LATENCY_SAMPLES = 20
+
+# glibc's mallopt(M_MMAP_THRESHOLD): a fixed threshold turns off its dynamic raising, which would
+# otherwise let a reused worker keep large freed blocks in its heap (and look cheaper on the next row).
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def _init_worker(ref: str, parent_pid: int) -> None:
+    from deploytool.convert.isolated import exit_when_parent_dies
+
+    exit_when_parent_dies(parent_pid)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass
+    _class(ref).import_framework()
+
+
+def _class(ref: str):
+    import importlib
+
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+    """In the worker: one load + run, its memory taken above the idle RSS just before it.
+
+    The model is first loaded and run once on a few samples, unmeasured: a runtime initialises itself
+    lazily (thread pools, kernel registries, the code pages of the kernels this model uses), and
+    that would be charged to whichever row came first in this worker.
+    """
+    from deploytool.runtimes.measure import release_free_memory
+
+    cls = _class(ref)
+    # The priming run takes the measured run's code path (warm-up, K, the CPU-load check without its wait):
+    # a shorter one left ~1.5 MiB of first-use allocations to the first measured row.
+    priming = {**options, "latency_samples": PRIMING_LATENCY_SAMPLES, "load_check_s": 0.0}
+    with cls(**priming, own_process=True) as primer:
+        primer.load(artifact)
+        primer.run(inputs[:PRIMING_SAMPLES])
+    del primer
+    release_free_memory()
+    with cls(**options, own_process=True) as rt:
+        rt.load(artifact)
+        out = rt.run(inputs)
+        idle = rt._peak.rss_before_bytes if rt._peak is not None else 0
+    delta = out.memory_bytes.pop("process_peak_rss_delta_bytes", None)
+    if delta is not None:
+        out.memory_bytes[ISOLATED_DELTA] = delta
+        out.memory_bytes[ISOLATED_IDLE] = float(idle)
+    out.environment["measured_in"] = (f"own process (pid {os.getpid()}), reused for this runtime's rows; the model "
+                                      f"loaded and ran once on {min(len(inputs), PRIMING_SAMPLES)} samples before "
+                                      "the measured load + run")
+    return out
+
+
+def _ref(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+class RuntimeWorkers:
+    """`measure(cls, options, artifact, inputs) -> Outputs`, each runtime class in its own reused worker."""
+
+    def __init__(self) -> None:
+        self._pools: dict[str, ProcessPoolExecutor] = {}
+        self.started = 0  # workers spawned (a test counts them)
+
+    def _pool(self, ref: str) -> ProcessPoolExecutor:
+        if ref not in self._pools:
+            self._pools[ref] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                   initializer=_init_worker, initargs=(ref, os.getpid()))
+            self.started += 1
+        return self._pools[ref]
+
+    def _kill(self, ref: str) -> list[int]:
+        pool = self._pools.pop(ref, None)
+        if pool is None:
+            return []
+        procs = list(getattr(pool, "_processes", {}).values())
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
+        return [p.exitcode for p in procs if p.exitcode is not None]
+
+    def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+        from deploytool.convert.isolated import _describe_exit, _submit_from_lasting_thread
+
+        ref, timeout_s = _ref(cls), options.get("timeout_s")
+        try:
+            future = _submit_from_lasting_thread(self._pool(ref), _measure, ref, dict(options), artifact, inputs)
+            return future.result(timeout=timeout_s)
+        except FutureTimeout:
+            self._kill(ref)
+            raise StageFailed("timeout", f"{cls.name} took longer than {timeout_s:g} s to load and run the model; "
+                                         "it was stopped (raise --timeout if it needs longer)") from None
+        except BrokenProcessPool:
+            how = ", ".join(_describe_exit(c) for c in self._kill(ref)) or "it died"
+            raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed loading or running "
+                                                f"the model ({how})") from None
+
+    def close(self) -> None:
+        for ref in list(self._pools):
+            self._pools.pop(ref).shutdown(wait=True, cancel_futures=True)
+
+
+_open: RuntimeWorkers | None = None
+
+
+@contextmanager
+def runtime_workers() -> Iterator[RuntimeWorkers]:
+    """The workers a run's rows share, stopped when it ends. Re-entrant: inside an open one, that one."""
+    global _open
+    if _open is not None:
+        yield _open
+        return
+    _open = workers = RuntimeWorkers()
+    try:
+        yield workers
+    finally:
+        _open = None
+        workers.close()
+
+
+def measure_in_own_process(cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+    """Load and run `artifact` on runtime `cls` in its worker: the open run's, else one started for this call."""
+    with runtime_workers() as workers:
+        return workers.measure(cls, options, artifact, inputs)
+
+
+def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: np.ndarray,
+                 **options: Any) -> Outputs:
+    """One row's (or the baseline's) load + run: an in-process runtime in its own worker; a browser or a phone,
+    which measure their own process, here."""
+    from deploytool import runtimes
+
+    cls = runtimes.runtime_class(target, fmt, runtime)
+    if cls.in_process:
+        return measure_in_own_process(cls, options, artifact, np.ascontiguousarray(inputs, dtype=np.float32))
+    with runtimes.make_runtime(target, fmt, runtime, **options) as rt:
+        rt.load(artifact)
+        return rt.run(inputs)

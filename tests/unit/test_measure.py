@@ -1,0 +1,77 @@
+"""The measuring rules of deploytool.runtimes.measure: how many inferences one
+latency reading times (K), how many readings stand for the asked samples, the
+memory-delta arithmetic, and when a busy machine is noted in the row."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from deploytool.runtimes import measure
+from deploytool.runtimes.measure import (busy_note, inferences_per_reading, memory_delta_bytes, readings_for,
+                                         time_batch1)
+
+
+@pytest.mark.parametrize("one_inference_s, k", [
+    (50e-6, 1),  # at the threshold: timed alone
+    (200e-6, 1),
+    (5e-3, 1),
+    (49e-6, 21),  # just under: enough for a ~1 ms reading
+    (20e-6, 50),
+    (11e-6, 91),
+    (1e-6, 1000),
+    (1e-8, 1000),  # capped
+    (0.0, 1000),
+    (float("nan"), 1),  # no estimate (no warm-up): timed alone
+])
+def test_k_is_one_from_50_us_up_and_fills_a_1_ms_reading_below(one_inference_s, k):
+    assert inferences_per_reading(one_inference_s) == k
+
+
+def test_readings_keep_the_inference_count_but_never_drop_below_the_floor():
+    assert readings_for(10_000, 1) == 10_000
+    assert readings_for(10_000, 50) == 200  # 10,000 inferences in all, as with K == 1
+    assert readings_for(300, 50) == measure.MIN_READINGS  # 6 readings would make a poor p90
+    assert readings_for(20, 50) == 20  # fewer samples asked than the floor: that many readings
+    assert readings_for(1, 1000) == 1
+
+
+def test_a_fast_predict_is_timed_k_at_a_time_and_a_slow_one_alone():
+    x = np.zeros((64, 4), np.float32)
+    calls = []
+    fast = lambda b: calls.append(1) or b
+    lat, first_ms, k = time_batch1(fast, x, warmup_runs=10, samples=64)
+    assert k > 1 and len(lat) == readings_for(64, k) and len(calls) == 1 + 10 + k * len(lat)
+    assert np.all(lat > 0) and first_ms >= 0
+
+    slow = lambda b: time.sleep(60e-6) or b
+    lat, _, k = time_batch1(slow, x, warmup_runs=3, samples=12)
+    assert k == 1 and len(lat) == 12 and np.all(lat >= 0.06)
+
+    _, _, k = time_batch1(fast, x, warmup_runs=0, samples=5)
+    assert k == 1, "without warm-up there is no estimate: every sample is timed alone"
+
+
+@pytest.mark.parametrize("idle, peak, delta", [
+    (100 * 2**20, 168 * 2**20, 68 * 2**20),
+    (100 * 2**20, 100 * 2**20, 0),
+    (100 * 2**20, 90 * 2**20, 0),  # the span freed memory (peak reset below the idle figure): it cost nothing
+])
+def test_memory_delta_is_the_span_peak_above_the_idle_rss(idle, peak, delta):
+    assert memory_delta_bytes(idle, peak) == delta
+
+
+def test_busy_is_noted_only_when_fewer_cpus_are_free_than_threads():
+    assert busy_note(0.2, threads=1, cpus=2) is None
+    assert busy_note(0.5, threads=1, cpus=2) is None  # one whole CPU free
+    note = busy_note(0.9, threads=1, cpus=2)
+    assert note and "90% of 2 CPUs" in note and "1 thread" in note
+    assert busy_note(0.3, threads=2, cpus=2) is not None
+    assert busy_note(None, threads=1, cpus=2) is None  # no /proc/stat: nothing to say
+
+
+def test_cpu_busy_fraction_reads_proc_stat():
+    f = measure.cpu_busy_fraction(0.05)
+    assert f is None or 0.0 <= f <= 1.0
