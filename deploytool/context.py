@@ -51,6 +51,7 @@ class RunContext:
     tolerances: dict[str, dict[str, tuple[float, float]]]  # "none" / "quantized" -> metric -> (pass, fail)
     progress: bool = False
     sources: dict[str, Source] = field(default_factory=dict)
+    _trained: dict[str, Artifact] = field(default_factory=dict, repr=False)
     # target name -> runtime options its open session adds (None: no session is open)
     _session_options: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -100,16 +101,21 @@ class RunContext:
             return self.user_artifact.sha256
         return train_key(self.spec, framework, self.dataset, self.req.epochs or self.spec.train.epochs)
 
+    def source_model(self, framework: str) -> Artifact:
+        """The source model alone (trained once, cached), without its baseline: what conversions start from."""
+        if self.user_artifact is not None:
+            return self.user_artifact
+        if framework not in self._trained:
+            from deploytool.train import train
+
+            self._trained[framework] = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
+                                             progress=self.progress).get_artifact()
+        return self._trained[framework]
+
     def source(self, framework: str) -> Source:
         """The source model (trained once, cached) and its PC baseline (measured once, cached)."""
         if framework not in self.sources:
-            from deploytool.train import train
-
-            if self.user_artifact is not None:
-                art = self.user_artifact
-            else:
-                art = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
-                            progress=self.progress).get_artifact()
+            art = self.source_model(framework)
             b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
                              latency_samples=self.req.latency_samples, threads=self.req.threads)
             self.sources[framework] = Source(framework, art, b)

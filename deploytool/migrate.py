@@ -143,7 +143,7 @@ class _Run:
     def run(self, combos: list[Combo], run_id: str, keys: dict[Combo, str]) -> RunOutcome:
         from tqdm import tqdm
 
-        from deploytool.convert.isolated import IsolatedConverter
+        from deploytool.convert.lanes import ConversionLanes
 
         ctx, store = self.ctx, self.store
         t_start = time.perf_counter()
@@ -158,8 +158,9 @@ class _Run:
                      f"running the other {len(todo)}")
         in_runtimes = converting = 0.0
         bar = tqdm(todo, desc="migrate", unit="combo", disable=not ctx.progress, dynamic_ncols=True)
-        converter = IsolatedConverter(ctx.ws.root / "logs" / f"convert-{run_id}.log", ctx.req.timeout_s)
+        converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
         try:
+            converting += self._convert_ahead(converter, todo)
             with ctx.sessions():  # what each target's rows share (one browser for the web rows)
                 for combo in bar:
                     bar.set_postfix_str(combo.label, refresh=True)
@@ -204,6 +205,26 @@ class _Run:
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
+
+    def _convert_ahead(self, lanes: Any, todo: list[Combo]) -> float:
+        """Every conversion the rows will need, before any row is measured: each framework's in its own
+        worker as soon as its source is trained (the next source trains meanwhile), so nothing converts
+        while latency is timed; returns the seconds spent waiting for them. A source that fails to train is left to its rows, which report it."""
+        from deploytool.runner import conversions_ahead
+
+        frameworks = list(dict.fromkeys(c.framework for c in todo))
+        for fw in frameworks:
+            try:
+                source = self.ctx.source_model(fw)
+            except (KeyboardInterrupt, WorkspaceError):
+                raise
+            except Exception:  # the row's own call raises it again as that row's result
+                continue
+            for fmt, quantize, out, calibration in conversions_ahead(self.ctx, todo, fw, source):
+                lanes.prefetch(source, fmt, quantize, out, calibration)
+        t = time.perf_counter()
+        lanes.drain()
+        return time.perf_counter() - t  # what conversions cost beyond the training they overlapped
 
     def _findings(self, run_id: str, results: list[Result]) -> None:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""

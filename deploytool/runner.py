@@ -26,11 +26,20 @@ from deploytool.runtimes.base import Outputs
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
-def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -> Artifact:
-    key = stable_hash({"source": src.artifact.sha256, "format": combo.format, "quantize": combo.quantize,
+def artifact_dir(ctx: RunContext, source: Artifact, combo: Combo) -> Path:
+    """Where the conversion of `source` for `combo` is cached (by content and converter versions)."""
+    key = stable_hash({"source": source.sha256, "format": combo.format, "quantize": combo.quantize,
                        "calibration": ctx.calibration_sha256,
                        "versions": {p: package_version(p) for p in PACKAGES}})
-    out = ctx.ws.artifact_dir(key)
+    return ctx.ws.artifact_dir(key)
+
+
+def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -> Artifact:
+    out = artifact_dir(ctx, src.artifact, combo)
+    queued = getattr(converter, "wait_for", None)
+    art = queued(out) if queued is not None else None  # converted ahead (convert/lanes.py)
+    if art is not None:
+        return art
     meta = out / "artifact.json"
     if meta.exists():
         return Artifact.load(meta)
@@ -42,6 +51,29 @@ def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -
         return convert.convert(src.artifact, combo.format, combo.quantize, out, None)
     calib = ctx.dataset.in_layout(ctx.calibration_set, src.artifact.layout)
     return converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
+
+
+def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[tuple]:
+    """(fmt, quantize, out dir, calibration) of each conversion `combos` of `framework` will need that is not
+    cached yet: those a row would start in the converter worker (never passthrough copies or refused rows)."""
+    from deploytool import convert
+    from deploytool.runtimes import runtime_class
+
+    jobs, seen = [], set()
+    for c in combos:
+        if c.framework != framework or (c.format, c.quantize) in seen:
+            continue
+        try:
+            steps = convert.plan(source.format, c.format, c.quantize).steps
+            runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
+        except (StageFailed, DeploytoolError):
+            continue
+        out = artifact_dir(ctx, source, c)
+        if steps == ("passthrough",) or (out / "artifact.json").exists():
+            continue
+        seen.add((c.format, c.quantize))
+        jobs.append((c.format, c.quantize, out, ctx.dataset.in_layout(ctx.calibration_set, source.layout)))
+    return jobs
 
 
 def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: Source) -> bool:

@@ -4,8 +4,10 @@ android_harness/ (both pushed once per device and reused).
 
 Accuracy: the whole test set goes to the phone as raw input batches (the input
 resized with --input_layer_shape), and every output comes back through
---output_filepath, split by the output shapes known on the host; a model that
-cannot be resized falls back to smaller batches, then to one sample per run.
+--output_filepath, split by the output shapes known on the host. A model whose
+batch of 1 is baked into a Reshape (PyTorch-born) runs its checked batch-N
+twin instead (tflite_twin.py); a model that still cannot be resized falls back
+to smaller batches, then to one sample per run.
 Latency: separate batch-1 runs after warm-up. Memory: the tool's own peak
 footprint and the process's peak RSS measured on the device, each named for
 what it is. A fault in one combination (device gone, crash, timeout, refused
@@ -56,6 +58,8 @@ PREBUILT = {"arm64-v8a": "android_aarch64_benchmark_model", "armeabi-v7a": "andr
 OPTIONS = {"serial": None, "delegate": "xnnpack", "threads": None, "benchmark_binary": None,
            "timeout_s": 300.0, "warmup_runs": 10, "warmup_min_secs": 0.2, "latency_runs": 20,
            "max_batch": 1024, "keep_device_files": False}
+# The largest batch of a fixed-batch model's twin: 2,000 samples take 8 benchmark_model processes.
+TWIN_MAX_BATCH = 256
 
 
 def elf_machine(path: Path) -> tuple[int, int] | None:
@@ -213,10 +217,10 @@ class AndroidRuntime(Runtime):
         return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
                        first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes)
 
-    def _model_flags(self, batch: int, value_file: str) -> list[str]:
+    def _model_flags(self, batch: int, value_file: str, graph: str | None = None) -> list[str]:
         t = self._in[0]
         name = t.name.replace(":", "::")  # benchmark_model's escape in name:file pairs
-        flags = [f"--graph={self.model_name}", f"--input_layer={t.name}",
+        flags = [f"--graph={graph or self.model_name}", f"--input_layer={t.name}",
                  f"--input_layer_shape={','.join(str(d) for d in (batch, *t.shape[1:]))}",
                  f"--input_layer_value_files={name}:{value_file}"]
         flags += DELEGATE_FLAGS[self.delegate]
@@ -224,15 +228,52 @@ class AndroidRuntime(Runtime):
             flags.append(f"--num_threads={self.threads}")
         return flags
 
-    def _batch_ladder(self, n: int) -> list[int]:
+    def _batch_ladder(self, q: np.ndarray) -> list[tuple[str, int]]:
+        """(model file on the device, batch) to try in turn for the accuracy pass over `q`."""
+        n = len(q)
         declared = int(self._in[0].shape[0]) if self._in[0].shape else 1
         ladder = [min(n, self.max_batch), declared if 1 < declared <= n else 1, 1]
-        return sorted(set(ladder), reverse=True)
+        batches = sorted(set(ladder), reverse=True)
+        twin = self._batch_twin(q) if batches[0] > 1 else None
+        if twin is not None:
+            return [twin, (self.model_name, 1)]
+        return [(self.model_name, b) for b in batches]
+
+    def _batch_twin(self, q: np.ndarray) -> tuple[str, int] | None:
+        """A model whose batch of 1 is baked in would take one benchmark_model process per sample: push its
+        batch-N twin (runtimes/tflite_twin.py) for the accuracy pass, once the host has checked it."""
+        from deploytool.runtimes import tflite_twin
+
+        path = self.artifact.path
+        if not tflite_twin.needs_twin(path):
+            return None
+        batch = min(len(q), self.max_batch, TWIN_MAX_BATCH)
+        local = Path(self._tmp.name) / f"twin_b{batch}.tflite"
+        try:
+            twin = tflite_twin.make_twin(path, batch, local)
+        except (ValueError, OSError) as e:
+            self._notes.append(f"the model's batch of 1 is fixed and no batch-{batch} twin could be made ({e}): "
+                               "the accuracy pass runs one sample per benchmark_model process")
+            return None
+        why = tflite_twin.check_twin(path, twin, q[:batch])
+        if why:
+            self._notes.append(f"the model's batch of 1 is fixed and its batch-{batch} twin was not used ({why}): "
+                               "the accuracy pass runs one sample per benchmark_model process")
+            return None
+        name = f"twin_b{batch}_{self.model_name}"
+        with self._device_faults("pushing the batch twin"):
+            self.device.push(local, f"{self.run_dir}/{name}")
+        self._notes.append(
+            f"the model's batch of 1 is fixed (a Reshape holds it), so the accuracy pass ran its batch-{batch} twin: "
+            f"the same file with {twin.reshapes} Reshape target shape(s) and the input's batch set to {batch}, "
+            f"checked on the host against the batch-1 file; latency ran on the batch-1 file itself")
+        self._env["accuracy_model"] = f"batch-{batch} twin of {self.model_name}"
+        return name, batch
 
     def _accuracy(self, q: np.ndarray) -> tuple[np.ndarray, int, float | None]:
         n = len(q)
-        ladder = self._batch_ladder(n)
-        for i, b in enumerate(ladder):
+        ladder = self._batch_ladder(q)
+        for i, (graph, b) in enumerate(ladder):
             k = math.ceil(n / b)
             padded = np.concatenate([q, np.zeros((k * b - n, *q.shape[1:]), q.dtype)]) if k * b > n else q
             local = Path(self._tmp.name) / "inputs.bin"
@@ -240,7 +281,7 @@ class AndroidRuntime(Runtime):
             with self._device_faults("running the test set"):
                 self.device.push(local, f"{self.run_dir}/inputs.bin")
                 args = ["sh", self.driver_remote, "batches", k, b * q[0].nbytes, "inputs.bin", "outputs.bin",
-                        _secs(self.timeout_s), "--", self.bin_remote, *self._model_flags(b, "batch_in.bin"),
+                        _secs(self.timeout_s), "--", self.bin_remote, *self._model_flags(b, "batch_in.bin", graph),
                         "--output_filepath=batch_out.bin", "--num_runs=1", "--min_secs=0",
                         "--warmup_runs=0", "--warmup_min_secs=0"]
                 r = self.device.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
@@ -250,7 +291,7 @@ class AndroidRuntime(Runtime):
             if r.exit_code != 0:
                 if not last_rung and not r.timed_out and _resize_refused(report, r.output):
                     self._notes.append(f"the model could not be resized to a batch of {b} on the device "
-                                       f"({report.first_error() or 'allocation failed'}): retried with batches of {ladder[i + 1]}")
+                                       f"({report.first_error() or 'allocation failed'}): retried with batches of {ladder[i + 1][1]}")
                     continue
                 raise self._failure(r, report, f"the test set in batches of {b}")
             self._check_delegate(report)
@@ -262,7 +303,7 @@ class AndroidRuntime(Runtime):
             if len(raw) != k * b * sum(per_sample):
                 if not last_rung:
                     self._notes.append(f"outputs at a batch of {b} did not scale with the batch "
-                                       f"({len(raw)} bytes for {k * b} samples): retried with batches of {ladder[i + 1]}")
+                                       f"({len(raw)} bytes for {k * b} samples): retried with batches of {ladder[i + 1][1]}")
                     continue
                 raise StageFailed("runtime_failed", f"benchmark_model wrote {len(raw)} output bytes for {k * b} "
                                   f"samples, expected {k * b * sum(per_sample)} from the model's output shapes")

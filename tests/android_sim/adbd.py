@@ -349,6 +349,7 @@ class DeviceSimulator:
         }
         self._write_tools(toybox_time)
         self.command_log: list[str] = []  # every shell command, as received
+        self.run_log = self.dir / "benchmark_model_runs.log"  # one line per benchmark_model process
         self.pushed: list[str] = []  # every device path written through sync
         self._hooks: list[tuple[str, str, float]] = []
         self._procs: set[subprocess.Popen] = set()
@@ -420,6 +421,14 @@ class DeviceSimulator:
             return None
         return host
 
+    def benchmark_runs(self) -> list[str]:
+        """The arguments of every benchmark_model process started on the phone so far, one string each
+        (the double writes them; a shell command can start many)."""
+        try:
+            return self.run_log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
     def listing(self) -> list[str]:
         """Every file under the phone's /data/local/tmp, as device paths."""
         return sorted(DEVICE_TMP + "/" + str(p.relative_to(self.root)) for p in self.root.rglob("*"))
@@ -450,6 +459,7 @@ class DeviceSimulator:
             "TMPDIR": str(self.root),
             "ANDROID_DATA": "/data",
             "DEPLOYTOOL_SIM_DELEGATES": ",".join(self.delegates),
+            "DEPLOYTOOL_SIM_RUN_LOG": str(self.run_log),
             "LANG": "C.UTF-8",
         }
 

@@ -171,6 +171,10 @@ def stat_line(samples_us: list[int]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    run_log = os.environ.get("DEPLOYTOOL_SIM_RUN_LOG")
+    if run_log:  # the simulator counts processes: one line per run, appended in one write
+        with open(run_log, "a") as fh:
+            fh.write(" ".join(argv).replace("\n", " ") + "\n")
     log("INFO", "STARTING!")
     p, given = parse_flags(argv)
     log("INFO", f"Log parameter values verbosely: [{int(bool(p['verbose']))}]")

@@ -26,6 +26,7 @@ from deploytool.artifact import Artifact
 from deploytool.devices import adb
 from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
+from deploytool.runtimes.tflite_io import read_io
 
 pytestmark = pytest.mark.android
 
@@ -275,13 +276,61 @@ def test_int8_io_quantized_in_and_dequantized_out(phone, models):
     assert run_dirs(phone) == []
 
 
-def test_model_that_cannot_be_resized_runs_one_sample_per_run(phone, models):
+def accuracy_runs(sim: DeviceSimulator, since: int) -> list[str]:
+    """The benchmark_model processes of accuracy passes (they write outputs) started after run `since`."""
+    return [r for r in sim.benchmark_runs()[since:] if "--output_filepath=" in r]
+
+
+def test_fixed_batch_model_runs_its_batch_twin_in_few_processes(phone, models):
+    """A batch of 1 baked into Reshapes: the accuracy pass runs the checked batch-N twin, N samples per
+    benchmark_model process (25 here: 60 samples take 3), and latency still runs the batch-1 file."""
+    x = models.x_test[:60]
+    before = len(phone.benchmark_runs())
+    out = run_on(phone, artifact(models.fixed_batch), x, max_batch=25)
+    np.testing.assert_allclose(out.outputs, host_outputs(models.fixed_batch, x, per_sample=True), atol=1e-5)
+    runs = accuracy_runs(phone, before)
+    assert len(runs) == 3 and all("--input_layer_shape=25,8,8,1" in r and "--graph=twin_b25_" in r for r in runs)
+    latency = [r for r in phone.benchmark_runs()[before:] if "--output_filepath=" not in r]
+    assert len(latency) == FAST["latency_runs"]
+    assert all(f"--graph={models.fixed_batch.name} " in r and "--input_layer_shape=1,8,8,1" in r for r in latency)
+    assert out.environment["accuracy_batch_size"] == 25
+    assert out.environment["accuracy_model"] == f"batch-25 twin of {models.fixed_batch.name}"
+    assert any("batch-25 twin" in n and "latency ran on the batch-1 file" in n for n in out.notes)
+    assert run_dirs(phone) == []
+
+
+def test_fixed_batch_model_whose_twin_fails_its_check_runs_one_sample_per_run(phone, models, monkeypatch):
+    from deploytool.runtimes import tflite_twin
+
+    monkeypatch.setattr(tflite_twin, "check_twin", lambda *a: "its outputs differ (forced by the test)")
     x = models.x_test[:6]
+    before = len(phone.benchmark_runs())
     out = run_on(phone, artifact(models.fixed_batch), x)
     np.testing.assert_allclose(out.outputs, host_outputs(models.fixed_batch, x, per_sample=True), atol=1e-5)
-    assert out.environment["accuracy_batch_size"] == 1
+    assert out.environment["accuracy_batch_size"] == 1 and "accuracy_model" not in out.environment
+    assert any("twin was not used (its outputs differ (forced by the test))" in n for n in out.notes)
     assert any("could not be resized to a batch of 6" in n for n in out.notes)
+    assert len(accuracy_runs(phone, before)) == 1 + len(x)  # the refused batch of 6, then one per sample
     assert run_dirs(phone) == []
+
+
+def test_pytorch_born_int8_model_takes_one_accuracy_process(phone):
+    """litert-torch's real int8 LeNet-like model (batch 1 fixed by its flatten): one accuracy process for
+    the whole set instead of one per sample, with the batch-1 file's own outputs."""
+    from tests.contract.model_cache import ModelCache
+
+    cache = ModelCache()
+    try:
+        art = cache.converted("torch", "tflite", "int8")
+    finally:
+        cache.close()
+    x = cache.inputs(art, 40)
+    before = len(phone.benchmark_runs())
+    out = run_on(phone, art, x)
+    (tin,), _ = read_io(str(art.path))
+    assert tin.shape == (1, 1, 8, 8) and tin.dtype == "int8"  # batch 1, NCHW, int8 in
+    np.testing.assert_allclose(out.outputs, host_outputs(art.path, x, per_sample=True), atol=1e-6)
+    assert len(accuracy_runs(phone, before)) == 1 and out.environment["accuracy_batch_size"] == 40
 
 
 def test_file_names_cannot_inject_commands(phone, models, tmp_path):

@@ -88,3 +88,35 @@ def test_converter_errors_keep_their_type_across_the_boundary(tiny, tmp_path):
         with pytest.raises(StageFailed) as e:
             conv.convert(replace(tiny.artifact, path=broken), "tflite", "none", tmp_path / "a", None)
     assert e.value.status == "conversion_failed" and "tf.lite.TFLiteConverter" in e.value.reason
+
+
+def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_conversion(tiny, tmp_path):
+    """convert/lanes.py: two source frameworks, two warm workers side by side; a conversion that fails is
+    that conversion's result only, raised to whoever asks for it."""
+    from dataclasses import replace
+
+    from deploytool.convert.lanes import ConversionLanes
+
+    broken = tmp_path / "broken.keras"
+    broken.write_bytes(b"not a zip")
+    other = replace(tiny.artifact, framework="torch")  # the same Keras file, queued as another framework's
+    before = _worker_pids()
+    with ConversionLanes(tmp_path / "logs", "run1") as lanes:
+        bad = lanes.prefetch(replace(tiny.artifact, path=broken), "tflite", "none", tmp_path / "bad", None)
+        good = lanes.prefetch(other, "tflite", "none", tmp_path / "good", tiny.x_train[:50])
+        again = lanes.prefetch(other, "tflite", "none", tmp_path / "good", tiny.x_train[:50])
+        assert again is good  # one conversion per output folder
+        workers = set()
+        while not (bad.done() and good.done()):
+            workers |= _worker_pids() - before
+            time.sleep(0.05)
+        lanes.drain()
+        assert len(workers) >= 2  # one worker per framework, both started before either was done
+        with pytest.raises(StageFailed) as e:
+            lanes.wait_for(tmp_path / "bad")
+        assert e.value.status == "conversion_failed"
+        art = lanes.wait_for(tmp_path / "good")
+        assert art.format == "tflite" and art.path.exists()
+        assert lanes.wait_for(tmp_path / "never-queued") is None
+        assert (tmp_path / "logs" / "convert-run1.log").exists() and (tmp_path / "logs" / "convert-torch-run1.log").exists()
+    assert not (_worker_pids() - before)
