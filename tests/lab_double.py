@@ -2,9 +2,19 @@
 real LiteRT interpreter for the outputs, then replaces the measured latencies with
 a seeded synthetic distribution (so identical nights are identical, as they would
 be on a quiet machine) scaled by `SLOWER`, and flips the top class of the first
-`FLIPS` samples. Registered on the host target as runtime "lab-double"."""
+`FLIPS` samples. Registered on the host target as runtime "lab-double".
+
+Processes the test starts (a `dask worker`, a `deploytool lab run` driver) get the
+double with `--preload tests.lab_double` or `register()`, and its knobs from
+$LAB_DOUBLE_KNOBS (JSON); `sleep_s` holds each run that long (a cell to kill
+mid-way), and `log` names a file that gets a `start PID` and a `done PID` line per
+measured cell (nothing may be measured twice)."""
 
 from __future__ import annotations
+
+import json
+import os
+import time
 
 import numpy as np
 
@@ -12,7 +22,7 @@ from deploytool import runtimes
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
-KNOBS = {"slower": 1.0, "flips": 0, "seed": 0}
+KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": ""}
 
 
 class LabDouble(LiteRTRuntime):
@@ -20,6 +30,9 @@ class LabDouble(LiteRTRuntime):
 
     def _run(self, inputs: np.ndarray) -> Outputs:
         out = super()._run(inputs)
+        _log("start")
+        if KNOBS["sleep_s"]:
+            time.sleep(float(KNOBS["sleep_s"]))
         rng = np.random.default_rng(KNOBS["seed"])
         out.latency_ms = rng.lognormal(np.log(0.2 * KNOBS["slower"]), 0.2, len(out.latency_ms))
         n = int(KNOBS["flips"])
@@ -27,12 +40,25 @@ class LabDouble(LiteRTRuntime):
             top = out.outputs[:n].argmax(1)
             out.outputs[np.arange(n), (top + 1) % out.outputs.shape[1]] += 1000.0
         out.environment["runtime"] = self.name
+        _log("done")
         return out
 
 
+def _log(what: str) -> None:
+    if KNOBS["log"]:
+        with open(KNOBS["log"], "a") as f:
+            f.write(f"{what} {os.getpid()}\n")
+
+
 def register() -> None:
+    KNOBS.update(json.loads(os.environ.get("LAB_DOUBLE_KNOBS") or "{}"))
     runtimes.register("host", "tflite", "lab-double", LabDouble)
 
 
 def unregister() -> None:
     runtimes.REGISTRY.pop(("host", "tflite", "lab-double"), None)
+
+
+def dask_setup(worker: object) -> None:
+    """`dask worker --preload tests.lab_double`: the worker's cells can run the double."""
+    register()

@@ -13,11 +13,16 @@ _CACHE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _context(request: dict[str, Any], workspace: str, target: str) -> Any:
+def _context(request: dict[str, Any], workspace: str, target: str, device: str) -> Any:
+    """The run's context on this worker, for the cell's own device only: the lab's other phones are elsewhere."""
     from deploytool.context import RunContext
     from deploytool.request import MigrateRequest
+    from deploytool.targets import get_target
     from deploytool.workspace import Workspace, stable_hash
 
+    options = {**(request.get("target_options") or {})}
+    options[target] = get_target(target).cell_options(dict(options.get(target) or {}), device)
+    request = {**request, "target_options": options}
     key = stable_hash({"request": request, "workspace": workspace, "target": target})
     if key not in _CACHE:
         _CACHE[key] = RunContext.build(MigrateRequest.from_json(request), Workspace.open(workspace), targets=[target])
@@ -44,7 +49,7 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
     with _LOCK:  # one cell at a time per worker process: the cores are the measurement's
         combo = Combo(**cell["combo"])
-        ctx = _context(cell["request"], cell["workspace"], combo.target)
+        ctx = _context(cell["request"], cell["workspace"], combo.target, combo.device)
         key = ctx.combo_key(combo, host_identity())
         r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], key)
         if r.failing:

@@ -47,6 +47,11 @@ def _config(no_worker_timeout_s: float) -> Any:
                             "distributed.admin.tick.limit": "1h"})
 
 
+def _bound_scheduler(no_worker_timeout_s: float, dask_scheduler: Any = None) -> None:
+    dask_scheduler.no_workers_timeout = no_worker_timeout_s
+    dask_scheduler.allowed_failures = 1
+
+
 @contextlib.contextmanager
 def client(scheduler: str | None = None, resources: dict[str, float] | None = None,
            no_worker_timeout_s: float = NO_WORKER_TIMEOUT_S) -> Iterator[Any]:
@@ -62,8 +67,15 @@ def client(scheduler: str | None = None, resources: dict[str, float] | None = No
                 raise UnknownOption(f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}); start it "
                                     "with `dask scheduler` and workers with `deploytool lab worker`") from None
             with c:
+                # a plain `dask scheduler` waits forever for a resource no worker has, and retries a cell whose
+                # worker died three times: the night's bounds are set on it (they last until it restarts)
+                c.run_on_scheduler(_bound_scheduler, no_worker_timeout_s)
                 yield c
             return
+        import logging
+
+        # the embedded worker's cells cancelled by Ctrl-C are not news: the night says it was interrupted
+        logging.getLogger("distributed.worker").setLevel(logging.ERROR)
         with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
                           resources=resources if resources is not None else local_resources(),
                           name="embedded") as cluster, Client(cluster) as c:

@@ -70,10 +70,16 @@ class AndroidTarget(Target):
 
     def lab_preflight(self, options: Any, resources: set[str]) -> Preflight:
         """The phones the lab's workers own (`android-<serial>`), narrowed by `devices` (serials; empty or "every":
-        all of them)."""
+        all of them). A serial named but owned by no worker stays: its cell is `no_worker` after the bounded wait,
+        not silently left out of the night."""
         owned = sorted(r.removeprefix("android-") for r in resources if r.startswith("android-"))
         wanted = [d.removeprefix("serial:") for d in options.devices if d != "every"]
-        return Preflight(devices=tuple(s for s in owned if not wanted or s in wanted))
+        if not wanted or "every" in options.devices:
+            return Preflight(devices=tuple(owned))
+        return Preflight(devices=tuple(wanted))
+
+    def cell_options(self, options: dict[str, Any], device: str) -> dict[str, Any]:
+        return {**options, "devices": [device]}  # the worker owns this phone; the lab's selectors named others too
 
     def resource(self, position: Position) -> str:
         return f"android-{position.device}"  # a phone runs one cell at a time, on the host it is plugged into

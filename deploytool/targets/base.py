@@ -129,6 +129,10 @@ class Target:
         """The preflight of a lab night, from the resources its workers advertise (nothing is looked for here)."""
         return Preflight()
 
+    def cell_options(self, options: dict[str, Any], device: str) -> dict[str, Any]:
+        """A lab cell's options on the worker that runs it, narrowed to the cell's device (from the lab's)."""
+        return options
+
     def resource(self, position: Position) -> str:
         """The lab resource a row of this target needs (a Dask worker resource): the worker that has it runs it."""
         return self.name

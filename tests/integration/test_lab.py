@@ -106,3 +106,59 @@ def test_a_bad_lab_file_is_one_line_naming_the_field(tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and "matrix.threads" in lines[0] and "lab.toml" in lines[0], r.stderr
     r = run_cli("lab", "history", "--workspace", str(tmp_path / "ws"), "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == []
+
+
+def _driver(lab, ws, db, night, knobs):
+    """`deploytool lab run` in its own process, with the runtime double as a plugin."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "DEPLOYTOOL_PLUGINS": "tests.lab_double_plugin", "LAB_DOUBLE_KNOBS": json.dumps(knobs)}
+    return subprocess.Popen([sys.executable, "-m", "deploytool", "lab", "run", str(lab), "--workspace", str(ws),
+                             "--db", db, "--night", night, "--quiet"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(what, check, timeout_s=300.0):
+    t = time.monotonic()
+    while not check():
+        assert time.monotonic() - t < timeout_s, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet5_workspace, tmp_path):
+    import signal
+
+    from deploytool.store import Store
+
+    ws, *_ = lenet5_workspace
+    lab = tmp_path / "lab.toml"
+    lab.write_text(LAB.replace("[matrix]", "[matrix]\nthreads = [1, 2, 3]"))  # three cells
+    db = f"sqlite:///{tmp_path / 'lab.db'}"
+    log = tmp_path / "double.log"
+    measured = lambda: [ln for ln in log.read_text().splitlines() if ln.startswith("done")] if log.exists() else []
+
+    p = _driver(lab, ws.root, db, "k", {"sleep_s": 2, "log": str(log)})
+    _wait_for("the first stored cell", lambda: Store(db).results_for("lab-t-k") or p.poll() is not None)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    kept = len(Store(db).results_for("lab-t-k"))
+    assert 1 <= kept < 3
+    p = _driver(lab, ws.root, db, "k", {"log": str(log)})
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    assert f"{kept} of 3 cells already measured" in out + err
+    assert len(measured()) == 3  # the killed driver's finished cells were not measured again
+
+    before = len(log.read_text().splitlines())
+    p = _driver(lab, ws.root, db, "c", {"sleep_s": 3, "log": str(log)})
+    _wait_for("a cell to start", lambda: len(log.read_text().splitlines()) > before or p.poll() is not None)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("INFO: Created TensorFlow Lite")]
+    assert p.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], err  # LiteRT's own C++ line aside
+    (night,) = [r for r in Store(db).list_runs(limit=100) if r["run_id"] == "lab-t-c"]
+    assert night["status"] == "interrupted"
