@@ -112,10 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
             "deploytool train --model lenet5 --framework keras",
             "deploytool train --model resnet20 --framework torch --data-dir ~/data/cifar-10-batches-py")
     _model_args(p, "all")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="intra-op and inter-op threads for both frameworks (default: 1; changes the cache key)")
 
     p = add("baseline", "measure the PC baseline: accuracy, latency, throughput, memory, size (trains if needed)",
             "deploytool baseline --model lenet5 --framework torch")
     _model_args(p, "all")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="threads for training and for the baseline run, the same in both frameworks (default: 1)")
     p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
     p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
 
@@ -255,13 +259,15 @@ def _train_all(args: argparse.Namespace):
     dataset = load_dataset(spec, args.data_dir)
     results = []
     for fw in _frameworks(spec, args.framework):
-        r = train(spec, fw, dataset, ws, epochs=args.epochs, progress=not args.quiet)
+        r = train(spec, fw, dataset, ws, epochs=args.epochs, progress=not args.quiet, threads=args.threads)
         if r.cached:
             print(f"{spec.name} [{fw}]: reusing the cached model ({r.key}); nothing to train")
         else:
             per_epoch = sum(r.seconds_per_epoch) / len(r.seconds_per_epoch)
+            used = r.provenance.get("threads", {}).get("intra_op_threads", "?")
             print(f"{spec.name} [{fw}]: trained {r.epochs} epochs, {per_epoch:.1f} s/epoch, "
-                  f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB, CPU {r.cpu_utilisation_percent:.0f}%")
+                  f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB, CPU {r.cpu_utilisation_percent:.0f}%, "
+                  f"{used} intra-op thread(s)")
         lo, hi = spec.expected_accuracy
         flag = "" if lo <= r.test_accuracy <= hi else f"  (outside the expected range {lo:.0%}-{hi:.0%})"
         print(f"  test accuracy {r.test_accuracy:.2%}{flag}; model: {r.get_artifact().path}")
@@ -281,7 +287,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     rows = []
     for r in results:
         b = run_baseline(spec.name, r.get_artifact(), dataset, warmup_runs=args.warmup,
-                         latency_samples=args.latency_samples)
+                         latency_samples=args.latency_samples, threads=args.threads)
         lat = b.latency
         peak = b.memory_bytes.get("process_peak_rss_bytes") or b.memory_bytes.get("process_lifetime_peak_rss_bytes", 0)
         rows.append((f"{spec.name} [{r.framework}]", f"{b.accuracy:.2%}", str(b.num_samples),

@@ -43,6 +43,10 @@ class NotTrained(DeploytoolError):
     """A stage needs a trained model that is not in the workspace."""
 
 
+class TrainingFailed(DeploytoolError):
+    """The training process ended without a model (killed, out of memory)."""
+
+
 class StoreError(DeploytoolError):
     pass
 

@@ -1,5 +1,5 @@
-"""Tiny inline-SVG plots for the report — a scatter, horizontal box plots and a
-heatmap — in pure Python, because the report must render in milliseconds and
+"""Tiny inline-SVG plots for the report — a scatter, a line chart, horizontal box
+plots and a heatmap — in pure Python, because the report must render in milliseconds and
 matplotlib alone takes a second to import. It only draws what it is given: it
 never reads files, loads results or decides what is worth plotting.
 """
@@ -167,6 +167,58 @@ def scatter(points: Sequence[Point], *, title: str, x_label: str, y_label: str,
             labels.append(f'<text x="{_g(lx)}" y="{_g(y + 1)}" fill="#333" paint-order="stroke" stroke="#fafafa" '
                           f'stroke-width="3"{weight}>{esc(p.label)}</text>')
     out += labels
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass
+class Line:
+    xs: Sequence[float]
+    ys: Sequence[float]
+    label: str = ""  # in the legend; "" keeps it out (e.g. one thin line per seed under a labelled mean)
+    colour: str = PALETTE[0]
+    dashed: bool = False
+    thin: bool = False  # drawn light and thin, behind the others
+
+
+def line_chart(lines: Sequence[Line], *, title: str, x_label: str, y_label: str,
+               x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
+               width: int = 600, height: int = 300) -> str:
+    """Polylines over a shared x axis, each point marked and titled with its value; non-finite points are gaps."""
+    ml, mr, mb = 58, 14, 40
+    legend_svg, legend_lines = _legend([(ln.label, ln.colour, "circle") for ln in lines if ln.label], ml, 14,
+                                       width - mr)
+    mt = 12 + 15 * legend_lines
+    out = [_svg_open(width, height, title, "plot lines")]
+    pts = [(x, y) for ln in lines for x, y in zip(ln.xs, ln.ys)
+           if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+    if not pts:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
+        return "".join(out)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    ypad = (max(ys) - min(ys)) * 0.08
+    sx = Scale(min(xs), max(xs), ml + 8, width - mr - 8)
+    sy = Scale(min(ys) - ypad, max(ys) + ypad, height - mb, mt)
+    out.append(_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt))
+    out.append(legend_svg)
+    for ln in sorted(lines, key=lambda ln: not ln.thin):
+        segments: list[list[tuple[float, float]]] = [[]]
+        for x, y in zip(ln.xs, ln.ys):
+            if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+                segments.append([])
+            else:
+                segments[-1].append((x, y))
+        style = (f'stroke="{ln.colour}" stroke-width="{1 if ln.thin else 2}" fill="none"'
+                 + (' stroke-opacity="0.35"' if ln.thin else "") + (' stroke-dasharray="5 3"' if ln.dashed else ""))
+        for seg in segments:
+            if len(seg) > 1:
+                path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in seg)
+                out.append(f'<polyline points="{path}" {style}/>')
+            if ln.thin:
+                continue
+            for x, y in seg:
+                out.append(f'<g><title>{esc(ln.label)} {esc(x_fmt(x))}: {esc(y_fmt(y))}</title>'
+                           + _marker("circle", sx(x), sy(y), 3, f'class="pt" fill="{ln.colour}"') + "</g>")
     out.append("</svg>")
     return "".join(out)
 

@@ -1,6 +1,10 @@
 """The PC baseline runtime for Keras-born models: a `.keras` file or a
 SavedModel directory, run by TensorFlow itself through one traced function
-(the serving path), batch 1 for latency and larger batches for outputs."""
+(the serving path), batch 1 for latency and larger batches for outputs, with
+the same intra-op and inter-op thread count as the PyTorch runtime (one by
+default). TensorFlow sizes its pools once per process: a process where it ran
+already with other counts runs with those, and the row's environment and notes
+say so."""
 
 from __future__ import annotations
 
@@ -24,15 +28,10 @@ class KerasRuntime(Runtime):
 
     def _load(self, artifact: Artifact) -> None:
         from deploytool.quiet import import_tensorflow
+        from deploytool.threads import pin_tensorflow
 
         tf = import_tensorflow()
-        if self.options.get("own_process"):
-            # Pinned only in a measuring worker: in a shared process it would also slow training there.
-            try:
-                tf.config.threading.set_intra_op_parallelism_threads(int(self.options.get("threads", 1)))
-                tf.config.threading.set_inter_op_parallelism_threads(1)
-            except RuntimeError:  # TensorFlow already ran an op in this worker: pinned by its first row
-                pass
+        self._threads = pin_tensorflow(int(self.options.get("threads", 1)))
 
         try:
             if artifact.format == "keras":
@@ -58,9 +57,14 @@ class KerasRuntime(Runtime):
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: np.ndarray) -> Outputs:
-        env = {"runtime": "tensorflow", "version": self._tf.__version__,
-               "intra_op_threads": self._tf.config.threading.get_intra_op_parallelism_threads()}
-        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)
+        from deploytool.threads import not_pinned_note
+
+        facts = self._threads
+        env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
+               "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}
+        note = not_pinned_note(facts)
+        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env,
+                             [f"TensorFlow {note}"] if note else None)
 
     def _close(self) -> None:
         self._fn = self._loaded = None

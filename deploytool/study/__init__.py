@@ -25,6 +25,7 @@ STUDIES: dict[str, str] = {
     "pitfalls": "deploytool.study.pitfalls",
     "robustness": "deploytool.study.robustness",
     "sweep": "deploytool.study.sweep",
+    "frameworks": "deploytool.study.frameworks",
 }
 
 

@@ -115,7 +115,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     peak = PeakRss().start()
     with tempfile.TemporaryDirectory(prefix="sweep-train-") as tmp:
         t0 = time.perf_counter()
-        _, _, _, seconds, _ = fit(spec, ds, epochs, Path(tmp) / trainer.FILE_NAMES[fw], False,
+        _, _, _, seconds, _, _ = fit(spec, ds, epochs, Path(tmp) / trainer.FILE_NAMES[fw], False,
                                   after_epoch=after_epoch, before_epoch=before_epoch, **extra)
         wall = time.perf_counter() - t0
     memory = peak.stop()
