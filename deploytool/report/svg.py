@@ -171,58 +171,6 @@ def scatter(points: Sequence[Point], *, title: str, x_label: str, y_label: str,
     return "".join(out)
 
 
-@dataclass
-class Line:
-    xs: Sequence[float]
-    ys: Sequence[float]
-    label: str = ""  # in the legend; "" keeps it out (e.g. one thin line per seed under a labelled mean)
-    colour: str = PALETTE[0]
-    dashed: bool = False
-    thin: bool = False  # drawn light and thin, behind the others
-
-
-def line_chart(lines: Sequence[Line], *, title: str, x_label: str, y_label: str,
-               x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
-               width: int = 600, height: int = 300) -> str:
-    """Polylines over a shared x axis, each point marked and titled with its value; non-finite points are gaps."""
-    ml, mr, mb = 58, 14, 40
-    legend_svg, legend_lines = _legend([(ln.label, ln.colour, "circle") for ln in lines if ln.label], ml, 14,
-                                       width - mr)
-    mt = 12 + 15 * legend_lines
-    out = [_svg_open(width, height, title, "plot lines")]
-    pts = [(x, y) for ln in lines for x, y in zip(ln.xs, ln.ys)
-           if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
-    if not pts:
-        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
-        return "".join(out)
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    ypad = (max(ys) - min(ys)) * 0.08
-    sx = Scale(min(xs), max(xs), ml + 8, width - mr - 8)
-    sy = Scale(min(ys) - ypad, max(ys) + ypad, height - mb, mt)
-    out.append(_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt))
-    out.append(legend_svg)
-    for ln in sorted(lines, key=lambda ln: not ln.thin):
-        segments: list[list[tuple[float, float]]] = [[]]
-        for x, y in zip(ln.xs, ln.ys):
-            if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
-                segments.append([])
-            else:
-                segments[-1].append((x, y))
-        style = (f'stroke="{ln.colour}" stroke-width="{1 if ln.thin else 2}" fill="none"'
-                 + (' stroke-opacity="0.35"' if ln.thin else "") + (' stroke-dasharray="5 3"' if ln.dashed else ""))
-        for seg in segments:
-            if len(seg) > 1:
-                path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in seg)
-                out.append(f'<polyline points="{path}" {style}/>')
-            if ln.thin:
-                continue
-            for x, y in seg:
-                out.append(f'<g><title>{esc(ln.label)} {esc(x_fmt(x))}: {esc(y_fmt(y))}</title>'
-                           + _marker("circle", sx(x), sy(y), 3, f'class="pt" fill="{ln.colour}"') + "</g>")
-    out.append("</svg>")
-    return "".join(out)
-
-
 def _axes(sx: Scale, sy: Scale, width: int, height: int, ml: int, mr: int, mt: int, mb: int,
           x_label: str, y_label: str, x_fmt: Callable[[float], str], y_fmt: Callable[[float], str]) -> str:
     o = [f'<rect x="{ml}" y="{mt}" width="{width - ml - mr}" height="{height - mt - mb}" fill="#fafafa" stroke="#ccc"/>']
@@ -382,49 +330,6 @@ def heatmap(cells: Sequence[Sequence[Cell | None]], row_labels: Sequence[str], c
                        f'<text x="{x + cell_w / 2}" y="{y + cell_h / 2 + 4}" text-anchor="middle" '
                        f'font-family="ui-monospace,monospace" fill="{"#fff" if cell.dark else "#111"}">'
                        f"{esc(cell.text)}</text></g>")
-    out.append("</svg>")
-    return "".join(out)
-
-
-@dataclass
-class Series:
-    label: str
-    xs: Sequence[float]
-    ys: Sequence[float]
-    colour: str = PALETTE[0]
-    baseline: bool = False  # drawn thick, black and dashed, above the other lines
-
-
-def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str,
-               x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
-               y_range: tuple[float, float] | None = None, width: int = 600, height: int = 340) -> str:
-    """Lines through (x, y) points, one per series, with a marker on each point; legend from the labels."""
-    ml, mr, mb = 58, 14, 40
-    legend = [(s.label, "#111" if s.baseline else s.colour, "diamond" if s.baseline else "circle") for s in series]
-    legend_svg, legend_lines = _legend(legend, ml, 14, width - mr)
-    mt = 12 + 15 * legend_lines
-    pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys) if x is not None and y is not None
-           and math.isfinite(x) and math.isfinite(y)]
-    out = [_svg_open(width, height, title, "plot lines")]
-    if not pts:
-        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
-        return "".join(out)
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    lo, hi = y_range if y_range else (min(ys), max(ys))
-    xpad = (max(xs) - min(xs)) * 0.04
-    sx = Scale(min(xs) - xpad, max(xs) + xpad, ml, width - mr)
-    sy = Scale(lo, hi, height - mb, mt)
-    out += [_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt), legend_svg]
-    for s in sorted(series, key=lambda s: s.baseline):
-        good = [(x, y) for x, y in zip(s.xs, s.ys) if x is not None and y is not None
-                and math.isfinite(x) and math.isfinite(y)]
-        colour = "#111" if s.baseline else s.colour
-        style = 'stroke-width="2.6" stroke-dasharray="6 3"' if s.baseline else 'stroke-width="1.5" stroke-opacity="0.85"'
-        path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in good)
-        marks = "".join(_marker("diamond" if s.baseline else "circle", sx(x), sy(y), 3.5 if s.baseline else 2.8,
-                                f'fill="{colour}"') for x, y in good)
-        out.append(f'<g><title>{esc(s.label)}</title><polyline points="{path}" fill="none" stroke="{colour}" '
-                   f'{style}/>{marks}</g>')
     out.append("</svg>")
     return "".join(out)
 

@@ -58,7 +58,8 @@ def _eps_cell(r: dict[str, Any]) -> str:
 
 
 def _charts(recs: list[dict[str, Any]]) -> list[str]:
-    from deploytool.report.svg import PALETTE, Series, line_chart
+    from deploytool.report.lines import Series, line_chart
+    from deploytool.report.svg import PALETTE
 
     figures = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

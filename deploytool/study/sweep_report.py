@@ -73,8 +73,8 @@ def _series(points: list[dict[str, Any]], metric: str):
         for j, t in enumerate(threads):
             pts = [(p["batch"], _value(p, metric)) for p in points if p["unit"] == unit and p["threads"] == t]
             label = next(p["label"] for p in points if p["unit"] == unit)
-            out.append(Series(f"{label}, {t} thread{'s' if t > 1 else ''}", pts, PALETTE[i % len(PALETTE)],
-                              DASHES[j % len(DASHES)]))
+            out.append(Series(f"{label}, {t} thread{'s' if t > 1 else ''}", [x for x, _ in pts], [y for _, y in pts],
+                              PALETTE[i % len(PALETTE)], DASHES[j % len(DASHES)]))
     return out
 
 
@@ -86,9 +86,9 @@ def _inference(measured: list[dict[str, Any]]) -> list[Section]:
                   p.get("cpu_percent")) for p in measured)
     figures = (
         line_chart(_series(measured, "throughput_sps"), title="Throughput against batch size",
-                   x_label="batch size", y_label="samples per second", x_log=True),
+                   x_label="batch size", y_label="samples per second", x_log=True, y_log=None),
         line_chart(_series(measured, "p50_ms_per_sample"), title="Latency per sample against batch size",
-                   x_label="batch size", y_label="p50 ms per sample", x_log=True),
+                   x_label="batch size", y_label="p50 ms per sample", x_log=True, y_log=None),
     )
     effects = thread_effects(measured)
     main = Section(
@@ -124,8 +124,9 @@ def _training(measured: list[dict[str, Any]], target: float | None) -> Section:
                      _mb(peak_memory_bytes(p.get("memory_bytes"))), p.get("final_accuracy"),
                      p.get("epochs_to_target"), p.get("seconds_to_target")))
         elapsed = list(itertools.accumulate(p.get("seconds_per_epoch") or []))
-        series.append(Series(name, list(zip(elapsed, p.get("accuracy_per_epoch") or [])),
-                             PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]))
+        accuracy = list(p.get("accuracy_per_epoch") or [])[: len(elapsed)]
+        series.append(Series(name, elapsed[: len(accuracy)], accuracy, PALETTE[i % len(PALETTE)],
+                             DASHES[(i // len(PALETTE)) % len(DASHES)]))
     epochs = sorted({p["epochs"] for p in measured})
     samples = sorted({p.get("train_samples") for p in measured if p.get("train_samples")})
     text = (f"Each point trained {'/'.join(map(str, epochs))} epoch(s) on {'/'.join(map(str, samples))} training "

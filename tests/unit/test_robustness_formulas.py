@@ -85,7 +85,8 @@ def test_report_numbers_come_from_the_stored_predictions():
 
 def test_line_chart_and_image_grid_are_svg_with_the_baseline_marked():
     from deploytool.report.png import thumbnail_uri
-    from deploytool.report.svg import Series, image_grid, line_chart
+    from deploytool.report.lines import Series, line_chart
+    from deploytool.report.svg import image_grid
 
     svg = line_chart([Series("pc", [0, 0.1], [99, 40], baseline=True), Series("row<1>", [0, 0.1], [98, 41])],
                      title="t", x_label="ε", y_label="%", y_range=(0, 100))

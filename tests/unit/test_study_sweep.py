@@ -115,12 +115,17 @@ def test_peak_memory_prefers_a_peak_over_a_delta():
 
 
 def test_line_chart_draws_each_series_in_x_order():
-    svg = line_chart([Series("a", [(8, 2.0), (1, 1.0), (32, float("nan"))]), Series("b <x>", [(1, 3.0)], dash="6 3"),
-                      Series("empty", [])], title="t", x_label="batch", y_label="ms", x_log=True)
+    svg = line_chart([Series("a", [8, 1, 32], [2.0, 1.0, float("nan")]),
+                      Series("b <x>", [1, 4], [3.0, 3.5], dash="6 3"), Series("empty", [], [])],
+                     title="t", x_label="batch", y_label="ms", x_log=True)
     assert svg.count("<polyline") == 2 and 'stroke-dasharray="6 3"' in svg and "b &lt;x&gt;" in svg
+    assert "empty" not in svg  # a series with no finite point is not drawn nor named
     a = svg.split("<polyline")[1].split('points="')[1].split('"')[0].split()
     assert float(a[0].split(",")[0]) < float(a[1].split(",")[0])  # x=1 drawn left of x=8; the NaN left out
     assert "no measured points" in line_chart([], title="t", x_label="x", y_label="y")
+    band = line_chart([Series("p50", [1, 2, 3], [1.0, 1.1, 1.2], band=([0.9, 1.0, 1.0], [1.2, 1.3, 1.5]))],
+                      title="t", x_label="night", y_label="ms")
+    assert band.count('class="band"') == 1 and band.count('class="pt"') == 3
 
 
 @pytest.mark.parametrize("argv, words", [
