@@ -171,56 +171,86 @@ def scatter(points: Sequence[Point], *, title: str, x_label: str, y_label: str,
     return "".join(out)
 
 
+DASHES = ("", "6 3", "2 3", "8 3 2 3")  # stroke-dasharray patterns to tell apart lines of one colour
+
+
 @dataclass
-class Line:
+class Series:
+    """One line: (xs[i], ys[i]) joined in x order; a non-finite y breaks the line (a gap), a non-finite x is left out."""
+    label: str  # in the legend; "" keeps it out (e.g. one thin line per seed under a labelled mean)
     xs: Sequence[float]
     ys: Sequence[float]
-    label: str = ""  # in the legend; "" keeps it out (e.g. one thin line per seed under a labelled mean)
     colour: str = PALETTE[0]
-    dashed: bool = False
-    thin: bool = False  # drawn light and thin, behind the others
+    dash: str = ""  # an SVG stroke-dasharray, "" for a solid line
+    thin: bool = False  # drawn light and thin, behind the others, without markers
+    baseline: bool = False  # drawn thick, black and dashed, above the others, with diamond markers
+
+    @classmethod
+    def of_points(cls, label: str, points: Sequence[tuple[float, float]], **kw) -> "Series":
+        return cls(label, [p[0] for p in points], [p[1] for p in points], **kw)
+
+    def segments(self) -> list[list[tuple[float, float]]]:
+        pairs = sorted((float(x), float(y) if y is not None else math.nan) for x, y in zip(self.xs, self.ys)
+                       if x is not None and math.isfinite(x))
+        out: list[list[tuple[float, float]]] = [[]]
+        for x, y in pairs:
+            if math.isfinite(y):
+                out[-1].append((x, y))
+            elif out[-1]:
+                out.append([])
+        return [s for s in out if s]
 
 
-def line_chart(lines: Sequence[Line], *, title: str, x_label: str, y_label: str,
+def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str,
+               x_log: bool | None = False, y_log: bool | None = False,
                x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
-               width: int = 600, height: int = 300) -> str:
-    """Polylines over a shared x axis, each point marked and titled with its value; non-finite points are gaps."""
+               y_range: tuple[float, float] | None = None, width: int = 600, height: int = 340) -> str:
+    """Lines over a shared x axis, each point marked and titled with its value; legend from the labels.
+    Log axes when asked, or (None) when the values span more than 10x (20x for y); `y_range` fixes the y axis."""
     ml, mr, mb = 58, 14, 40
-    legend_svg, legend_lines = _legend([(ln.label, ln.colour, "circle") for ln in lines if ln.label], ml, 14,
-                                       width - mr)
+    drawn = [(s, s.segments()) for s in series]
+    drawn = [(s, segs) for s, segs in drawn if segs]
+    legend = [(s.label, "#111" if s.baseline else s.colour, "diamond" if s.baseline else "circle")
+              for s, _ in drawn if s.label]
+    legend_svg, legend_lines = _legend(legend, ml, 14, width - mr)
     mt = 12 + 15 * legend_lines
     out = [_svg_open(width, height, title, "plot lines")]
-    pts = [(x, y) for ln in lines for x, y in zip(ln.xs, ln.ys)
-           if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
-    if not pts:
+    if not drawn:
         out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
         return "".join(out)
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    ypad = (max(ys) - min(ys)) * 0.08
-    sx = Scale(min(xs), max(xs), ml + 8, width - mr - 8)
-    sy = Scale(min(ys) - ypad, max(ys) + ypad, height - mb, mt)
+    xs = [x for _, segs in drawn for seg in segs for x, _ in seg]
+    ys = [y for _, segs in drawn for seg in segs for _, y in seg]
+    xl = (wide_spread(xs, 10.0) if x_log is None else x_log) and min(xs) > 0
+    lo, hi = y_range if y_range else (min(ys), max(ys))
+    yl = (wide_spread(ys, 20.0) if y_log is None else y_log) and lo > 0 and not y_range
+    xpad = 0.0 if xl else (max(xs) - min(xs)) * 0.04
+    ypad = 0.0 if (yl or y_range) else (hi - lo) * 0.08
+    sx = Scale(min(xs) / (1.15 if xl else 1) - xpad, max(xs) * (1.15 if xl else 1) + xpad, ml, width - mr, xl)
+    sy = Scale(lo / (1.3 if yl else 1) - ypad, hi * (1.3 if yl else 1) + ypad, height - mb, mt, yl)
     out.append(_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt))
+    if yl:  # _axes names only a log x axis
+        out.append(f'<text x="{ml + 4}" y="{mt + 12}" fill="#777">{esc(y_label)} on a log scale</text>')
     out.append(legend_svg)
-    for ln in sorted(lines, key=lambda ln: not ln.thin):
-        segments: list[list[tuple[float, float]]] = [[]]
-        for x, y in zip(ln.xs, ln.ys):
-            if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
-                segments.append([])
-            else:
-                segments[-1].append((x, y))
-        style = (f'stroke="{ln.colour}" stroke-width="{1 if ln.thin else 2}" fill="none"'
-                 + (' stroke-opacity="0.35"' if ln.thin else "") + (' stroke-dasharray="5 3"' if ln.dashed else ""))
-        for seg in segments:
+    for s, segs in sorted(drawn, key=lambda d: (not d[0].thin, d[0].baseline)):
+        colour = "#111" if s.baseline else s.colour
+        dash = "6 3" if s.baseline and not s.dash else s.dash
+        width_px = 1 if s.thin else 2.6 if s.baseline else 1.8
+        style = (f'fill="none" stroke="{colour}" stroke-width="{width_px}"'
+                 + (' stroke-opacity="0.35"' if s.thin else "") + (f' stroke-dasharray="{dash}"' if dash else ""))
+        out.append(f"<g><title>{esc(s.label)}</title>")
+        for seg in segs:
             if len(seg) > 1:
-                path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in seg)
-                out.append(f'<polyline points="{path}" {style}/>')
-            if ln.thin:
+                out.append(f'<polyline points="{" ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in seg)}" {style}/>')
+            if s.thin:
                 continue
             for x, y in seg:
-                out.append(f'<g><title>{esc(ln.label)} {esc(x_fmt(x))}: {esc(y_fmt(y))}</title>'
-                           + _marker("circle", sx(x), sy(y), 3, f'class="pt" fill="{ln.colour}"') + "</g>")
+                mark = _marker("diamond" if s.baseline else "circle", sx(x), sy(y), 3.5 if s.baseline else 3,
+                               f'class="pt" fill="{colour}"')
+                out.append(f"<g><title>{esc(s.label)} {esc(x_fmt(x))}: {esc(y_fmt(y))}</title>{mark}</g>")
+        out.append("</g>")
     out.append("</svg>")
     return "".join(out)
+
 
 
 def _axes(sx: Scale, sy: Scale, width: int, height: int, ml: int, mr: int, mt: int, mb: int,
@@ -385,48 +415,6 @@ def heatmap(cells: Sequence[Sequence[Cell | None]], row_labels: Sequence[str], c
     out.append("</svg>")
     return "".join(out)
 
-
-@dataclass
-class Series:
-    label: str
-    xs: Sequence[float]
-    ys: Sequence[float]
-    colour: str = PALETTE[0]
-    baseline: bool = False  # drawn thick, black and dashed, above the other lines
-
-
-def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str,
-               x_fmt: Callable[[float], str] = fmt_tick, y_fmt: Callable[[float], str] = fmt_tick,
-               y_range: tuple[float, float] | None = None, width: int = 600, height: int = 340) -> str:
-    """Lines through (x, y) points, one per series, with a marker on each point; legend from the labels."""
-    ml, mr, mb = 58, 14, 40
-    legend = [(s.label, "#111" if s.baseline else s.colour, "diamond" if s.baseline else "circle") for s in series]
-    legend_svg, legend_lines = _legend(legend, ml, 14, width - mr)
-    mt = 12 + 15 * legend_lines
-    pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys) if x is not None and y is not None
-           and math.isfinite(x) and math.isfinite(y)]
-    out = [_svg_open(width, height, title, "plot lines")]
-    if not pts:
-        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#666">no measured points</text></svg>')
-        return "".join(out)
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    lo, hi = y_range if y_range else (min(ys), max(ys))
-    xpad = (max(xs) - min(xs)) * 0.04
-    sx = Scale(min(xs) - xpad, max(xs) + xpad, ml, width - mr)
-    sy = Scale(lo, hi, height - mb, mt)
-    out += [_axes(sx, sy, width, height, ml, mr, mt, mb, x_label, y_label, x_fmt, y_fmt), legend_svg]
-    for s in sorted(series, key=lambda s: s.baseline):
-        good = [(x, y) for x, y in zip(s.xs, s.ys) if x is not None and y is not None
-                and math.isfinite(x) and math.isfinite(y)]
-        colour = "#111" if s.baseline else s.colour
-        style = 'stroke-width="2.6" stroke-dasharray="6 3"' if s.baseline else 'stroke-width="1.5" stroke-opacity="0.85"'
-        path = " ".join(f"{_g(sx(x))},{_g(sy(y))}" for x, y in good)
-        marks = "".join(_marker("diamond" if s.baseline else "circle", sx(x), sy(y), 3.5 if s.baseline else 2.8,
-                                f'fill="{colour}"') for x, y in good)
-        out.append(f'<g><title>{esc(s.label)}</title><polyline points="{path}" fill="none" stroke="{colour}" '
-                   f'{style}/>{marks}</g>')
-    out.append("</svg>")
-    return "".join(out)
 
 
 def image_grid(images: Sequence[tuple[str, int, int, str]], *, title: str, columns: int = 8, caption_px: int = 26) -> str:

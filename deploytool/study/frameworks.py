@@ -241,7 +241,7 @@ def _summary_section(train: dict[str, list[dict[str, Any]]]) -> Section:
 
 
 def _curves_section(train: dict[str, list[dict[str, Any]]]) -> Section:
-    from deploytool.report.svg import Line, line_chart
+    from deploytool.report.svg import Series, line_chart
 
     figures, data = [], {}
     for metric, label in (("loss", "training loss"), ("accuracy", "training accuracy"),
@@ -251,11 +251,11 @@ def _curves_section(train: dict[str, list[dict[str, Any]]]) -> Section:
             pts = [p for p in train[fw] if p.get("history")]
             for p in pts:
                 ys = [h[metric] for h in p["history"]]
-                lines.append(Line(list(range(1, len(ys) + 1)), ys, "", COLOURS[fw], thin=True))
+                lines.append(Series("", list(range(1, len(ys) + 1)), ys, COLOURS[fw], thin=True))
             mean = mean_curve(pts, metric)
             data.setdefault(fw, {})[metric] = mean
             if mean:
-                lines.append(Line(list(range(1, len(mean) + 1)), mean, f"{NAMES[fw]} (mean of {len(pts)})", COLOURS[fw]))
+                lines.append(Series(f"{NAMES[fw]} (mean of {len(pts)})", list(range(1, len(mean) + 1)), mean, COLOURS[fw]))
         figures.append(line_chart(lines, title=f"{label} per epoch", x_label="epoch", y_label=label))
     return Section("curves", "Loss and accuracy per epoch",
                    "Thin lines: one seed each; thick: the mean over seeds. Training loss and accuracy are averaged over "

@@ -63,8 +63,7 @@ def _value(p: dict[str, Any], metric: str) -> float | None:
 
 
 def _series(points: list[dict[str, Any]], metric: str):
-    from deploytool.report.lines import DASHES, Series
-    from deploytool.report.svg import PALETTE
+    from deploytool.report.svg import DASHES, PALETTE, Series
 
     units = list(dict.fromkeys(p["unit"] for p in points))
     threads = sorted({p["threads"] for p in points})
@@ -73,22 +72,22 @@ def _series(points: list[dict[str, Any]], metric: str):
         for j, t in enumerate(threads):
             pts = [(p["batch"], _value(p, metric)) for p in points if p["unit"] == unit and p["threads"] == t]
             label = next(p["label"] for p in points if p["unit"] == unit)
-            out.append(Series(f"{label}, {t} thread{'s' if t > 1 else ''}", pts, PALETTE[i % len(PALETTE)],
-                              DASHES[j % len(DASHES)]))
+            out.append(Series.of_points(f"{label}, {t} thread{'s' if t > 1 else ''}", pts,
+                                        colour=PALETTE[i % len(PALETTE)], dash=DASHES[j % len(DASHES)]))
     return out
 
 
 def _inference(measured: list[dict[str, Any]]) -> list[Section]:
-    from deploytool.report.lines import line_chart
+    from deploytool.report.svg import line_chart
 
     rows = tuple((p["label"], p["threads"], p["batch"], p.get("p50_ms_per_sample"), p.get("p90_ms_per_sample"),
                   p.get("mean_ms_per_sample"), p.get("throughput_sps"), _mb(peak_memory_bytes(p.get("memory_bytes"))),
                   p.get("cpu_percent")) for p in measured)
     figures = (
         line_chart(_series(measured, "throughput_sps"), title="Throughput against batch size",
-                   x_label="batch size", y_label="samples per second", x_log=True),
+                   x_label="batch size", y_label="samples per second", x_log=True, y_log=None),
         line_chart(_series(measured, "p50_ms_per_sample"), title="Latency per sample against batch size",
-                   x_label="batch size", y_label="p50 ms per sample", x_log=True),
+                   x_label="batch size", y_label="p50 ms per sample", x_log=True, y_log=None),
     )
     effects = thread_effects(measured)
     main = Section(
@@ -113,8 +112,7 @@ def _inference(measured: list[dict[str, Any]]) -> list[Section]:
 def _training(measured: list[dict[str, Any]], target: float | None) -> Section:
     import itertools
 
-    from deploytool.report.lines import DASHES, Series, line_chart
-    from deploytool.report.svg import PALETTE
+    from deploytool.report.svg import DASHES, PALETTE, Series, line_chart
 
     rows, series = [], []
     for i, p in enumerate(measured):
@@ -124,8 +122,8 @@ def _training(measured: list[dict[str, Any]], target: float | None) -> Section:
                      _mb(peak_memory_bytes(p.get("memory_bytes"))), p.get("final_accuracy"),
                      p.get("epochs_to_target"), p.get("seconds_to_target")))
         elapsed = list(itertools.accumulate(p.get("seconds_per_epoch") or []))
-        series.append(Series(name, list(zip(elapsed, p.get("accuracy_per_epoch") or [])),
-                             PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]))
+        series.append(Series.of_points(name, list(zip(elapsed, p.get("accuracy_per_epoch") or [])),
+                                       colour=PALETTE[i % len(PALETTE)], dash=DASHES[(i // len(PALETTE)) % len(DASHES)]))
     epochs = sorted({p["epochs"] for p in measured})
     samples = sorted({p.get("train_samples") for p in measured if p.get("train_samples")})
     text = (f"Each point trained {'/'.join(map(str, epochs))} epoch(s) on {'/'.join(map(str, samples))} training "

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from deploytool.report.svg import Line, line_chart
+from deploytool.report.svg import Series, line_chart
 from deploytool.study.frameworks import fmt_mean_sd, framework_summary, mean_curve, mean_sd, seeded, seeds_for
 from deploytool.study.same_weights import logit_differences
 from deploytool.threads import busy_threads, cpu_percent, thread_cpu_seconds
@@ -99,15 +99,15 @@ def test_seeds_start_at_the_manifests_and_change_the_training_key():
 
 
 def test_line_chart_draws_lines_markers_legend_and_gaps():
-    svg = line_chart([Line([1, 2, 3], [1.0, 0.5, 0.25], "Keras", "#D55E00"),
-                      Line([1, 2, 3], [0.9, float("nan"), 0.2], "", "#0072B2", thin=True),
-                      Line([1, 2], [0.8, 0.3], "PyTorch <b>", "#0072B2", dashed=True)],
+    svg = line_chart([Series("Keras", [1, 2, 3], [1.0, 0.5, 0.25], "#D55E00"),
+                      Series("", [1, 2, 3], [0.9, float("nan"), 0.2], "#0072B2", thin=True),
+                      Series("PyTorch <b>", [1, 2], [0.8, 0.3], "#0072B2", dash="5 3")],
                      title="loss", x_label="epoch", y_label="loss")
     assert svg.startswith("<svg") and svg.endswith("</svg>")
     assert svg.count("<polyline") == 2  # the thin line's NaN splits it into two one-point pieces: no polyline
     assert "Keras" in svg and "PyTorch &lt;b&gt;" in svg and "<b>" not in svg
     assert 'stroke-dasharray="5 3"' in svg and svg.count('class="pt"') == 5
-    assert "no measured points" in line_chart([Line([1], [float("nan")])], title="t", x_label="x", y_label="y")
+    assert "no measured points" in line_chart([Series("", [1], [float("nan")])], title="t", x_label="x", y_label="y")
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -1,5 +1,5 @@
 """The sweep study's arithmetic (deploytool/study/sweep_measure.py, sweep.py, sweep_report.py) and its line
-chart (deploytool/report/lines.py): per-sample p50/p90 from batch timings, throughput, CPU %, the grid from
+chart (deploytool/report/svg.py): per-sample p50/p90 from batch timings, throughput, CPU %, the grid from
 flags/manifest/defaults, training summaries and what more threads buy. No framework is imported here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from deploytool.errors import UnknownOption
-from deploytool.report.lines import Series, line_chart
+from deploytool.report.svg import Series, line_chart
 from deploytool.spec import TrainSpec
 from deploytool.study.sweep import Unit, resolve_grid, train_summary
 from deploytool.study.sweep_measure import PointBudget, batch_of, point_stats, speedup, time_point
@@ -115,8 +115,9 @@ def test_peak_memory_prefers_a_peak_over_a_delta():
 
 
 def test_line_chart_draws_each_series_in_x_order():
-    svg = line_chart([Series("a", [(8, 2.0), (1, 1.0), (32, float("nan"))]), Series("b <x>", [(1, 3.0)], dash="6 3"),
-                      Series("empty", [])], title="t", x_label="batch", y_label="ms", x_log=True)
+    svg = line_chart([Series.of_points("a", [(8, 2.0), (1, 1.0), (32, float("nan"))]),
+                      Series.of_points("b <x>", [(1, 3.0), (2, 4.0)], dash="6 3"), Series("empty", [], [])],
+                     title="t", x_label="batch", y_label="ms", x_log=True)
     assert svg.count("<polyline") == 2 and 'stroke-dasharray="6 3"' in svg and "b &lt;x&gt;" in svg
     a = svg.split("<polyline")[1].split('points="')[1].split('"')[0].split()
     assert float(a[0].split(",")[0]) < float(a[1].split(",")[0])  # x=1 drawn left of x=8; the NaN left out
