@@ -109,6 +109,13 @@ def run(args) -> int:
     return 0
 
 
+def report(srun) -> list:
+    """The study's report sections from its stored points (`deploytool report RUN`; robust_report.py)."""
+    from deploytool.study.robust_report import report as sections
+
+    return sections(srun)
+
+
 @dataclass(frozen=True)
 class SetPlan:
     set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
@@ -161,7 +168,6 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
     from deploytool.runner import run_combination
     from deploytool.study.attacks import Crafter, load_or_craft
     from deploytool.study.base import StudyRun
-    from deploytool.study.robust_report import report
     from deploytool.study.report import write_study_report
     from deploytool.workspace import Workspace, stable_hash
 

@@ -74,6 +74,15 @@ def test_resume_measures_nothing_and_crafts_nothing(study):
     assert again.rows_measured == 0 and again.rows_reused == 6 and again.sets_crafted == 0
 
 
+def test_deploytool_report_renders_the_stored_run(study, capsys):
+    from deploytool.cli import main
+
+    ws, first, _ = study
+    first.report_paths.json.unlink()
+    assert main(["report", first.run_id, "--workspace", str(ws.root)]) == 0
+    assert {r["row"] for r in _records(first.report_paths.json)} >= {"keras (PC)", "keras->tflite/int8 on host"}
+
+
 def test_the_torch_twin_is_attacked_in_pixel_space(lenet5_workspace):
     from deploytool.study.attacks import AttackSpec, Crafter
 
