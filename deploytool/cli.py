@@ -87,6 +87,25 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
                    help="override the manifest's epochs (changes the cache key)")
 
 
+def user_model_args(p: argparse.ArgumentParser) -> None:
+    """The flags of a user's own model file (migrate, study robustness): its test set and what the model cannot tell."""
+    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
+                   help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
+    p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
+    p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
+    p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
+    p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
+    p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
+
+
+def user_model_fields(args: argparse.Namespace) -> dict:
+    """MigrateRequest's fields from user_model_args' flags."""
+    return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
+                labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
+                scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="deploytool",
@@ -133,14 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers, tflite-onnx2tf (TFLite by onnx2tf through ONNX, for PyTorch models) (comma-separated, or all; default: all)")
     p.add_argument("--quantize", default="all",
                    help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
-    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
-    p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
-                   help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
-    p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
-    p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
-    p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
-    p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
-    p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
+    user_model_args(p)
     from deploytool.targets import all_targets
 
     for target in all_targets():
@@ -313,14 +325,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     req = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
-        targets=(args.target,), data_dir=args.data_dir, test_npz=args.data, epochs=args.epochs,
+        targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
         target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
         runtimes=(args.runtime,) if args.runtime else (), threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance),
-        run_id=args.run_id, fresh=args.fresh, layout=args.layout, data_layout=args.data_layout, localize=args.localize, limit_test=args.test_samples,
-        labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
-        scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"),
+        run_id=args.run_id, fresh=args.fresh, localize=args.localize, limit_test=args.test_samples,
+        **user_model_fields(args),
     )
     out = migrate(req, args.workspace, args.db, progress=not args.quiet)
     _print_results(out.results)

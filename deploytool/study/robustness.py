@@ -1,12 +1,15 @@
 """`deploytool study robustness`: does migration or quantization change a model's adversarial robustness?
 
-Adversarial sets are crafted on each PC model (the Keras and PyTorch twins) with ART in pixel space (attacks.py),
+Adversarial sets are crafted on each PC model (the Keras and PyTorch twins, or a user's .keras / .pt2 file with
+its --data test.npz) with ART in pixel space (attacks.py),
 stored by content hash, and each set — plus the clean samples — runs through every combination `migrate` would
 run for the same request: the same matrix (plan_matrix), context, conversion cache, runtimes and sessions (one
 browser for the web rows), one combination at a time via `run_combination`. Every set also runs through each
 PC model (the row's baseline): so every set is white-box for one twin's rows and a transfer attack for the
 other's. A point is stored per (set, row) with its predicted labels; the report (robust_report.py) computes
-every number from those. Resuming skips stored points and crafts nothing already crafted.
+every number from those. Resuming skips stored points and crafts nothing already crafted. Quantized rows
+(fp16, dynamic, int8, int8-io) are migrate's: calibrated on the clean calibration set, never on a crafted one, and
+an int8-io model's inputs quantized by its runtime.
 """
 
 from __future__ import annotations
@@ -19,25 +22,32 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.errors import UnknownOption
+from deploytool.request import MigrateRequest
 from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, array_sha256, attack_grid, to_model_input
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
         "run on every migrated artifact and target")
 EXAMPLES = ("deploytool study robustness --model lenet5 --target host --format tflite --quantize none,int8",
+            "deploytool study robustness --model my.keras --data test.npz --scale 0.00392157 --target host,web",
             "deploytool study robustness --target host,web --format all --quantize all --samples 500",
             "deploytool study robustness --attack fgsm --eps 0.1,0.3 --samples 64")
 DEFAULT_SAMPLES = 500
 GALLERY_PER_ROW = 3
 
 
+# a user's model file: only a framework's own model has the gradients an attack needs
+CRAFTABLE = ("keras", "torch")
+
+
 def add_cli(p) -> None:
-    from deploytool.cli import _positive_int
+    from deploytool.cli import _positive_int, user_model_args
     from deploytool.targets import all_targets
 
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all", help="as for migrate: tflite, tfjs, onnx, ... (comma-separated, or all)")
     p.add_argument("--quantize", default="all", help="as for migrate: none, fp16, dynamic, int8, ... (or all)")
     p.add_argument("--runtime", default="", help="as for migrate: which runtime where a target offers several")
+    user_model_args(p)
     for target in all_targets():
         target.add_cli_options(p)
     p.add_argument("--attack", default="all", help=f"{', '.join(ATTACKS)} (comma-separated, or all; default: all)")
@@ -51,31 +61,15 @@ def add_cli(p) -> None:
 
 @dataclass
 class RobustnessRequest:
-    model: str = "lenet5"
-    frameworks: tuple[str, ...] = ("all",)
-    formats: tuple[str, ...] = ("all",)
-    quantize: tuple[str, ...] = ("all",)
-    targets: tuple[str, ...] = ("host",)
-    target_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    runtimes: tuple[str, ...] = ()
+    """What runs is migrate's request (model, matrix, data, threads, run id); what is attacked is this study's own."""
+    migrate: MigrateRequest = field(default_factory=MigrateRequest)
     attacks: tuple[str, ...] = ("all",)
     eps: tuple[float, ...] = DEFAULT_EPS
     samples: int = DEFAULT_SAMPLES
-    data_dir: Path | None = None
-    epochs: int | None = None
-    threads: int = 1
-    timeout_s: float = 600.0
-    run_id: str | None = None
-    fresh: bool = False
 
-    def migrate_request(self):
-        from deploytool.request import MigrateRequest
-
+    def __post_init__(self) -> None:
         # Latency is not this study's question: no warm-up, one timed sample per row.
-        return MigrateRequest(model=self.model, frameworks=self.frameworks, formats=self.formats, quantize=self.quantize,
-                              targets=self.targets, target_options=self.target_options, runtimes=self.runtimes,
-                              data_dir=self.data_dir, epochs=self.epochs, threads=self.threads, warmup_runs=0,
-                              latency_samples=1, timeout_s=self.timeout_s)
+        self.migrate = replace(self.migrate, warmup_runs=0, latency_samples=1)
 
     def attack_specs(self) -> list[AttackSpec]:
         names = tuple(ATTACKS) if "all" in self.attacks else self.attacks
@@ -96,15 +90,16 @@ class RobustnessOutcome:
 
 
 def run(args) -> int:
-    from deploytool.cli import _floats
+    from deploytool.cli import _floats, user_model_fields
     from deploytool.targets import all_targets
 
-    req = RobustnessRequest(
+    migrate = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
-        runtimes=(args.runtime,) if args.runtime else (), attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
-        eps=_floats(args.eps, "--eps"), samples=args.samples, data_dir=args.data_dir, epochs=args.epochs,
-        threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh)
+        runtimes=(args.runtime,) if args.runtime else (), data_dir=args.data_dir, epochs=args.epochs,
+        threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh, **user_model_fields(args))
+    req = RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
+                            eps=_floats(args.eps, "--eps"), samples=args.samples)
     out = robustness(req, args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "
           f"{out.sets_crafted} adversarial sets crafted ({out.seconds_crafting:.0f} s), {out.sets_reused} reused; "
@@ -114,19 +109,18 @@ def run(args) -> int:
     return 0
 
 
+def report(srun) -> list:
+    """The study's report sections from its stored points (`deploytool report RUN`; robust_report.py)."""
+    from deploytool.study.robust_report import report as sections
+
+    return sections(srun)
+
+
 @dataclass(frozen=True)
 class SetPlan:
     set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
     crafted_on: str | None
     attack: AttackSpec | None
-
-
-def _source_artifact(ctx, framework: str):
-    """The trained PC model of one twin (cached by content; trains only if missing). Not ctx.source(): its
-    baseline is for the whole test set, and this study's measurement settings would replace the cached one."""
-    from deploytool.train import train
-
-    return train(ctx.spec, framework, ctx.dataset, ctx.ws, epochs=ctx.req.epochs, progress=ctx.progress).get_artifact()
 
 
 def _pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
@@ -174,17 +168,18 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
     from deploytool.runner import run_combination
     from deploytool.study.attacks import Crafter, load_or_craft
     from deploytool.study.base import StudyRun
-    from deploytool.study.robust_report import report
     from deploytool.study.report import write_study_report
     from deploytool.workspace import Workspace, stable_hash
 
     t_start = time.perf_counter()
-    if usermodel.is_model_file(req.model):
-        raise UnknownOption(f"{req.model}: the robustness study runs on a zoo model's twins (a name from "
-                            "`deploytool models` or a .toml manifest), not on a model file")
+    if usermodel.is_model_file(req.migrate.model):
+        fmt = usermodel.source_format(Path(req.migrate.model))
+        if fmt not in CRAFTABLE:
+            raise UnknownOption(f"{req.migrate.model}: attacks need the model's gradients, which a {fmt} model does "
+                                "not give; pass the .keras or .pt2 model it was converted from")
     specs = req.attack_specs()
     ws = Workspace.open(workspace)
-    ctx, combos, _, keys = prepare(req.migrate_request(), ws, progress)
+    ctx, combos, _, keys = prepare(req.migrate, ws, progress)
     frameworks = sorted({c.framework for c in combos})
     n = min(req.samples, len(ctx.dataset.x_test))
     clean_x = ctx.dataset.x_test[:n]
@@ -193,11 +188,12 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
     clean_sha = array_sha256(x01)
     request = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "samples": n, "clean_sha256": clean_sha,
                "sources": {fw: ctx.source_id(fw) for fw in frameworks}, "frameworks": frameworks,
-               "formats": list(req.formats), "quantize": list(req.quantize), "targets": sorted(ctx.preflight),
-               "target_options": req.target_options, "runtimes": list(req.runtimes),
+               "formats": list(req.migrate.formats), "quantize": list(req.migrate.quantize),
+               "targets": sorted(ctx.preflight), "target_options": req.migrate.target_options,
+               "runtimes": list(req.migrate.runtimes),
                "attacks": [s.name for s in specs], "art": package_version("adversarial-robustness-toolbox"),
                "host": host_identity(), "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}}
-    srun = StudyRun.open("robustness", ctx.spec.name, request, ws.root, db_url, req.run_id, req.fresh)
+    srun = StudyRun.open("robustness", ctx.spec.name, request, ws.root, db_url, req.migrate.run_id, req.migrate.fresh)
     done = {k for k, v in srun.points().items() if v.get("final", True)}
     if "samples" not in done:
         srun.save("samples", {"n": n, "y": y.tolist(), "labels": list(ctx.spec.labels), "frameworks": frameworks})
@@ -211,14 +207,15 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
     total = sum(len(v) for v in todo.values())
     measured = crafted = reused_sets = 0
     seconds_crafting = seconds_running = 0.0
-    artifacts = {fw: _source_artifact(ctx, fw) for fw in frameworks}
+    # ctx.source_model, not ctx.source: its baseline is for the whole test set, measured with this study's settings
+    artifacts = {fw: ctx.source_model(fw) for fw in frameworks}
     crafters: dict[str, Crafter] = {}
 
     def make_crafter(fw: str) -> Crafter:
-        return Crafter(artifacts[fw], ctx.spec.preprocess, ctx.spec.num_classes, req.threads)
+        return Crafter(artifacts[fw], ctx.spec.preprocess, ctx.spec.num_classes, req.migrate.threads)
 
     bar = tqdm(total=total, desc="robustness", unit="row", disable=not progress, dynamic_ncols=True)
-    converter = IsolatedConverter(ws.root / "logs" / f"convert-{srun.run_id}.log", req.timeout_s)
+    converter = IsolatedConverter(ws.root / "logs" / f"convert-{srun.run_id}.log", req.migrate.timeout_s)
     try:
         with ctx.sessions():
             for plan in plans:

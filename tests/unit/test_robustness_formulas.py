@@ -100,9 +100,14 @@ def test_line_chart_and_image_grid_are_svg_with_the_baseline_marked():
 @pytest.mark.parametrize("flags, words", [
     (["--attack", "cw"], "unknown attack 'cw'"),
     (["--eps", "0"], "must be in (0, 1]"),
-    (["--model", "my.keras"], "runs on a zoo model's twins"),
+    (["--model", "my.keras"], "no such model file"),
+    (["--model", "{tmp}/m.onnx"], "gradients, which a onnx model does not give"),
+    (["--model", "{tmp}/m.tflite"], "pass the .keras or .pt2 model it was converted from"),
 ])
 def test_user_mistakes_are_one_line(flags, words, capsys, tmp_path):
+    for name in ("m.onnx", "m.tflite"):
+        (tmp_path / name).write_bytes(b"not read: refused by its kind")
+    flags = [f.format(tmp=tmp_path) for f in flags]
     assert main(["study", "robustness", "--workspace", str(tmp_path), *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
