@@ -35,7 +35,8 @@ def save(store: Store, ws: Workspace, result: Result) -> None:
     store.save(for_store(ws, result))
 
 
-def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result]):
+def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result], out_dir: Path | None = None):
+    """The run report of `results` into `out_dir` (default: the run's report folder)."""
     from deploytool import report
 
     for fw in {r.combo.framework for r in results}:
@@ -49,7 +50,7 @@ def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Resul
         results=results, baselines={fw: asdict(s.baseline) for fw, s in ctx.sources.items()},
         labels=list(ctx.spec.labels), y_true=ctx.dataset.y_test,
         images=ctx.dataset.images(ctx.dataset.x_test), history=history)
-    return report.write_report(inp, ctx.ws.report_dir(run_id))
+    return report.write_report(inp, out_dir or ctx.ws.report_dir(run_id))
 
 
 def context_for_stored_run(run: dict[str, Any], ws: Workspace) -> RunContext:

@@ -2,7 +2,8 @@
 real LiteRT interpreter for the outputs, then replaces the measured latencies with
 a seeded synthetic distribution (so identical nights are identical, as they would
 be on a quiet machine) scaled by `SLOWER`, and flips the top class of the first
-`FLIPS` samples. Registered on the host target as runtime "lab-double".
+`FLIPS` samples (both only in runs with `only_threads` threads, when that knob is set,
+so one cell of a night can regress alone). Registered on the host target as runtime "lab-double".
 
 Processes the test starts (a `dask worker`, a `deploytool lab run` driver) get the
 double with `--preload tests.lab_double` or `register()`, and its knobs from
@@ -22,7 +23,7 @@ from deploytool import runtimes
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
-KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": ""}
+KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0}
 
 
 class LabDouble(LiteRTRuntime):
@@ -34,8 +35,9 @@ class LabDouble(LiteRTRuntime):
         if KNOBS["sleep_s"]:
             time.sleep(float(KNOBS["sleep_s"]))
         rng = np.random.default_rng(KNOBS["seed"])
-        out.latency_ms = rng.lognormal(np.log(0.2 * KNOBS["slower"]), 0.2, len(out.latency_ms))
-        n = int(KNOBS["flips"])
+        chosen = not KNOBS["only_threads"] or self._threads == KNOBS["only_threads"]
+        out.latency_ms = rng.lognormal(np.log(0.2 * (KNOBS["slower"] if chosen else 1.0)), 0.2, len(out.latency_ms))
+        n = int(KNOBS["flips"]) if chosen else 0
         if n:
             top = out.outputs[:n].argmax(1)
             out.outputs[np.arange(n), (top + 1) % out.outputs.shape[1]] += 1000.0

@@ -50,6 +50,7 @@ class Lab:
     target_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # passed to each target as-is
     regression: Regression = Regression()
     browsers_per_host: int = 1
+    report_nights: int = 14  # the lab report's matrix and trend plots span this many nights
 
 
 def _strings(r: _Reader, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -111,13 +112,16 @@ def load_lab(path: str | Path) -> Lab:
     repeats = r.get("lab.repeats", int, 1)
     if repeats < 1:
         raise r.fail("lab.repeats", "must be >= 1")
+    report_nights = r.get("lab.report_nights", int, 14)
+    if report_nights < 1:
+        raise r.fail("lab.report_nights", "must be >= 1")
     return Lab(path=path, name=r.get("lab.name", str, path.stem), models=tuple(models),
                formats=_strings(r, "matrix.formats", ("all",)), quantize=_strings(r, "matrix.quantize", ("all",)),
                targets=_strings(r, "matrix.targets", ("host",)),
                threads=tuple(threads), runtimes=tuple(r.get("matrix.runtimes", list, [])),
                target_options=target_options, repeats=repeats, latency_samples=r.get("lab.latency_samples", int, None),
                test_samples=r.get("lab.test_samples", int, None), tolerances=tolerances, regression=reg,
-               browsers_per_host=r.get("lab.browsers_per_host", int, 1))
+               browsers_per_host=r.get("lab.browsers_per_host", int, 1), report_nights=report_nights)
 
 
 def describe(lab: Lab) -> dict[str, Any]:

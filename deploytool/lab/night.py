@@ -132,7 +132,7 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
     out = NightOutcome(night, run_id, judged, len(cells) - len(todo), time.perf_counter() - t0)
     from deploytool.lab.outputs import write_night
 
-    out.paths = write_night(lab, out, ws.report_dir(run_id))
+    out.paths = write_night(lab, out, ws, store, cells, log)
     return out
 
 
@@ -184,8 +184,9 @@ def _interrupted(store: Store, run_id: str) -> None:
 
 # ------------------------------------------------------------------ judging against earlier nights
 def _previous_nights(store: Store, lab: Lab, run_id: str) -> list[dict[str, Any]]:
-    runs = [r for r in store.list_runs(limit=1000) if r["model"] == f"lab:{lab.name}" and r["run_id"] != run_id]
-    return sorted(runs, key=lambda r: r["created_at"])
+    from deploytool.lab.history import lab_nights
+
+    return [r for r in lab_nights(store, lab.name) if r["run_id"] != run_id]
 
 
 def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:

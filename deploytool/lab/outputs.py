@@ -1,7 +1,9 @@
-"""The lab report of a night: lab.html (cells, regressions first, each with what
-changed against the last good night, the trend across nights, and links to the
-run report and bug bundle), summary.md for CI, junit.xml (one test case per
-cell; a regression or failure is a failure) and lab.json."""
+"""The lab report of a night: lab.html (the nights x cells matrix over the last
+N nights, regressions first; per-cell trend plots of accuracy, p50 with its IQR
+band and memory; links to each night's run report and bug bundle), summary.md
+for CI, junit.xml (one test case per cell; a regression or failure is a failure)
+and lab.json. Also the run report of each of the night's requests (a model at a
+thread count), beside lab.html. It only writes what the night judged."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import json
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from deploytool.errors import DeploytoolError
 from deploytool.lab.labfile import Lab
+from deploytool.store import Store
+from deploytool.workspace import Workspace, stable_hash
 
 
 @dataclass
@@ -22,26 +27,29 @@ class NightPaths:
     json: Path
 
 
-def _rows(out: Any) -> list[dict[str, Any]]:
+def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any]]:
     rows = []
     for j in out.judged:
         r = j.result
         env = r.environment
+        bundle = Path(r.bundle) / "README.md" if r.bundle else None
         rows.append({"cell": env.get("lab_cell", ""), "label": env.get("lab_label", r.combo.label),
                      "host": env.get("lab_host", ""), "worker": env.get("lab_worker", ""), "outcome": r.outcome,
                      "failing": r.failing, "alert": j.alert, "reason": r.reason.splitlines()[0][:300] if r.reason else "",
                      "accuracy": r.metrics.get("accuracy"), "p50_ms": r.metrics.get("p50_ms"),
                      "previous_night": j.previous_night, "bundle": r.bundle,
+                     "bundle_link": bundle.relative_to(folder).as_posix() if bundle and bundle.is_relative_to(folder)
+                     else None, "report": reports.get(env.get("lab_cell", "")),
                      "changes": [asdict(c) for c in j.changes if c.outcome != "same"]})
     return rows
 
 
-def write_night(lab: Lab, out: Any, folder: Path) -> NightPaths:
-    from jinja2 import Environment
-
+def write_night(lab: Lab, out: Any, ws: Workspace, store: Store, cells: list[Any],
+                log: Callable[[str], None] = print) -> NightPaths:
+    folder = ws.report_dir(out.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     paths = NightPaths(folder / "lab.html", folder / "summary.md", folder / "junit.xml", folder / "lab.json")
-    rows = _rows(out)
+    rows = _rows(out, write_run_reports(ws, store, out, cells, log), folder)
     summary = {"cells": len(rows), "alerts": sum(r["alert"] for r in rows), "failing": sum(r["failing"] for r in rows),
                "reused": out.reused, "seconds": round(out.seconds, 1)}
     doc = {"schema_version": 1, "lab": lab.name, "night": out.night, "run_id": out.run_id, "summary": summary,
@@ -64,26 +72,76 @@ def write_night(lab: Lab, out: Any, folder: Path) -> NightPaths:
             ET.SubElement(case, "failure", message=msg[:500]).text = json.dumps(r["changes"], default=str)
     suite.set("failures", str(failures))
     paths.junit.write_text(ET.tostring(suite, encoding="unicode"))
-    env = Environment(autoescape=True)
-    page = env.from_string(_PAGE).render(lab=lab.name, night=out.night, summary=summary, rows=rows)
-    paths.html.write_text(page)
+    paths.html.write_text(_page(lab, out, ws, store, summary, rows))
     return paths
 
 
-_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>lab {{ lab }} — {{ night }}</title>
-<style>body{font:14px system-ui,sans-serif;margin:24px}table{border-collapse:collapse}td,th{border:1px solid #ccc;
-padding:3px 8px;text-align:left}tr.alert{background:#f3a9a9}tr.failing{background:#ffe1a6}.muted{color:#666}</style>
-</head><body><h1>Lab {{ lab }}, night {{ night }}</h1>
-<p>{{ summary.cells }} cells, <b>{{ summary.alerts }} alert(s)</b>, {{ summary.failing }} failing,
-{{ summary.reused }} reused from an earlier attempt, {{ summary.seconds }} s.</p>
-<table><thead><tr><th>cell</th><th>host / worker</th><th>result</th><th>accuracy</th><th>p50 ms</th>
-<th>against the last good night</th><th>bundle</th></tr></thead><tbody>
-{% for r in rows %}<tr class="{{ 'alert' if r.alert else 'failing' if r.failing else '' }}">
-<td>{{ r.label }}</td><td>{{ r.host }} <span class="muted">{{ r.worker }}</span></td><td>{{ r.outcome }}
-{% if r.reason %}<div class="muted">{{ r.reason }}</div>{% endif %}</td>
-<td>{{ '%.2f%%'|format(100 * r.accuracy) if r.accuracy is not none else 'n/a' }}</td>
-<td>{{ '%.4g'|format(r.p50_ms) if r.p50_ms is not none else 'n/a' }}</td>
-<td>{% for c in r.changes %}<div><b>{{ c.metric }}</b> {{ c.outcome }}: {{ c.detail }}</div>{% endfor %}
-{% if r.previous_night %}<div class="muted">vs {{ r.previous_night }}</div>{% endif %}</td>
-<td>{% if r.bundle %}<a href="bugs/{{ r.bundle.split('/')[-1] }}/README.md">reproducer</a>{% endif %}</td></tr>
-{% endfor %}</tbody></table></body></html>"""
+def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
+                      log: Callable[[str], None] = print) -> dict[str, str]:
+    """The run report of each request of the night (a model at a thread count) in runs/<model>-<hash>/ of the
+    night's folder; returns each cell's link to it, relative to that folder. A report that cannot be written
+    is one line in the log and no link: it never costs the lab report."""
+    from deploytool import runs
+    from deploytool.context import RunContext
+    from deploytool.request import MigrateRequest
+
+    folder = ws.report_dir(out.run_id)
+    by_cell = {c.id: c for c in cells}
+    groups: dict[str, list[Any]] = {}
+    for j in out.judged:
+        cell = by_cell.get(j.result.environment.get("lab_cell", ""))
+        if cell is not None:
+            groups.setdefault(stable_hash(cell.request, 8), []).append((cell, j.result))
+    links = {}
+    for key, members in groups.items():
+        cell = members[0][0]
+        sub = folder / "runs" / f"{Path(cell.model).stem}-{key}"
+        try:
+            req = MigrateRequest.from_json(cell.request)
+            ctx = RunContext.build(req, ws, targets=sorted({c.combo.target for c, _ in members}), run=False)
+            runs.write_report(ctx, store, out.run_id, [r for _, r in members], sub)
+        except (DeploytoolError, OSError) as e:
+            log(f"night {out.night}: no run report for {cell.model} ({str(e).splitlines()[0][:200]})")
+            continue
+        bugs = sub / "bugs"  # the report links its bundles as bugs/<name>/: they are the night's
+        if (folder / "bugs").is_dir() and not bugs.exists():
+            bugs.symlink_to(Path("..", "..", "bugs"), target_is_directory=True)
+        links.update({c.id: f"runs/{sub.name}/report.html" for c, _ in members})
+    return links
+
+
+def _page(lab: Lab, out: Any, ws: Workspace, store: Store, summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    from markupsafe import Markup
+
+    from deploytool.lab.history import lab_history
+    from deploytool.report.html import _environment
+
+    hist = lab_history(lab.name, ws, store, out.run_id, lab.report_nights)
+    trends = [Markup(trend_svgs(c, hist.nights)) for c in hist.cells]
+    return _environment().get_template("lab.html.j2").render(
+        lab=lab.name, night=out.night, summary=summary, rows=rows, nights=hist.nights, cells=hist.cells,
+        trends=trends)
+
+
+def trend_svgs(cell: Any, nights: list[Any]) -> str:
+    """A cell's accuracy, p50 (with its p25..p75 band) and memory over the nights, one point per night it ran."""
+    from deploytool.report.lines import Series, line_chart
+    from deploytool.report.svg import PALETTE
+
+    names = [n.name for n in nights]
+
+    def x_fmt(x: float) -> str:
+        i = int(round(x)) - 1
+        return names[i][-5:] if abs(x - round(x)) < 1e-9 and 0 <= i < len(names) else ""
+
+    pts = [(i + 1, p) for i, p in enumerate(cell.points) if p is not None]
+    acc = Series("accuracy %", [(x, 100 * p.accuracy if p.accuracy is not None else None) for x, p in pts],
+                 PALETTE[2])
+    p50 = Series("p50 ms", [(x, p.p50_ms) for x, p in pts], PALETTE[0],
+                 band=[(x, p.p25_ms, p.p75_ms) for x, p in pts], band_label="p25..p75 (IQR)")
+    mem = Series("memory MB", [(x, p.memory_bytes / 1e6 if p.memory_bytes else None) for x, p in pts], PALETTE[5])
+    kw = dict(x_label="night", x_fmt=x_fmt, x_log=False, y_log=False, width=330, height=200)
+    return "".join(line_chart([s], title=f"{cell.label}: {s.label}", y_label=s.label, **kw)  # type: ignore[arg-type]
+                   for s in (acc, p50, mem))
+
+
