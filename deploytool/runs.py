@@ -35,11 +35,14 @@ def save(store: Store, ws: Workspace, result: Result) -> None:
     store.save(for_store(ws, result))
 
 
-def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result], out_dir: Path | None = None):
-    """The run report of `results` into `out_dir` (default: the run's report folder)."""
+def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result], out_dir: Path | None = None,
+                 measure_baselines: bool = True):
+    """The run report of `results` into `out_dir` (default: the run's report folder). `measure_baselines=False`
+    (the lab's driver, which measures nothing): only the baselines `ctx` already has; each row's comparison still
+    carries its baseline's accuracy."""
     from deploytool import report
 
-    for fw in {r.combo.framework for r in results}:
+    for fw in {r.combo.framework for r in results} if measure_baselines else ():
         ctx.source(fw)  # cached: the baseline is needed for the report even on a resumed run
     history = store.history(ctx.spec.name, [r.combo_key for r in results], run_id)
     inp = report.ReportInput(

@@ -46,11 +46,13 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
     from deploytool.provenance import host_identity, host_name
     from deploytool.result import Combo
     from deploytool.runner import run_combination
+    from deploytool.workspace import stable_hash
 
     with _LOCK:  # one cell at a time per worker process: the cores are the measurement's
         combo = Combo(**cell["combo"])
         ctx = _context(cell["request"], cell["workspace"], combo.target, combo.device)
-        key = ctx.combo_key(combo, host_identity())
+        # the cell's identity too: cells that differ only in threads or repeat are different rows of the night
+        key = stable_hash({"combo": ctx.combo_key(combo, host_identity()), "cell": cell["cell"]}, 16)
         r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], key)
         if r.failing:
             bundle_row(ctx, r, cell["run_id"])

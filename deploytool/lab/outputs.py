@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from deploytool.errors import DeploytoolError
+from deploytool.errors import DeploytoolError, StageFailed
 from deploytool.lab.labfile import Lab
 from deploytool.store import Store
 from deploytool.workspace import Workspace, stable_hash
@@ -99,8 +99,8 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
         try:
             req = MigrateRequest.from_json(cell.request)
             ctx = RunContext.build(req, ws, targets=sorted({c.combo.target for c, _ in members}), run=False)
-            runs.write_report(ctx, store, out.run_id, [r for _, r in members], sub)
-        except (DeploytoolError, OSError) as e:
+            runs.write_report(ctx, store, out.run_id, [r for _, r in members], sub, measure_baselines=False)
+        except (DeploytoolError, StageFailed, OSError) as e:
             log(f"night {out.night}: no run report for {cell.model} ({str(e).splitlines()[0][:200]})")
             continue
         bugs = sub / "bugs"  # the report links its bundles as bugs/<name>/: they are the night's
