@@ -53,7 +53,7 @@ def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
         run_night(lab, ws, store, name, progress=False, log=lambda s: None)
     double.update(slower=1.3, flips=100, only_threads=2)  # one cell of two regresses, and fails (a bug bundle)
     out = run_night(lab, ws, store, "n3", progress=False, log=lambda s: None)
-    assert [j.result.environment["lab_label"] for j in out.alerts] == ["lenet5 keras→tflite@host[lab-double] x2t"]
+    assert [j.result.environment["lab_label"] for j in out.alerts] == ["lenet5 keras->tflite/none on host[lab-double] x2t"]
 
     page = out.paths.html.read_text()
     matrix = page.split('<section id="matrix">')[1].split("</section>")[0]
