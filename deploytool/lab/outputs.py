@@ -135,11 +135,13 @@ def trend_svgs(cell: Any, nights: list[Any]) -> str:
         return names[i][-5:] if abs(x - round(x)) < 1e-9 and 0 <= i < len(names) else ""
 
     pts = [(i + 1, p) for i, p in enumerate(cell.points) if p is not None]
-    acc = Series("accuracy %", [(x, 100 * p.accuracy if p.accuracy is not None else None) for x, p in pts],
-                 PALETTE[2])
-    p50 = Series("p50 ms", [(x, p.p50_ms) for x, p in pts], PALETTE[0],
-                 band=[(x, p.p25_ms, p.p75_ms) for x, p in pts], band_label="p25..p75 (IQR)")
-    mem = Series("memory MB", [(x, p.memory_bytes / 1e6 if p.memory_bytes else None) for x, p in pts], PALETTE[5])
+    xs = [x for x, _ in pts]
+    nan = float("nan")
+    acc = Series("accuracy %", xs, [100 * p.accuracy if p.accuracy is not None else nan for _, p in pts], PALETTE[2])
+    p50 = Series("p50 ms (band: p25..p75)", xs, [p.p50_ms if p.p50_ms is not None else nan for _, p in pts],
+                 PALETTE[0], band=([p.p25_ms if p.p25_ms is not None else nan for _, p in pts],
+                                   [p.p75_ms if p.p75_ms is not None else nan for _, p in pts]))
+    mem = Series("memory MB", xs, [p.memory_bytes / 1e6 if p.memory_bytes else nan for _, p in pts], PALETTE[5])
     kw = dict(x_label="night", x_fmt=x_fmt, x_log=False, y_log=False, width=330, height=200)
     return "".join(line_chart([s], title=f"{cell.label}: {s.label}", y_label=s.label, **kw)  # type: ignore[arg-type]
                    for s in (acc, p50, mem))

@@ -65,7 +65,7 @@ def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
     trends = page.split('<section id="trends">')[1].split("</section>")[0].split('<div class="trend"')[1:]
     assert len(trends) == 2
     for t in trends:
-        p50 = next(svg for svg in t.split("<svg")[1:] if "p50 ms" in svg)
+        p50 = next(svg for svg in t.split("<svg")[1:] if "p50 ms (band" in svg)
         assert p50.count('class="pt"') == 3 and p50.count('class="band"') >= 1
 
     folder = out.paths.html.parent
