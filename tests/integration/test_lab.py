@@ -1,13 +1,16 @@
 """The device lab on Dask's embedded LocalCluster: nights are stored, resumed and
 judged against the last good night. Injected regressions (a runtime double 30%
 slower; a few flipped samples beyond the tolerance) are flagged, identical nights
-raise no alert, and a cell whose resource no worker has is `no_worker` within the
-bounded wait instead of hanging."""
+raise no alert, a cell whose resource no worker has is `no_worker` within the
+bounded wait instead of hanging, and lab.html shows the nights x cells matrix,
+trends and links."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,8 +37,9 @@ runtimes = ["lab-double"]
 @pytest.fixture
 def double():
     lab_double.register()
-    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0)
+    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0, only_threads=0)
     yield lab_double.KNOBS
+    lab_double.KNOBS.update(only_threads=0)
     lab_double.unregister()
 
 
@@ -76,6 +80,46 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     assert j.previous_night == "lab-t-n3"  # slower, but measured and passing: the last good night
     junit = (flipped.paths.junit).read_text()
     assert 'failures="1"' in junit and "accuracy regression" in junit
+
+
+def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
+    """lab.html over three stored nights of two cells: the nights x cells matrix with regressions first, a trend
+    plot per cell with one point per night and an IQR band around p50, and links that resolve to files. (After
+    the test above in this file: its cached conversion and the 1-thread cell's context are reused.)"""
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+    from deploytool.store import Store
+
+    ws, *_ = lenet5_workspace
+    (tmp_path / "lab.toml").write_text(LAB.replace('name = "t"', 'name = "r"').replace("[matrix]", "[matrix]\nthreads = [1, 2]"))
+    lab = load_lab(tmp_path / "lab.toml")
+    store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+    for name in ("n1", "n2"):
+        run_night(lab, ws, store, name, progress=False, log=lambda s: None)
+    double.update(slower=1.3, flips=100, only_threads=2)  # one cell of two regresses, and fails (a bug bundle)
+    out = run_night(lab, ws, store, "n3", progress=False, log=lambda s: None)
+    assert [j.result.environment["lab_label"] for j in out.alerts] == ["lenet5 keras->tflite/none on host[lab-double] x2t"]
+
+    page = out.paths.html.read_text()
+    matrix = page.split('<section id="matrix">')[1].split("</section>")[0]
+    rows = matrix.split('<tr class="cell">')[1:]
+    assert len(rows) == 2 and all(len(re.findall(r'<td class="m o-', r)) == 3 for r in rows)  # 2 cells x 3 nights
+    assert "x2t" in rows[0] and rows[0].count("o-regression") == 1 and "o-regression" not in rows[1]
+    assert 'title="night n3: regression; accuracy' in rows[0]
+
+    trends = page.split('<section id="trends">')[1].split("</section>")[0].split('<div class="trend"')[1:]
+    assert len(trends) == 2
+    for t in trends:
+        p50 = next(svg for svg in t.split("<svg")[1:] if "p50 ms (band" in svg)
+        assert p50.count('class="pt"') == 3 and p50.count('class="band"') >= 1
+
+    folder = out.paths.html.parent
+    links = re.findall(r'href="([^"#]+)', matrix)
+    assert sum("/report.html" in h for h in links) == 6 and sum(h.endswith("README.md") for h in links) == 1
+    assert all((folder / h).resolve().is_file() for h in links), [h for h in links if not (folder / h).exists()]
+    assert any(h.startswith("../lab-r-n1/") for h in links)  # earlier nights' reports, from tonight's folder
+    bundle = next(h for h in links if h.endswith("README.md"))
+    assert Path(folder / bundle).resolve().parent.parent.name == "bugs"
 
 
 def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace, tmp_path):
