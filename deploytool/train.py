@@ -63,7 +63,8 @@ def train_key(spec: ModelSpec, framework: str, dataset: Dataset, epochs: int, th
     versions = {p: package_version(p) for p in FRAMEWORK_PACKAGES[framework]}
     # Thread counts change the order of float reductions: another count is another model. (Models trained
     # before threads were pinned, Keras with TF's default of one thread per core, have keys without it.)
-    return stable_hash({"spec": spec.content_hash(), "data": dataset.sha256, "framework": framework,
+    # The training data alone: the same model serves any test set or subset (--test-samples) of it.
+    return stable_hash({"spec": spec.content_hash(), "data": dataset.train_sha256 or dataset.sha256, "framework": framework,
                         "epochs": epochs, "seed": spec.train.seed, "versions": versions, "threads": threads})
 
 

@@ -42,6 +42,7 @@ class Dataset:
     preprocess: Preprocess
     origin: str
     sha256: str  # of the preprocessed bytes (test and train)
+    train_sha256: str = ""  # of the preprocessed training bytes alone: what a trained model depends on
     warnings: tuple[str, ...] = ()  # where the raw test set does not fit the declared preprocessing (data/check.py)
 
     def in_layout(self, x: np.ndarray, layout: str) -> np.ndarray:
@@ -190,8 +191,11 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
         _refuse_non_finite(x, part, where)
     if limit_train is not None:
         x_train, y_train = x_train[:limit_train], y_train[:limit_train]
-    if limit_test is not None:
-        x_test, y_test = x_test[:limit_test], y_test[:limit_test]
+    if limit_test is not None and limit_test < len(x_test):
+        # spread over the whole split, not its first N: a split stored sorted by label (the bundled MNIST) would
+        # otherwise give N images of one digit
+        keep = spread_indices(len(x_test), limit_test)
+        x_test, y_test = x_test[keep], y_test[keep]
     origin = raw.origin
     from deploytool.data.check import preprocessing_warnings
 
@@ -207,4 +211,10 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
                             "check --scale/--mean/--std")
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=origin,
-                   sha256=_checksum(xte, y_test, xtr, y_train), warnings=warnings)
+                   sha256=_checksum(xte, y_test, xtr, y_train), train_sha256=_checksum(xtr, y_train),
+                   warnings=warnings)
+
+
+def spread_indices(total: int, n: int) -> np.ndarray:
+    """`n` indices (n <= total) evenly spread over 0..total-1, in order: the first and the last included."""
+    return np.unique(np.linspace(0, total - 1, num=n).round().astype(np.int64))

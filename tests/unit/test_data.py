@@ -171,3 +171,19 @@ def test_data_that_reads_both_ways_needs_data_layout(tmp_path, spec):
     assert not np.array_equal(as_nchw.x_test, as_nhwc.x_test)
     with pytest.raises(ShapeError, match="channels, height, width"):  # the flag is checked against the shape
         load_dataset(_nchw_spec(spec, (8, 8, 3)), test_npz=tmp_path / "cube.npz", data_layout="NCHW")
+
+
+def test_test_samples_spread_over_the_split_and_keep_the_training_identity(spec):
+    from deploytool.data import spread_indices
+    from deploytool.train import train_key
+
+    assert list(spread_indices(10, 4)) == [0, 3, 6, 9] and list(spread_indices(5, 5)) == [0, 1, 2, 3, 4]
+    assert list(spread_indices(2000, 1)) == [0]
+    full, some = load_dataset(spec), load_dataset(spec, limit_test=200)
+    assert len(some.x_test) == 200 and len(np.unique(some.y_test)) == 10  # not 200 images of the first digit
+    np.testing.assert_array_equal(some.x_test[-1], full.x_test[-1])
+    assert some.sha256 != full.sha256 and some.train_sha256 == full.train_sha256
+    # a model trained on the same training data serves any test subset; other training data is another model
+    assert train_key(spec, "keras", some, 2) == train_key(spec, "keras", full, 2)
+    fewer = load_dataset(spec, limit_train=100)
+    assert train_key(spec, "keras", fewer, 2) != train_key(spec, "keras", full, 2)
