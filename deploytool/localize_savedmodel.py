@@ -55,11 +55,11 @@ def freeze(path: Path) -> FrozenGraph:
     del loaded
     graph_def = frozen.graph.as_graph_def()
     (inp,) = frozen.inputs
-    feeds = {inp.op.name}
+    computed = _computed_from(graph_def, inp.op.name)
     points: list[tuple[str, str, str]] = []
     shorts: set[str] = set()
     for node in graph_def.node:
-        if node.op in SKIP_TF or node.name in feeds:
+        if node.op in SKIP_TF or node.name not in computed:
             continue
         short = _WRAPPER.sub("", node.name)
         short = node.name if short in shorts or not short else short
@@ -67,6 +67,20 @@ def freeze(path: Path) -> FrozenGraph:
         points.append((short, node.name, node.op))
     return FrozenGraph(graph_def, inp.name, out_key, inp.shape.rank is not None and inp.shape[0] == 1,
                        tuple(points))
+
+
+def _computed_from(graph_def: Any, feed: str) -> set[str]:
+    """The nodes whose value depends on the node `feed` (not on constants alone, like a folded weight)."""
+    inputs = {n.name: [i.split(":")[0] for i in n.input if not i.startswith("^")] for n in graph_def.node}
+    computed: set[str] = set()
+    grew = True
+    while grew:  # the nodes come in creation order, so one pass usually settles it
+        grew = False
+        for name, ins in inputs.items():
+            if name not in computed and name != feed and any(i == feed or i in computed for i in ins):
+                computed.add(name)
+                grew = True
+    return computed
 
 
 def _pruned(graph_def: Any, input_tensor: str, outputs: list[str]) -> Any:
