@@ -1,13 +1,16 @@
-"""Localization for a user's own model file (.onnx, .tflite, .keras), which
-has no zoo layer plan: its own graph is the plan. `trace` runs a model once
-and keeps every intermediate value — ONNX: every node output exposed as a
-graph output, one onnxruntime session; TFLite: one interpreter that keeps all
-tensors; Keras: one functional model whose outputs are all its layers'.
-A row whose converted file has the source's own format (a quantized .onnx, a
-.tflite as given) is compared tensor by tensor with the source's trace; a row
-converted to another format is cut (`FileSource.cut`: the ONNX graph up to one
-tensor, or a Keras functional sub-model), and localize.py converts and runs
-each cut like the row. Nothing here changes a stored result or converts.
+"""Localization for a user's own model file (.onnx, .tflite, .keras, a
+SavedModel directory), which has no zoo layer plan: its own graph is the plan.
+`trace` runs a model once and keeps every intermediate value — ONNX: every
+node output exposed as a graph output, one onnxruntime session; TFLite: one
+interpreter that keeps all tensors; Keras: one functional model whose outputs
+are all its layers'; SavedModel: its frozen serving graph returning every op's
+output (localize_savedmodel.py). A row whose converted file has the source's
+own format (a quantized .onnx, a .tflite as given) is compared tensor by
+tensor with the source's trace; a row converted to another format is cut
+(`FileSource.cut`: the ONNX graph up to one tensor, a Keras functional
+sub-model, or the SavedModel's frozen graph pruned at one op), and localize.py
+converts and runs each cut like the row. Nothing here changes a stored result
+or converts.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ SKIP_ONNX = {"Shape", "Constant", "ConstantOfShape", "Identity", "Reshape", "Fla
              "Transpose", "Cast", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 SKIP_TFLITE = {"RESHAPE", "SQUEEZE", "TRANSPOSE", "QUANTIZE", "DEQUANTIZE", "SHAPE", "EXPAND_DIMS"}
 SKIP_KERAS = {"InputLayer", "Flatten", "Reshape", "Dropout", "Permute"}
-TRACEABLE = ("onnx", "tflite", "keras")
+TRACEABLE = ("onnx", "tflite", "keras", "saved_model")
+CUTTABLE = ("onnx", "keras", "saved_model")
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,11 @@ Trace = dict[str, tuple[str, np.ndarray]]  # name -> (op type, values (N, ...)),
 
 def trace(path: Path, fmt: str, x: np.ndarray) -> Trace:
     """Every intermediate value of the model at `path` on `x`, from one run."""
-    tracer = {"onnx": _trace_onnx, "tflite": _trace_tflite, "keras": _trace_keras}.get(fmt)
+    tracer = {"onnx": _trace_onnx, "tflite": _trace_tflite, "keras": _trace_keras,
+              "saved_model": _trace_saved_model}.get(fmt)
     if tracer is None:
-        raise UnknownOption(f"a {fmt} model cannot be localized here; localize a .onnx, .tflite or .keras model "
-                            "(a SavedModel: save the Keras model as .keras)")
+        raise UnknownOption(f"a {fmt} model cannot be localized here; localize a .onnx, .tflite, .keras model "
+                            "or a SavedModel directory")
     return tracer(Path(path), x)
 
 
@@ -147,15 +152,22 @@ def _trace_keras(path: Path, x: np.ndarray) -> Trace:
     return {layer.name: (type(layer).__name__, np.asarray(v, np.float32)) for layer, v in zip(layers, outs)}
 
 
+def _trace_saved_model(path: Path, x: np.ndarray) -> Trace:
+    from deploytool import localize_savedmodel
+
+    return localize_savedmodel.trace(path, x)
+
+
 class FileSource:
     """A user's model file cut at any of its intermediate values, with the source's values at every cut
     from one traced run."""
 
     def __init__(self, artifact: Artifact, x: np.ndarray):
-        if artifact.format not in ("onnx", "keras"):
+        if artifact.format not in CUTTABLE:
             raise UnknownOption(f"a {artifact.format} model cannot be cut into smaller models here; rows converted "
-                                "from a .onnx or .keras file can be localized")
+                                "from a .onnx, a .keras file or a SavedModel directory can be localized")
         self.artifact = artifact
+        self._frozen: Any = None
         self.reference = trace(Path(artifact.path), artifact.format, x)
 
     def points(self) -> list[Point]:
@@ -168,6 +180,13 @@ class FileSource:
         if self.artifact.format == "onnx":
             path = out_dir / "cut.onnx"
             _onnx_cut(Path(self.artifact.path), point.name, path)
+        elif self.artifact.format == "saved_model":
+            from deploytool import localize_savedmodel
+
+            if self._frozen is None:  # frozen once, pruned at each cut
+                self._frozen = localize_savedmodel.freeze(Path(self.artifact.path))
+            path = out_dir / "cut_saved_model"
+            localize_savedmodel.cut(self._frozen, point.name, path)
         else:
             import keras
 

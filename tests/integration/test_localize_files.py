@@ -154,3 +154,31 @@ def test_a_user_keras_row_is_cut_into_sub_models(tmp_path, digits_npz):
     _, loc = _migrate_and_localize(tmp_path, user, digits_npz, "tflite", "none")
     assert [(c.layer, c.kind) for c in loc.cuts] == [("conv", "Conv2D"), ("logits", "Dense")], loc.table()
     assert all(c.status == "ok" and c.rel_error < 1e-3 for c in loc.cuts) and "builds up" in loc.verdict
+
+
+def test_a_user_saved_model_row_is_cut_at_its_graph_ops(tmp_path, digits_npz):
+    """A SavedModel has no Keras layers once loaded: its frozen serving graph is traced op by op in one run,
+    and each op's cut is saved as a SavedModel, converted and run like the row. The second Dense's weights
+    carry one outlier, so dynamic int8 ONNX (per-tensor) breaks its MatMul: that op is named, with its type."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    dense = lambda n, name, **kw: keras.layers.Dense(n, use_bias=False, name=name, **kw)  # no BiasAdd: fewer cuts
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), dense(16, "a", activation="relu"),
+                              dense(10, "b")])
+    rng = np.random.default_rng(0)
+    w_b = rng.normal(0, 0.2, (16, 10)).astype(np.float32)
+    w_b[0, 0] = 40.0  # per-tensor int8: every other weight of b rounds to 0 or +-0.3
+    model.get_layer("a").set_weights([rng.normal(0, 0.2, (64, 16)).astype(np.float32)])
+    model.get_layer("b").set_weights([w_b])
+    user = tmp_path / "user_saved_model"
+    model.export(str(user), verbose=False)
+    result, loc = _migrate_and_localize(tmp_path, user, digits_npz, "onnx", "dynamic")
+    kinds = [c.kind for c in loc.cuts]
+    assert kinds == ["MatMul", "Relu", "MatMul"], loc.table()
+    assert all(c.status == "ok" for c in loc.cuts[:-1]), loc.table()
+    bad = loc.first_bad
+    assert bad.status == "wrong" and "/b" in bad.layer and bad.rel_error > 0.25, loc.table()
+    assert f"layer {bad.layer} (MatMul, cut #2)" in loc.verdict and "is the first cut whose output is wrong" in loc.verdict
+    minimal = Path(result.bundle) / "minimal"
+    assert (minimal / "source" / "cut_saved_model" / "saved_model.pb").is_file(), sorted(minimal.rglob("*"))

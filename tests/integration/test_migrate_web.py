@@ -146,3 +146,39 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
         folder = ws.root / "findings" / f["id"]
         issue = (folder / "issue.md").read_text()
         assert f"{f['owner']}/issues/new" in issue and "## Minimal model" in issue and (folder / "minimal").is_dir()
+
+
+def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, lenet5_workspace, capsys):
+    """Issue 12: a second run of a failing web row (Keras TFLite dynamic-range, which tfjs-tflite cannot load;
+    measured again: --fresh) adds no finding; the bug it meets again is counted once more, with the second run
+    and a later last-seen date, as `deploytool findings --format json` shows, and its issue.md is addressed to
+    tensorflow/tfjs. (One row that fails at load: the PyTorch row's accuracy pass would cost ~10 s more.)"""
+    import json
+    from collections import Counter
+
+    from deploytool.cli import main
+    from deploytool.findings import failing_signatures
+    from deploytool.migrate import MigrateRequest, migrate
+
+    ws, *_ = lenet5_workspace
+
+    def listed() -> dict:
+        assert main(["findings", "--format", "json", "--workspace", str(ws.root)]) == 0
+        return {f["id"]: f for f in json.loads(capsys.readouterr().out)}
+
+    before = listed()
+    req = MigrateRequest(model="lenet5", frameworks=("keras",), targets=("web",), formats=("tflite",),
+                         quantize=("dynamic",), latency_samples=3, warmup_runs=0, fresh=True)
+    again = migrate(req, ws.root, progress=False, log=lambda s: None)
+    after = listed()
+    met = Counter(sig.key for _, sig in failing_signatures(again.results))
+    assert met and set(after) == set(before), (sorted(met), sorted(before), sorted(after))
+    for key, rows in met.items():
+        old, new = before[key], after[key]
+        assert new["occurrences"] == old["occurrences"] + rows and new["last_seen"] > old["last_seen"]
+        assert new["runs"] == [*old["runs"], again.run_id] and new["first_seen"] == old["first_seen"]
+        issue = (ws.root / "findings" / key / "issue.md").read_text()
+        assert issue.startswith(f"<!-- for https://github.com/{new['owner']}/issues/new -->"), issue[:200]
+    assert any(after[k]["owner"] == "tensorflow/tfjs" and after[k]["signature"]["stage"] == "load" for k in met)
+    untouched = [k for k in after if k not in met]
+    assert all(after[k]["occurrences"] == before[k]["occurrences"] for k in untouched)
