@@ -148,6 +148,10 @@ class _Run:
         ctx, store = self.ctx, self.store
         t_start = time.perf_counter()
         done = store.final_keys(run_id)
+        # a run that completed before had its failing rows folded into the findings then: only rows measured now
+        # are new sightings (a re-run that reuses every row counts nothing twice)
+        before = store.get_run(run_id) or {}
+        folded_before = before.get("run_id") == run_id and before.get("status") == "complete"
         store.start_run(run_id, ctx.spec.name, {
             **ctx.req.to_json(), "host": host_facts(), "combos": len(combos), "planned_targets": sorted(ctx.preflight),
             "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
@@ -199,7 +203,8 @@ class _Run:
         order = {keys[c]: i for i, c in enumerate(combos)}
         results = sorted((r for r in runs.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])
-        self._findings(run_id, results)
+        measured_now = {keys[c] for c in todo}
+        self._findings(run_id, [r for r in results if not folded_before or r.combo_key in measured_now])
         t = time.perf_counter()
         paths = runs.write_report(ctx, store, run_id, results)
         t_report = time.perf_counter() - t

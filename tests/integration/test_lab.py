@@ -21,6 +21,7 @@ LAB = """
 [lab]
 name = "t"
 latency_samples = 200
+test_samples = 500
 
 [[models]]
 name = "lenet5"

@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, _free_port, adb_server, phone  # noqa: F401
 from tests.integration.test_lab import LAB
 
-SMALL = LAB.replace("latency_samples = 200", "latency_samples = 5\ntest_samples = 200")
+SMALL = LAB.replace("latency_samples = 200", "latency_samples = 5").replace("test_samples = 500", "test_samples = 200")
 
 pytestmark = [pytest.mark.android, pytest.mark.slow]
 

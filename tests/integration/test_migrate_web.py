@@ -182,3 +182,8 @@ def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, 
     assert any(after[k]["owner"] == "tensorflow/tfjs" and after[k]["signature"]["stage"] == "load" for k in met)
     untouched = [k for k in after if k not in met]
     assert all(after[k]["occurrences"] == before[k]["occurrences"] for k in untouched)
+    # the same run again (no --fresh) reuses its stored rows: nothing was seen again, nothing is counted
+    from dataclasses import replace
+
+    reused = migrate(replace(req, fresh=False, run_id=again.run_id), ws.root, progress=False, log=lambda s: None)
+    assert reused.reused == len(reused.results) and listed() == after
