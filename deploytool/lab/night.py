@@ -60,20 +60,27 @@ def run_id_of(lab: Lab, night: str) -> str:
     return check_name(f"lab-{lab.name}-{night}", "night", 128)
 
 
+def model_request(lab: Lab, m: Any, threads: int) -> Any:
+    """The migrate request of one lab model at one thread count (its cells are that request's rows)."""
+    from deploytool.request import MigrateRequest
+
+    return MigrateRequest(model=m.name, frameworks=m.frameworks, formats=lab.formats, quantize=lab.quantize,
+                          targets=lab.targets, target_options={k: dict(v) for k, v in lab.target_options.items()},
+                          runtimes=lab.runtimes, threads=threads, latency_samples=lab.latency_samples,
+                          limit_test=lab.test_samples, tolerances=dict(lab.tolerances),
+                          test_npz=Path(m.data) if m.data else None, scale=m.scale, mean=m.mean, std=m.std,
+                          layout=m.layout)
+
+
 def plan_cells(lab: Lab, ws: Workspace, resources: set[str]) -> list[Cell]:
     from deploytool.context import RunContext
     from deploytool.migrate import plan_matrix, requested_targets
-    from deploytool.request import MigrateRequest
     from deploytool.targets import get_target
 
     cells: list[Cell] = []
     for m in lab.models:
         for threads in lab.threads:
-            req = MigrateRequest(model=m.name, frameworks=m.frameworks, formats=lab.formats, quantize=lab.quantize,
-                                 targets=lab.targets, target_options={k: dict(v) for k, v in lab.target_options.items()},
-                                 runtimes=lab.runtimes, threads=threads, latency_samples=lab.latency_samples, limit_test=lab.test_samples,
-                                 tolerances=dict(lab.tolerances), test_npz=Path(m.data) if m.data else None,
-                                 scale=m.scale, mean=m.mean, std=m.std, layout=m.layout)
+            req = model_request(lab, m, threads)
             targets = requested_targets(req)
             ctx = RunContext.build(req, ws, targets=targets, run=False)
             for t in targets:
@@ -215,7 +222,7 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
-                y = truth.setdefault(r.model, _labels_of(store, ws, r))
+                y = truth[r.model] if r.model in truth else truth.setdefault(r.model, _labels_of(lab, ws, r.model))
                 j.changes += _compare(prev, r, y, reg, regress)
             series = [h.measurement.p50_ms for _, h in good if h.measurement is not None]
             if r.measurement is not None and series:
@@ -225,15 +232,19 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
     return sorted(judged, key=lambda j: (not j.alert, not j.result.failing, j.result.environment.get("lab_label", "")))
 
 
-def _labels_of(store: Store, ws: Workspace, r: Result) -> np.ndarray | None:
-    """The test set's labels, for per-sample correctness (the outputs files hold the predictions)."""
-    try:
-        from deploytool.data import load_dataset
-        from deploytool.spec import load_spec
+def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
+    """The labels of the test set a lab model's cells ran on (the lab's data and --test-samples), for per-sample
+    correctness (the outputs files hold the predictions)."""
+    from deploytool.context import RunContext
 
-        return load_dataset(load_spec(r.model)).y_test
-    except DeploytoolError:
-        return None
+    for m in lab.models:
+        try:
+            ctx = RunContext.build(model_request(lab, m, lab.threads[0]), ws, targets=[], run=False)
+        except DeploytoolError:
+            continue
+        if ctx.spec.name == model:
+            return ctx.dataset.y_test
+    return None
 
 
 def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any) -> list[Any]:

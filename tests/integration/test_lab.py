@@ -72,7 +72,7 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     assert latency.outcome == "regression" and latency.effect == pytest.approx(0.3, abs=0.05)
     assert j.previous_night == "lab-t-n2"
 
-    double.update(slower=1.0, flips=100)  # 1% of the test set: beyond the tolerance and the minimum drop
+    double.update(slower=1.0, flips=30)  # 6% of the 500 test samples: beyond the tolerance and the minimum drop
     flipped = _night(lab, ws, store, "n4")
     (j,) = flipped.alerts
     outcomes = {c.metric: c.outcome for c in j.changes}
