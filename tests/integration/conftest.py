@@ -37,6 +37,7 @@ def _kept_models() -> Path:
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
     for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "train.py", root / "deploytool" / "spec.py",
+                     root / "deploytool" / "train_worker.py", root / "deploytool" / "threads.py",
                      *(root / "deploytool" / "zoo").glob("*.py"), *(root / "deploytool" / "data").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
     return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"

@@ -70,24 +70,13 @@ def test_a_killed_converter_is_a_result_and_the_next_one_works(tiny, tmp_path):
 
 
 def test_a_conversion_past_its_timeout_is_stopped(tiny, tmp_path):
+    # (the next conversion's fresh worker: test_a_killed_converter_is_a_result_and_the_next_one_works)
+    before = _worker_pids()
     with IsolatedConverter(tmp_path / "convert.log", timeout_s=0.5) as conv:
         with pytest.raises(StageFailed) as e:
             conv.convert(tiny.artifact, "onnx", "none", tmp_path / "a", None)
         assert e.value.status == "timeout" and "--timeout" in e.value.reason
-        conv.timeout_s = 300
-        art = conv.convert(tiny.artifact, "onnx", "none", tmp_path / "b", None)
-        assert art.format == "onnx"
-
-
-def test_converter_errors_keep_their_type_across_the_boundary(tiny, tmp_path):
-    broken = tmp_path / "broken.keras"
-    broken.write_bytes(b"not a zip")
-    from dataclasses import replace
-
-    with IsolatedConverter(tmp_path / "convert.log") as conv:
-        with pytest.raises(StageFailed) as e:
-            conv.convert(replace(tiny.artifact, path=broken), "tflite", "none", tmp_path / "a", None)
-    assert e.value.status == "conversion_failed" and "tf.lite.TFLiteConverter" in e.value.reason
+        assert not (_worker_pids() - before), "the worker past its timeout was stopped"
 
 
 def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_conversion(tiny, tmp_path):
@@ -114,7 +103,8 @@ def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_co
         assert len(workers) >= 2  # one worker per framework, both started before either was done
         with pytest.raises(StageFailed) as e:
             lanes.wait_for(tmp_path / "bad")
-        assert e.value.status == "conversion_failed"
+        # a converter's error keeps its type and message across the process boundary
+        assert e.value.status == "conversion_failed" and "tf.lite.TFLiteConverter" in e.value.reason
         art = lanes.wait_for(tmp_path / "good")
         assert art.format == "tflite" and art.path.exists()
         assert lanes.wait_for(tmp_path / "never-queued") is None
