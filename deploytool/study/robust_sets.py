@@ -16,6 +16,19 @@ import numpy as np
 from deploytool.study.attacks import AttackSpec
 
 
+# Runtimes answer a set in batches (host runtimes 256 samples, the browser 64), and some answers depend on the
+# batch: ONNX dynamic quantization takes each batch's activation range. So each set is padded to a multiple of
+# BATCH_SPAN with copies of its own last BATCH_UNIT-block: every batch then holds the samples it held when the
+# set ran alone, plus copies of them (which change no range), and the stacked answers are the per-set ones.
+BATCH_UNIT, BATCH_SPAN = 64, 256
+
+
+def padded_index(n: int) -> np.ndarray:
+    """Indices of one set's samples as stacked: 0..n-1, then its last partial BATCH_UNIT-block repeated."""
+    tail = np.arange(n - (n % BATCH_UNIT or min(n, BATCH_UNIT)), n)
+    return np.concatenate([np.arange(n), np.resize(tail, (-n) % BATCH_SPAN)])
+
+
 @dataclass(frozen=True)
 class SetPlan:
     set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
@@ -34,29 +47,32 @@ class CraftedSet:
 
 @dataclass(frozen=True)
 class Stack:
-    """Sets run together: set i's answers are rows [offsets[i], offsets[i] + n) of the stacked outputs."""
+    """Sets run together: set i's answers are rows [i * m, i * m + n) of the stacked outputs (m: n padded)."""
     sets: tuple[CraftedSet, ...]
     n: int  # samples per set
 
     @property
-    def set_ids(self) -> tuple[str, ...]:
-        return tuple(s.plan.set_id for s in self.sets)
+    def index(self) -> np.ndarray:
+        return padded_index(self.n)
 
     def split(self, preds: np.ndarray) -> dict[str, np.ndarray]:
-        if len(preds) != self.n * len(self.sets):
-            raise ValueError(f"{len(preds)} answers for {len(self.sets)} sets of {self.n}")
-        return {s.plan.set_id: preds[i * self.n:(i + 1) * self.n] for i, s in enumerate(self.sets)}
+        m = len(self.index)
+        if len(preds) != m * len(self.sets):
+            raise ValueError(f"{len(preds)} answers for {len(self.sets)} sets of {m}")
+        return {s.plan.set_id: preds[i * m:i * m + self.n] for i, s in enumerate(self.sets)}
 
     def dataset(self, base, y: np.ndarray, layout: str):
         """`base` with these sets as its test set; held like Dataset.x_test: indexed NHWC, stored in the
         model's layout (apply_preprocess's contract). Its sha256 names the sets by content."""
         from deploytool.workspace import stable_hash
 
-        x = np.concatenate([s.x_model for s in self.sets])
+        idx = self.index
+        x = np.concatenate([s.x_model[idx] for s in self.sets])
         x_store = np.array(x.transpose(0, 3, 1, 2), order="C").transpose(0, 2, 3, 1) if layout == "NCHW" \
             else np.ascontiguousarray(x)
-        sha = stable_hash({"base": base.sha256, "sets": [s.facts["sha256"] for s in self.sets], "n": self.n}, 32)
-        return replace(base, x_test=x_store, y_test=np.tile(y, len(self.sets)), sha256=sha,
+        sha = stable_hash({"base": base.sha256, "sets": [s.facts["sha256"] for s in self.sets], "n": self.n,
+                           "stacked": len(idx)}, 32)
+        return replace(base, x_test=x_store, y_test=np.tile(y[idx], len(self.sets)), sha256=sha,
                        name=f"{base.name}:{len(self.sets)} sets")
 
 

@@ -93,7 +93,8 @@ class RobustnessOutcome:
     seconds_in_runtimes: dict[str, float] = field(default_factory=dict)  # target -> load + run of its rows
 
 
-def run(args) -> int:
+def request_from_args(args) -> RobustnessRequest:
+    """The request the command's flags describe (bench/bench_robustness.py builds the same one)."""
     from deploytool.cli import _floats, user_model_fields
     from deploytool.targets import all_targets
 
@@ -102,9 +103,12 @@ def run(args) -> int:
         targets=(args.target,), target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
         runtimes=(args.runtime,) if args.runtime else (), data_dir=args.data_dir, epochs=args.epochs,
         threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh, **user_model_fields(args))
-    req = RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
-                            eps=_floats(args.eps, "--eps"), samples=args.samples)
-    out = robustness(req, args.workspace, args.db, progress=not args.quiet)
+    return RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
+                             eps=_floats(args.eps, "--eps"), samples=args.samples)
+
+
+def run(args) -> int:
+    out = robustness(request_from_args(args), args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "
           f"{out.sets_crafted} adversarial sets crafted ({out.seconds_crafting:.0f} s), {out.sets_reused} reused; "
           f"{out.seconds_total:.0f} s in all")
