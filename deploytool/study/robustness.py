@@ -4,7 +4,8 @@ Adversarial sets are crafted on each PC model (the Keras and PyTorch twins, or a
 its --data test.npz) with ART in pixel space (attacks.py),
 stored by content hash, and each set — plus the clean samples — runs through every combination `migrate` would
 run for the same request: the same matrix (plan_matrix), context, conversion cache, runtimes and sessions (one
-browser for the web rows), one combination at a time via `run_combination`. Every set also runs through each
+browser for the web rows) via `run_combination`. The sets a row needs run as one stacked test set in one call per
+row (robust_sets.py), while conversions start in their own workers as crafting begins. Every set also runs through each
 PC model (the row's baseline): so every set is white-box for one twin's rows and a transfer attack for the
 other's. A point is stored per (set, row) with its predicted labels; the report (robust_report.py) computes
 every number from those. Resuming skips stored points and crafts nothing already crafted. Quantized rows
@@ -24,6 +25,7 @@ import numpy as np
 from deploytool.errors import UnknownOption
 from deploytool.request import MigrateRequest
 from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, array_sha256, attack_grid, to_model_input
+from deploytool.study.robust_sets import CraftedSet, SetPlan
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
         "run on every migrated artifact and target")
@@ -85,11 +87,14 @@ class RobustnessOutcome:
     sets_crafted: int
     sets_reused: int
     seconds_crafting: float
-    seconds_running: float
+    seconds_running: float  # in the rows' calls: conversions not yet done when a row came, loads, runs
     seconds_total: float
+    seconds_converting: float = 0.0  # rows waiting for conversions (the rest overlapped crafting)
+    seconds_in_runtimes: dict[str, float] = field(default_factory=dict)  # target -> load + run of its rows
 
 
-def run(args) -> int:
+def request_from_args(args) -> RobustnessRequest:
+    """The request the command's flags describe (bench/bench_robustness.py builds the same one)."""
     from deploytool.cli import _floats, user_model_fields
     from deploytool.targets import all_targets
 
@@ -98,9 +103,12 @@ def run(args) -> int:
         targets=(args.target,), target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
         runtimes=(args.runtime,) if args.runtime else (), data_dir=args.data_dir, epochs=args.epochs,
         threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh, **user_model_fields(args))
-    req = RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
-                            eps=_floats(args.eps, "--eps"), samples=args.samples)
-    out = robustness(req, args.workspace, args.db, progress=not args.quiet)
+    return RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
+                             eps=_floats(args.eps, "--eps"), samples=args.samples)
+
+
+def run(args) -> int:
+    out = robustness(request_from_args(args), args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "
           f"{out.sets_crafted} adversarial sets crafted ({out.seconds_crafting:.0f} s), {out.sets_reused} reused; "
           f"{out.seconds_total:.0f} s in all")
@@ -114,35 +122,6 @@ def report(srun) -> list:
     from deploytool.study.robust_report import report as sections
 
     return sections(srun)
-
-
-@dataclass(frozen=True)
-class SetPlan:
-    set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
-    crafted_on: str | None
-    attack: AttackSpec | None
-
-
-def _pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
-    """The PC model on one set, in its own framework's runtime: the baseline of that set's rows."""
-    from dataclasses import asdict
-
-    from deploytool.baseline import Baseline
-    from deploytool.runtimes import make_runtime
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with make_runtime("pc", artifact.format, warmup_runs=0, latency_samples=1, threads=ctx.req.threads) as rt:
-        rt.load(artifact)
-        out = rt.run(dataset.in_layout(dataset.x_test, artifact.layout))
-    npy, lat = out_dir / f"pc-{framework}.npy", out_dir / f"pc-{framework}.latency.npy"
-    np.save(npy, out.outputs)
-    np.save(lat, out.latency_ms)
-    return Baseline(model=ctx.spec.name, framework=framework, artifact_sha256=artifact.sha256,
-                    dataset_sha256=dataset.sha256, accuracy=float(np.mean(out.outputs.argmax(1) == dataset.y_test)),
-                    num_samples=len(dataset.x_test), outputs_path=str(npy), latency_samples_path=str(lat),
-                    latency=asdict(out.latency), throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes,
-                    load_ms=out.load_ms, first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
-                    provenance={"runtime": out.environment})
 
 
 def _thumbnails(x01: np.ndarray, indices: list[int], captions: list[str]) -> list[list[Any]]:
@@ -162,12 +141,13 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
 
     from deploytool import usermodel
     from deploytool.context import Source
-    from deploytool.convert.isolated import IsolatedConverter
+    from deploytool.convert.lanes import ConversionLanes
     from deploytool.migrate import prepare
     from deploytool.provenance import host_identity, package_version
-    from deploytool.runner import run_combination
+    from deploytool.runner import conversions_ahead, run_combination
     from deploytool.study.attacks import Crafter, load_or_craft
     from deploytool.study.base import StudyRun
+    from deploytool.study.robust_sets import Stack, group_by_sets, pc_baseline
     from deploytool.study.report import write_study_report
     from deploytool.workspace import Workspace, stable_hash
 
@@ -199,14 +179,17 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
         srun.save("samples", {"n": n, "y": y.tolist(), "labels": list(ctx.spec.labels), "frameworks": frameworks})
     plans = [SetPlan("clean", None, None)] + [SetPlan(f"{fw}/{s.name}", fw, s) for fw in frameworks for s in specs]
 
-    def row_key(plan: SetPlan, what: str) -> str:
-        return f"row/{plan.set_id}/{what}"
+    def row_key(plan_id: str, what: str) -> str:
+        return f"row/{plan_id}/{what}"
 
-    todo = {p.set_id: [c for c in combos if row_key(p, keys[c]) not in done] for p in plans}
-    pc_todo = {p.set_id: [fw for fw in frameworks if row_key(p, "pc-" + fw) not in done] for p in plans}
-    total = sum(len(v) for v in todo.values())
+    needed = {c: tuple(p.set_id for p in plans if row_key(p.set_id, keys[c]) not in done) for c in combos}
+    pc_todo = {p.set_id: [fw for fw in frameworks if row_key(p.set_id, "pc-" + fw) not in done] for p in plans}
+    groups = group_by_sets(needed, tuple(p.set_id for p in plans if pc_todo[p.set_id]))
+    wanted = {s for sets in groups for s in sets}
+    total = sum(len(v) for v in needed.values())
+    times = {"crafting": 0.0, "converting": 0.0, "running": 0.0}
+    by_target: dict[str, float] = {}
     measured = crafted = reused_sets = 0
-    seconds_crafting = seconds_running = 0.0
     # ctx.source_model, not ctx.source: its baseline is for the whole test set, measured with this study's settings
     artifacts = {fw: ctx.source_model(fw) for fw in frameworks}
     crafters: dict[str, Crafter] = {}
@@ -215,66 +198,68 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
         return Crafter(artifacts[fw], ctx.spec.preprocess, ctx.spec.num_classes, req.migrate.threads)
 
     bar = tqdm(total=total, desc="robustness", unit="row", disable=not progress, dynamic_ncols=True)
-    converter = IsolatedConverter(ws.root / "logs" / f"convert-{srun.run_id}.log", req.migrate.timeout_s)
+    # conversions start in their own workers now and go on while the sets are crafted (the other core)
+    converter = ConversionLanes(ws.root / "logs", srun.run_id, req.migrate.timeout_s)
     try:
+        rows = [c for c in combos if needed[c]]
+        for fw in frameworks:
+            for fmt, quantize, out, calibration in conversions_ahead(ctx, rows, fw, artifacts[fw]):
+                converter.prefetch(artifacts[fw], fmt, quantize, out, calibration)
+        sets: dict[str, CraftedSet] = {}
+        for plan in plans:
+            if plan.set_id not in wanted:
+                continue
+            if plan.attack is None:
+                sets[plan.set_id] = CraftedSet(plan, x01, clean_x, {"sha256": clean_sha, "seconds": 0.0,
+                                                                    "cached": True})
+            else:
+                bar.set_postfix_str(f"crafting {plan.set_id}", refresh=True)
+                adv01, facts = load_or_craft(ws, crafters, make_crafter, plan.crafted_on, artifacts[plan.crafted_on],
+                                             x01, y, clean_sha, plan.attack)
+                sets[plan.set_id] = CraftedSet(plan, adv01, to_model_input(adv01, ctx.spec.preprocess), facts)
+                crafted += not facts["cached"]
+                reused_sets += facts["cached"]
+                times["crafting"] += facts["seconds"]
+            if f"set/{plan.set_id}" not in done:
+                cs = sets[plan.set_id]
+                d = (cs.x01 - x01).reshape(n, -1)
+                srun.save(f"set/{plan.set_id}", {
+                    "crafted_on": plan.crafted_on, "attack": plan.attack.attack if plan.attack else "none",
+                    "eps": plan.attack.eps if plan.attack else 0.0, "sha256": cs.facts["sha256"],
+                    "path": cs.facts.get("path"), "seconds_crafting": cs.facts["seconds"],
+                    "linf_mean": float(np.abs(d).max(1).mean()), "l2_mean": float(np.linalg.norm(d, axis=1).mean())})
+        crafters.clear()  # the crafting models' memory is not the rows'
         with ctx.sessions():
-            for plan in plans:
-                if not todo[plan.set_id] and not pc_todo[plan.set_id]:
-                    continue
-                if plan.attack is None:
-                    adv01, x_model, facts = x01, clean_x, {"sha256": clean_sha, "seconds": 0.0, "cached": True}
-                else:
-                    bar.set_postfix_str(f"crafting {plan.set_id}", refresh=True)
-                    adv01, facts = load_or_craft(ws, crafters, make_crafter, plan.crafted_on, artifacts[plan.crafted_on],
-                                                 x01, y, clean_sha, plan.attack)
-                    x_model = to_model_input(adv01, ctx.spec.preprocess)
-                    crafted += not facts["cached"]
-                    reused_sets += facts["cached"]
-                    seconds_crafting += facts["seconds"]
-                if f"set/{plan.set_id}" not in done:
-                    d = (adv01 - x01).reshape(n, -1)
-                    srun.save(f"set/{plan.set_id}", {
-                        "crafted_on": plan.crafted_on, "attack": plan.attack.attack if plan.attack else "none",
-                        "eps": plan.attack.eps if plan.attack else 0.0, "sha256": facts["sha256"],
-                        "path": facts.get("path"), "seconds_crafting": facts["seconds"],
-                        "linf_mean": float(np.abs(d).max(1).mean()), "l2_mean": float(np.linalg.norm(d, axis=1).mean())})
-                # held like Dataset.x_test: indexed NHWC, stored in the model's layout (apply_preprocess's contract)
-                x_store = np.array(x_model.transpose(0, 3, 1, 2), order="C").transpose(0, 2, 3, 1) \
-                    if ctx.spec.layout == "NCHW" else np.ascontiguousarray(x_model)
-                ds = replace(ctx.dataset, x_test=x_store, y_test=y, sha256=stable_hash(
-                    {"base": ctx.dataset.sha256, "set": facts["sha256"], "n": n}, 32), name=f"{ctx.dataset.name}:{plan.set_id}")
-                out_dir = ws.inside(ws.root / "outputs" / srun.run_id / "pc" / plan.set_id.replace("/", "_"))
+            for set_ids, group in groups.items():
+                stack = Stack(tuple(sets[i] for i in set_ids), n)
+                ds = stack.dataset(ctx.dataset, y, ctx.spec.layout)
+                out_dir = ws.inside(ws.root / "outputs" / srun.run_id / "pc" / ds.sha256[:16])
                 sources, pc_preds = {}, {}
                 for fw in frameworks:
-                    b = _pc_baseline(ctx, fw, artifacts[fw], ds, out_dir)
+                    b = pc_baseline(ctx, fw, artifacts[fw], ds, out_dir)
                     sources[fw] = Source(fw, artifacts[fw], b)
-                    pc_preds[fw] = b.predictions
-                    if fw in pc_todo[plan.set_id]:
-                        srun.save(row_key(plan, "pc-" + fw), {
-                            "set": plan.set_id, "kind": "source", "framework": fw, "label": f"{fw} (PC)",
-                            "status": "measured", "preds": pc_preds[fw].tolist()})
-                set_ctx = replace(ctx, dataset=ds, sources=sources)
-                for combo in todo[plan.set_id]:
-                    bar.set_postfix_str(f"{plan.set_id}: {combo.label}", refresh=True)
+                    pc_preds[fw] = stack.split(b.predictions)
+                    for set_id in set_ids:
+                        if fw in pc_todo[set_id]:
+                            srun.save(row_key(set_id, "pc-" + fw), {
+                                "set": set_id, "kind": "source", "framework": fw, "label": f"{fw} (PC)",
+                                "status": "measured", "preds": pc_preds[fw][set_id].tolist()})
+                stack_ctx = replace(ctx, dataset=ds, sources=sources)
+                for combo in group:
+                    bar.set_postfix_str(f"{len(set_ids)} sets: {combo.label}", refresh=True)
                     t = time.perf_counter()
-                    key = stable_hash({"row": keys[combo], "set": facts["sha256"]}, 24)
-                    r = run_combination(set_ctx, converter, combo, srun.run_id, key)
-                    seconds_running += time.perf_counter() - t
-                    payload = {"set": plan.set_id, "kind": "target", "framework": combo.framework,
-                               "combo": {k: getattr(combo, k) for k in ("framework", "format", "quantize", "target",
-                                                                         "device", "backend", "runtime")},
-                               "label": combo.label, "status": r.status.value, "reason": r.reason,
-                               "final": r.status.final, "converted": r.artifact.sha256 if r.artifact else None}
-                    if r.outputs_path:
-                        preds = np.load(r.outputs_path, allow_pickle=False).argmax(1)
-                        payload["preds"] = preds.tolist()
-                        pc = pc_preds[combo.framework]
-                        only = np.flatnonzero((preds != y) & (pc == y))[:GALLERY_PER_ROW].tolist()
-                        payload["gallery"] = _thumbnails(
-                            adv01, only, [f"#{i} y={y[i]}|PC {pc[i]} -> {preds[i]}" for i in only])
-                    srun.save(row_key(plan, keys[combo]), payload)
-                    measured += 1
-                    bar.update(1)
+                    key = stable_hash({"row": keys[combo], "sets": [s.facts["sha256"] for s in stack.sets]}, 24)
+                    r = run_combination(stack_ctx, converter, combo, srun.run_id, key)
+                    times["running"] += time.perf_counter() - t
+                    times["converting"] += r.times.convert
+                    by_target[combo.target] = by_target.get(combo.target, 0.0) + r.times.runtime
+                    preds = stack.split(np.load(r.outputs_path, allow_pickle=False).argmax(1)) \
+                        if r.outputs_path else {}
+                    for cs in stack.sets:
+                        srun.save(row_key(cs.plan.set_id, keys[combo]),
+                                  _row_point(cs, combo, r, preds.get(cs.plan.set_id), pc_preds, y))
+                    measured += len(set_ids)
+                    bar.update(len(set_ids))
     except BaseException:
         bar.close()
         converter.close()
@@ -287,4 +272,20 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
         log(f"run {srun.run_id}: every row already measured; nothing run again")
     paths = write_study_report(srun, report(srun))
     return RobustnessOutcome(srun.run_id, paths, measured, len(plans) * len(combos) - total, crafted, reused_sets,
-                             seconds_crafting, seconds_running, time.perf_counter() - t_start)
+                             times["crafting"], times["running"], time.perf_counter() - t_start,
+                             times["converting"], by_target)
+
+
+def _row_point(cs: CraftedSet, combo, r, preds: np.ndarray | None, pc_preds: dict, y: np.ndarray) -> dict:
+    """One (set, row) point: the row's status and, when it ran, its labels on this set and its gallery."""
+    payload = {"set": cs.plan.set_id, "kind": "target", "framework": combo.framework,
+               "combo": {k: getattr(combo, k) for k in ("framework", "format", "quantize", "target",
+                                                         "device", "backend", "runtime")},
+               "label": combo.label, "status": r.status.value, "reason": r.reason,
+               "final": r.status.final, "converted": r.artifact.sha256 if r.artifact else None}
+    if preds is not None:
+        payload["preds"] = preds.tolist()
+        pc = pc_preds[combo.framework][cs.plan.set_id]
+        only = np.flatnonzero((preds != y) & (pc == y))[:GALLERY_PER_ROW].tolist()
+        payload["gallery"] = _thumbnails(cs.x01, only, [f"#{i} y={y[i]}|PC {pc[i]} -> {preds[i]}" for i in only])
+    return payload

@@ -111,3 +111,33 @@ def test_user_mistakes_are_one_line(flags, words, capsys, tmp_path):
     assert main(["study", "robustness", "--workspace", str(tmp_path), *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("n", [1, 40, 64, 100, 320, 500])
+def test_a_padded_set_puts_the_same_samples_in_every_batch_as_when_it_ran_alone(n):
+    """Stacked sets run in one call: each set is padded to whole batches with copies of its own last block, so
+    every batch of 64 (the browser) or 256 (host runtimes) holds the samples it held alone, and copies of them:
+    ONNX dynamic quantization's per-batch ranges, so the answers, are the per-set ones."""
+    from deploytool.study.robust_sets import BATCH_SPAN, padded_index
+
+    idx = padded_index(n)
+    assert len(idx) % BATCH_SPAN == 0 and len(idx) - n < BATCH_SPAN and list(idx[:n]) == list(range(n))
+    for batch in (64, 256):
+        for start in range(0, len(idx), batch):
+            alone = set(range(start, min(start + batch, n)))
+            assert set(idx[start:start + batch]) <= alone or start >= n  # a batch of copies only is discarded
+
+
+def test_a_stack_splits_its_answers_back_by_set_and_groups_rows_by_the_sets_they_need():
+    from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets
+
+    sets = tuple(CraftedSet(SetPlan(name, None, None), np.zeros((3, 2, 2, 1), np.float32),
+                            np.full((3, 2, 2, 1), k, np.float32), {"sha256": name}) for k, name in enumerate("abc"))
+    stack = Stack(sets, 3)
+    m = len(stack.index)
+    preds = np.repeat(np.arange(3), m)  # set k answers k everywhere
+    assert {k: v.tolist() for k, v in stack.split(preds).items()} == {"a": [0] * 3, "b": [1] * 3, "c": [2] * 3}
+    with pytest.raises(ValueError, match="answers for 3 sets"):
+        stack.split(preds[:-1])
+    groups = group_by_sets({"r1": ("a", "b"), "r2": ("a", "b"), "r3": ("b",), "r4": ()}, ("a", "c"))
+    assert groups == {("a", "b"): ["r1", "r2"], ("b",): ["r3"], ("c",): []}
