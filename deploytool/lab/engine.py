@@ -39,15 +39,22 @@ def local_resources(browsers: int = 1) -> dict[str, float]:
     return res
 
 
-def _worker_facts(dask_worker: Any = None) -> dict[str, dict[str, str]]:
-    """On a worker: each target's facts about the resources this worker owns now."""
+def _facts(owned: set[str]) -> dict[str, dict[str, str]]:
     from deploytool.targets import all_targets
 
-    owned = {r for r, n in dask_worker.state.total_resources.items() if n > 0}
     facts: dict[str, dict[str, str]] = {}
     for t in all_targets():
         facts.update(t.resource_facts(owned))
     return facts
+
+
+async def _worker_facts(dask_worker: Any = None) -> dict[str, dict[str, str]]:
+    """On a worker: each target's facts about the resources this worker owns now. Asking a phone takes a moment:
+    in a thread, not on the worker's event loop (its heartbeats go on)."""
+    import asyncio
+
+    owned = {r for r, n in dask_worker.state.total_resources.items() if n > 0}
+    return await asyncio.to_thread(_facts, owned)
 
 
 def cluster_resources(c: Any) -> dict[str, dict[str, str]]:

@@ -2,7 +2,8 @@
 the simulated phone (the ADB device simulator, a TEST DOUBLE of a phone speaking
 the real ADB protocol to the real adb server) and tells its model and ABI from
 getprop; `model:` and `abi:` selectors resolve to its serial, and a model no
-phone has is a `no_worker` row naming the selector, not a row left out."""
+phone has is a `no_worker` row naming the selector, not a row left out. The
+same selectors choose phones for `migrate --device`."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def test_model_and_abi_selectors_resolve_to_the_phone_and_an_unmatched_model_is_
     missing = rows["model:Pixel 7"]
     assert missing.status == "no_worker" and "'model:Pixel 7'" in missing.reason, missing.reason
     assert model in missing.reason and phone.serial in missing.reason  # what was there instead
+
+
+def test_migrate_device_selectors_choose_among_the_ready_phones(phone):  # noqa: F811
+    from deploytool.errors import DeviceNotFound
+    from deploytool.targets import get_target
+
+    android = get_target("android")
+    model = phone.props["ro.product.model"]
+    chosen = android.preflight(android.options({"devices": [f"model:{model}", "abi:arm64-v8a"]}))
+    assert chosen.devices == (phone.serial,)
+    with pytest.raises(DeviceNotFound, match="'abi:x86_64'"):
+        android.preflight(android.options({"devices": ["abi:x86_64"]}))
