@@ -3,8 +3,8 @@ advertises its host's resources (`host`, `chromium` when found, one
 `android-<serial>` per ready phone), tells what it knows of them when a night
 is planned (a phone's model and ABI, for the lab's device selectors), and a cell
 asks for the resource of its target, so it runs on the worker that owns its
-phone or browser. No scheduler is
-written here: retries, dead workers and "no worker has it" are Dask's."""
+phone or browser. No scheduler is written here: retries, dead workers and "no
+worker has it" are Dask's."""
 
 from __future__ import annotations
 
