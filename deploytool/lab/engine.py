@@ -1,8 +1,10 @@
 """The lab's engine is Dask distributed; this module only sets it up. A worker
 advertises its host's resources (`host`, `chromium` when found, one
-`android-<serial>` per ready phone) and a cell asks for the resource of its
-target, so it runs on the worker that owns its phone or browser. No scheduler is
-written here: retries, dead workers and "no worker has it" are Dask's."""
+`android-<serial>` per ready phone), tells what it knows of them when a night
+is planned (a phone's model and ABI, for the lab's device selectors), and a cell
+asks for the resource of its target, so it runs on the worker that owns its
+phone or browser. No scheduler is written here: retries, dead workers and "no
+worker has it" are Dask's."""
 
 from __future__ import annotations
 
@@ -35,6 +37,37 @@ def local_resources(browsers: int = 1) -> dict[str, float]:
     except (DeviceNotFound, DeviceError, OSError):
         pass
     return res
+
+
+def _facts(owned: set[str]) -> dict[str, dict[str, str]]:
+    from deploytool.targets import all_targets
+
+    facts: dict[str, dict[str, str]] = {}
+    for t in all_targets():
+        facts.update(t.resource_facts(owned))
+    return facts
+
+
+async def _worker_facts(dask_worker: Any = None) -> dict[str, dict[str, str]]:
+    """On a worker: each target's facts about the resources this worker owns now. Asking a phone takes a moment:
+    in a thread, not on the worker's event loop (its heartbeats go on)."""
+    import asyncio
+
+    owned = {r for r, n in dask_worker.state.total_resources.items() if n > 0}
+    return await asyncio.to_thread(_facts, owned)
+
+
+def cluster_resources(c: Any) -> dict[str, dict[str, str]]:
+    """Every resource some worker of the cluster owns, with the facts its worker told (`Target.resource_facts`;
+    {} when it told none). Asked of the workers with `client.run`, so the embedded LocalCluster, `deploytool lab
+    worker` and a plain `dask worker` all answer, with what is plugged in now."""
+    out: dict[str, dict[str, str]] = {r: {} for w in c.scheduler_info(n_workers=-1)["workers"].values()
+                                      for r, n in (w.get("resources") or {}).items() if n > 0}
+    for told in c.run(_worker_facts, on_error="return").values():
+        if isinstance(told, dict):  # a worker that failed to answer leaves its resources without facts
+            for r, facts in told.items():
+                out[r] = {**out.get(r, {}), **facts}
+    return out
 
 
 def _config(no_worker_timeout_s: float) -> Any:

@@ -29,6 +29,7 @@ class Cell:
     combo: Combo
     resource: str
     model: str
+    unavailable: str = ""  # why no worker can run it, known when planned (a selector no phone matches): not sent
 
 
 @dataclass
@@ -72,7 +73,7 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
                           layout=m.layout)
 
 
-def plan_cells(lab: Lab, ws: Workspace, resources: set[str]) -> list[Cell]:
+def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]]) -> list[Cell]:
     from deploytool.context import RunContext
     from deploytool.migrate import plan_matrix, requested_targets
     from deploytool.targets import get_target
@@ -92,7 +93,8 @@ def plan_cells(lab: Lab, ws: Workspace, resources: set[str]) -> list[Cell]:
                     res = get_target(c.target).resource(ctx.position(c))
                     label = f"{ctx.spec.name} {c.label}" + (f" x{threads}t" if len(lab.threads) > 1 else "") + \
                         (f" #{repeat + 1}" if lab.repeats > 1 else "")
-                    cells.append(Cell(cell, label, request, c, res, ctx.spec.name))
+                    cells.append(Cell(cell, label, request, c, res, ctx.spec.name,
+                                      ctx.preflight[c.target].unavailable.get(c.device, "")))
     return cells
 
 
@@ -113,8 +115,7 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
     t0 = time.perf_counter()
     timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
-        resources = {r for w in c.scheduler_info(n_workers=-1)["workers"].values() for r in (w.get("resources") or {})}
-        cells = plan_cells(lab, ws, resources | {"host"})
+        cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)})
         done = {r.environment.get("lab_cell") for r in store.results_for(run_id) if r.status.final}
         store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
                                                       "cells": len(cells)})
@@ -154,12 +155,15 @@ def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: s
 
     futures = {}
     for cell in cells:
+        if cell.unavailable:
+            runs.save(store, ws, _lost(cell, run_id, Status.NO_WORKER, cell.unavailable))
+            continue
         payload = {"cell": cell.id, "request": cell.request, "combo": cell.combo.__dict__, "run_id": run_id,
                    "workspace": str(ws.root)}
         f = c.submit(run_cell, payload, resources={cell.resource: 1}, retries=1, pure=False,
                      key=f"cell-{run_id}-{cell.id}")
         futures[f] = cell
-    bar = tqdm(total=len(cells), desc="night", unit="cell", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(futures), desc="night", unit="cell", disable=not progress, dynamic_ncols=True)
     try:
         for f in as_completed(futures):
             cell = futures[f]

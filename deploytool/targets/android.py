@@ -1,6 +1,8 @@
 """The Android target: .tflite models in TFLite's benchmark_model on phones
 over ADB. Its axes are devices x delegate; its preflight finds the ready
-devices (--device, else $ANDROID_SERIAL, else every ready one)."""
+devices (--device selectors: a serial, model:, abi:, every; else
+$ANDROID_SERIAL, else every ready one). In a lab, the workers tell each phone's
+model and ABI, and the driver resolves the selectors from those facts."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploytool.errors import UnknownOption
+from deploytool.devices import selectors
+from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
 DELEGATES = ("cpu", "xnnpack", "gpu", "nnapi")
@@ -17,12 +20,14 @@ DELEGATES = ("cpu", "xnnpack", "gpu", "nnapi")
 
 @dataclass(frozen=True)
 class AndroidOptions(TargetOptions):
-    devices: tuple[str, ...] = ()  # serials; empty = $ANDROID_SERIAL or every ready device
+    devices: tuple[str, ...] = ()  # selectors (devices/selectors.py); empty = $ANDROID_SERIAL or every ready device
     delegate: str = "cpu"
     benchmark_binary: str | None = None  # TFLite's benchmark_model for the device's ABI
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(self.devices))
+        for selector in self.devices:
+            selectors.parse(selector)  # an unknown kind is refused here, before anything runs
         if self.delegate not in DELEGATES:
             raise UnknownOption(f"unknown delegate {self.delegate!r}; choose from {', '.join(DELEGATES)}")
         if self.benchmark_binary:
@@ -36,7 +41,8 @@ class AndroidTarget(Target):
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--device", action="append", default=[],
-                            help="android: a serial (repeatable); default $ANDROID_SERIAL or every ready device")
+                            help="android: a serial, model:MODEL, abi:ABI or every (repeatable); "
+                                 "default $ANDROID_SERIAL or every ready device")
         parser.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
         parser.add_argument("--benchmark-model", type=Path, default=None,
                             help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
@@ -53,10 +59,17 @@ class AndroidTarget(Target):
             return Preflight(devices=tuple(options.devices))
         from deploytool.devices import adb
 
-        if options.devices:
-            serials = [s for serial in options.devices for s in adb.select_devices(serial)]
-        else:
+        kinds = {selectors.parse(d)[0] for d in options.devices}
+        if not options.devices:
             serials = adb.select_devices(all_devices=True)
+        elif kinds == {"serial"}:
+            serials = [s for d in options.devices for s in adb.select_devices(selectors.parse(d)[1])]
+        else:  # model:, abi:, every: chosen by the ready phones' facts
+            phones = {i.serial: {"model": i.model, "abi": i.abi} for i in adb.describe_devices() if i.ready}
+            got = selectors.resolve(options.devices, phones)
+            if got.unmatched:
+                raise DeviceNotFound(next(iter(got.unmatched.values())))
+            serials = [x for s in got.serials for x in adb.select_devices(s)]  # a named serial must be ready too
         return Preflight(devices=tuple(serials))
 
     def runtime_options(self, options: Any, settings: RunSettings, position: Position) -> dict[str, Any]:
@@ -68,15 +81,30 @@ class AndroidTarget(Target):
     def single_run_options(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
         return {**runtime_options, "warmup_runs": 0, "latency_runs": 1}
 
-    def lab_preflight(self, options: Any, resources: set[str]) -> Preflight:
-        """The phones the lab's workers own (`android-<serial>`), narrowed by `devices` (serials; empty or "every":
-        all of them). A serial named but owned by no worker stays: its cell is `no_worker` after the bounded wait,
-        not silently left out of the night."""
-        owned = sorted(r.removeprefix("android-") for r in resources if r.startswith("android-"))
-        wanted = [d.removeprefix("serial:") for d in options.devices if d != "every"]
-        if not wanted or "every" in options.devices:
-            return Preflight(devices=tuple(owned))
-        return Preflight(devices=tuple(wanted))
+    def lab_preflight(self, options: Any, resources: dict[str, dict[str, str]]) -> Preflight:
+        """The phones the lab's workers own (`android-<serial>`, with the model and ABI their workers told),
+        narrowed by the `devices` selectors (empty or "every": all of them). A serial named but owned by no worker
+        stays: its cell is `no_worker` after the bounded wait (a phone may be plugged in). A selector no phone
+        matches stays too, as a device of its own that is unavailable: its cells are `no_worker` naming it."""
+        phones = {r.removeprefix("android-"): facts for r, facts in resources.items() if r.startswith("android-")}
+        got = selectors.resolve(options.devices, phones)
+        return Preflight(devices=got.serials + tuple(got.unmatched), unavailable=dict(got.unmatched))
+
+    def resource_facts(self, resources: set[str]) -> dict[str, dict[str, str]]:
+        """The model and ABI of each phone this worker owns, from its properties (one getprop each)."""
+        from deploytool.devices import adb
+
+        facts = {}
+        for r in sorted(resources):
+            if not r.startswith("android-"):
+                continue
+            try:
+                props = adb.AndroidDevice(r.removeprefix("android-")).getprops()
+            except DeviceError:  # gone since it was advertised: selected by serial only
+                continue
+            abi = props.get("ro.product.cpu.abi", "") or props.get("ro.product.cpu.abilist", "").split(",")[0]
+            facts[r] = {"model": props.get("ro.product.model", ""), "abi": abi}
+        return facts
 
     def cell_options(self, options: dict[str, Any], device: str) -> dict[str, Any]:
         return {**options, "devices": [device]}  # the worker owns this phone; the lab's selectors named others too

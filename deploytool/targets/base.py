@@ -65,6 +65,9 @@ class Preflight:
 
     devices: tuple[str, ...] = ()
     identity: dict[str, str] = field(default_factory=dict)  # enters the key of every row of this target
+    # devices named but not found when a lab night is planned (a selector no phone matches) -> why: their rows are
+    # recorded `no_worker` with that reason, not run and not left out
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 class Target:
@@ -125,9 +128,15 @@ class Target:
         """`deploytool migrate` flags that put a row of this target back on the same axes."""
         return []
 
-    def lab_preflight(self, options: TargetOptions, resources: set[str]) -> Preflight:
-        """The preflight of a lab night, from the resources its workers advertise (nothing is looked for here)."""
+    def lab_preflight(self, options: TargetOptions, resources: dict[str, dict[str, str]]) -> Preflight:
+        """The preflight of a lab night, from the resources its workers advertise, each with the facts its worker
+        told about it (`resource_facts`); nothing is looked for here."""
         return Preflight()
+
+    def resource_facts(self, resources: set[str]) -> dict[str, dict[str, str]]:
+        """Asked on a lab worker when a night is planned: facts about the resources of this target it owns (a
+        phone's model and ABI), by resource, for `lab_preflight` on the driver. The base tells none."""
+        return {}
 
     def cell_options(self, options: dict[str, Any], device: str) -> dict[str, Any]:
         """A lab cell's options on the worker that runs it, narrowed to the cell's device (from the lab's)."""
