@@ -195,11 +195,11 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
         def on_epoch_end(self, epoch, logs=None):
             seconds.append(time.perf_counter() - self.t0)
             self.bar.close()
+            if after_epoch is not None:  # first: its CPU time must not include the test evaluation below
+                after_epoch(epoch, lambda x: self.model.predict(x, batch_size=512, verbose=0))
             logits = self.model.predict(ds.x_test, batch_size=512, verbose=0)
             history.append({"loss": float(logs["loss"]), "accuracy": float(logs["accuracy"]),
                             "test_accuracy": float(np.mean(logits.argmax(1) == ds.y_test))})
-            if after_epoch is not None:
-                after_epoch(epoch, lambda x: self.model.predict(x, batch_size=512, verbose=0))
 
     model.fit(ds.x_train, ds.y_train, batch_size=spec.train.batch_size, epochs=epochs, shuffle=True,
               verbose=0, callbacks=[Measure()])
@@ -255,11 +255,11 @@ def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         seconds.append(time.perf_counter() - t0)
         bar.close()
+        if after_epoch is not None:  # first: its CPU time must not include the test evaluation below
+            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, "NCHW")))
         logits = _torch_logits(model, x_test)
         history.append({"loss": loss_sum / len(x), "accuracy": correct / len(x),
                         "test_accuracy": float(np.mean(logits.argmax(1) == ds.y_test))})
-        if after_epoch is not None:
-            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, "NCHW")))
     if not epochs:
         logits = _torch_logits(model, x_test)
     export_torch(model, (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), path)

@@ -150,12 +150,21 @@ class Runtime:
             note = busy_note(busy, threads)
             if note:
                 notes.append(note)
-        lat, first_ms, k = time_batch1(predict, inputs, int(self.options.get("warmup_runs", 10)), samples)
+        warmup = int(self.options.get("warmup_runs", 10))
+        lat, first_ms, k = time_batch1(predict, inputs, warmup, samples)
         if k > 1:
             notes.append(f"latency: one inference takes under 50 µs, so each timer reading timed {k} batch-1 "
                          f"inferences and was divided by {k}; p90/p99 are of those means")
-        outputs, seconds = run_batched(predict, inputs, batch_size)
-        env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k}
+        batches: list[int] = []  # the batched pass's calls, by size (counted outside any timed call)
+
+        def counted(x: np.ndarray) -> np.ndarray:
+            batches.append(len(x))
+            return predict(x)
+
+        outputs, seconds = run_batched(counted, inputs, batch_size)
+        env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k,
+               # what this row asked of the runtime: the first call, the warm-up, every timed inference; the batches
+               "inference_calls": {"batch1": 1 + warmup + k * len(lat), "batched": batches}}
         if busy is not None:
             env["cpu_busy_fraction_before_timing"] = round(busy, 3)
         return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,

@@ -2,7 +2,8 @@
 baseline on onnxruntime, so the host row on onnxruntime reuses the baseline's
 outputs and latency instead of running the same file again; and whatever runs
 makes one batched pass for outputs and one batch-1 pass for latency, nothing
-else. The inference calls of the real onnxruntime are counted."""
+else. The runs of the real onnxruntime are counted (each in its measuring worker), and each run counts its
+inference calls."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from deploytool.runtimes.measure import readings_for
 from tests.integration.test_usermodel import onnx_model
 
 N, WARMUP = 300, 3
@@ -25,18 +27,20 @@ def user_onnx(tmp_path):
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Every batch the real OnnxRuntime is asked to infer, by size."""
-    from deploytool.runtimes.onnxrt import OnnxRuntime
+    """Every load + run a host runtime is asked for (each in its measuring worker), by runtime."""
+    from deploytool.runtimes import isolated
 
-    calls: list[int] = []
-    real = OnnxRuntime._predict
+    passes: list[str] = []
+    real = isolated.measure_in_own_process
+    monkeypatch.setattr(isolated, "measure_in_own_process",
+                        lambda cls, *a, **k: passes.append(cls.name) or real(cls, *a, **k))
+    return passes
 
-    def predict(self, x):
-        calls.append(len(x))
-        return real(self, x)
 
-    monkeypatch.setattr(OnnxRuntime, "_predict", predict)
-    return calls
+def calls_of(env: dict) -> tuple[list[int], int]:
+    """(sizes of the batched pass's calls, batch-1 calls) of one measured pass, as the runtime counted them."""
+    c = env["inference_calls"]
+    return c["batched"], c["batch1"]
 
 
 def test_a_users_onnx_row_on_its_baseline_runtime_reuses_the_baseline(user_onnx, counted, tmp_path):
@@ -51,10 +55,13 @@ def test_a_users_onnx_row_on_its_baseline_runtime_reuses_the_baseline(user_onnx,
     baseline = json.loads(next((tmp_path / "ws" / "models").glob("*/baseline.json")).read_text())
     assert np.array_equal(np.load(row.outputs_path), np.load(baseline["outputs_path"]))
     assert np.array_equal(np.load(row.latency_path), np.load(baseline["latency_samples_path"]))
-    # one batched pass (batch 256) for outputs, one batch-1 pass (first call + warm-up + every sample) for latency
-    batched, single = [c for c in counted if c > 1], [c for c in counted if c == 1]
+    # one load + run of the file (the baseline's); in it, one batched pass (batch 256) for outputs and one
+    # batch-1 pass (first call + warm-up + every sample, K per timer reading when an inference is that short)
+    assert counted == ["onnxruntime"], counted
+    batched, single = calls_of(row.environment)
     assert sum(batched) == N and len(batched) == -(-N // 256)
-    assert len(single) == 1 + WARMUP + N, len(single)
+    k = row.environment["latency_inferences_per_reading"]
+    assert single == 1 + WARMUP + k * readings_for(N, k) and k * readings_for(N, k) >= N
 
 
 def test_a_quantized_row_is_run_once_on_its_own(user_onnx, counted, tmp_path):
@@ -68,5 +75,7 @@ def test_a_quantized_row_is_run_once_on_its_own(user_onnx, counted, tmp_path):
     dynamic = next(r for r in out.results if r.combo.quantize == "dynamic")
     assert not any("measured once" in n for n in dynamic.notes)
     # baseline + the dynamic row; the passthrough row ran nothing
-    assert sum(c for c in counted if c > 1) == 2 * N
-    assert sum(c == 1 for c in counted) == 2 * (1 + WARMUP + 50)
+    assert counted == ["onnxruntime", "onnxruntime"], counted
+    batched, single = calls_of(dynamic.environment)
+    k = dynamic.environment["latency_inferences_per_reading"]
+    assert sum(batched) == N and single == 1 + WARMUP + k * readings_for(50, k)
