@@ -6,7 +6,6 @@ seeds); it ends with its caller. It only moves training across the process bound
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -45,18 +44,16 @@ class TrainWorker:
         self._pool: ProcessPoolExecutor | None = None
 
     def fit(self, spec, dataset, epochs: int, path: Path, progress: bool) -> dict[str, Any]:
-        from deploytool.convert.isolated import _describe_exit, _submit_from_lasting_thread
+        from deploytool.convert.isolated import _submit_from_lasting_thread, kill_pool, spawn_pool
 
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_init, initargs=(self.framework, self.threads, os.getpid()))
+            self._pool = spawn_pool(_init, (self.framework, self.threads, os.getpid()))
         try:
             return _submit_from_lasting_thread(self._pool, _fit, spec, self.framework, dataset, epochs, str(path),
                                                progress).result()
         except BrokenProcessPool:
-            procs = list(getattr(self._pool, "_processes", {}).values())
-            self.close()
-            how = ", ".join(_describe_exit(p.exitcode) for p in procs if p.exitcode is not None) or "it died"
+            pool, self._pool = self._pool, None
+            how = kill_pool(pool)
             raise TrainingFailed(f"the {self.framework} training process of {spec.name} ended ({how}); "
                                  "if the machine ran out of memory, close other programs or train a smaller "
                                  "model") from None

@@ -23,6 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -123,21 +124,13 @@ class IsolatedConverter:
     def _start(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_init_worker, initargs=(str(self.log_path), os.getpid()))
+            self._pool = spawn_pool(_init_worker, (str(self.log_path), os.getpid()))
         return self._pool
 
-    def _kill(self) -> list[int]:
-        """Stop the worker for good; returns the exit codes of its processes."""
+    def _kill(self) -> str:
+        """Stop the worker for good; returns how its processes ended."""
         pool, self._pool = self._pool, None
-        if pool is None:
-            return []
-        procs = list(getattr(pool, "_processes", {}).values())
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
-        return [p.exitcode for p in procs if p.exitcode is not None]
+        return kill_pool(pool)
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
                 calibration: np.ndarray | None = None) -> Artifact:
@@ -150,8 +143,7 @@ class IsolatedConverter:
             raise StageFailed("timeout", f"converting to {fmt}/{quantize} took longer than {self.timeout_s:g} s; "
                                          "the converter was stopped (raise --timeout if it needs longer)") from None
         except BrokenProcessPool:
-            codes = self._kill()
-            how = ", ".join(_describe_exit(c) for c in codes) or "it died"
+            how = self._kill()
             tail = _tail(self.log_path)
             raise StageFailed("conversion_failed", f"the converter process crashed converting to {fmt}/{quantize} "
                                                    f"({how})" + (f"; last output: {tail}" if tail else "")) from None
@@ -166,6 +158,24 @@ class IsolatedConverter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def spawn_pool(initializer: Callable[..., None], initargs: tuple) -> ProcessPoolExecutor:
+    """One spawned worker process, set up by `initializer(*initargs)` and reused until it is killed or closed."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=initializer, initargs=initargs)
+
+
+def kill_pool(pool: ProcessPoolExecutor | None) -> str:
+    """Kill a pool's worker for good (a timeout, a crash); returns how its processes ended, for a message."""
+    if pool is None:
+        return "it died"
+    procs = list(getattr(pool, "_processes", {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
+    return ", ".join(_describe_exit(p.exitcode) for p in procs if p.exitcode is not None) or "it died"
 
 
 def _submit_from_lasting_thread(pool: ProcessPoolExecutor, fn: object, *args: object) -> Future:

@@ -11,7 +11,6 @@ measure.py do the measuring. It never compares or stores.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -107,25 +106,20 @@ class RuntimeWorkers:
         self.started = 0  # workers spawned (a test counts them)
 
     def _pool(self, ref: str) -> ProcessPoolExecutor:
+        from deploytool.convert.isolated import spawn_pool
+
         if ref not in self._pools:
-            self._pools[ref] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                   initializer=_init_worker, initargs=(ref, os.getpid()))
+            self._pools[ref] = spawn_pool(_init_worker, (ref, os.getpid()))
             self.started += 1
         return self._pools[ref]
 
-    def _kill(self, ref: str) -> list[int]:
-        pool = self._pools.pop(ref, None)
-        if pool is None:
-            return []
-        procs = list(getattr(pool, "_processes", {}).values())
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
-        return [p.exitcode for p in procs if p.exitcode is not None]
+    def _kill(self, ref: str) -> str:
+        from deploytool.convert.isolated import kill_pool
+
+        return kill_pool(self._pools.pop(ref, None))
 
     def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
-        from deploytool.convert.isolated import _describe_exit, _submit_from_lasting_thread
+        from deploytool.convert.isolated import _submit_from_lasting_thread
 
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
@@ -136,7 +130,7 @@ class RuntimeWorkers:
             raise StageFailed("timeout", f"{cls.name} took longer than {timeout_s:g} s to load and run the model; "
                                          "it was stopped (raise --timeout if it needs longer)") from None
         except BrokenProcessPool:
-            how = ", ".join(_describe_exit(c) for c in self._kill(ref)) or "it died"
+            how = self._kill(ref)
             raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed loading or running "
                                                 f"the model ({how})") from None
 
