@@ -69,7 +69,24 @@ def _bytecode_cache(jinja2: Any) -> Any:
             return None
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(str(root))
+
+    class BestEffortCache(jinja2.FileSystemBytecodeCache):
+        """A cache folder removed while the process lives (a long lab driver; tests that move $HOME) costs a
+        compile, never the report."""
+
+        def load_bytecode(self, bucket: Any) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except OSError:
+                pass
+
+        def dump_bytecode(self, bucket: Any) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+    return BestEffortCache(str(root))
 
 
 def _finalize(v: Any) -> Any:

@@ -514,3 +514,17 @@ def test_rgb_samples_become_rgb_png_thumbnails(tmp_path):
     w, h, ctype, raw = _decode_png(base64.b64decode(uris[0][0]))
     assert (w, h, ctype) == (64, 64, 2) and (uris[0][1], uris[0][2]) == ("64", "64")
     assert len(raw) == 64 * (1 + 64 * 3)
+
+
+def test_a_removed_template_cache_folder_costs_a_compile_not_the_report(tmp_path, monkeypatch):
+    import shutil
+
+    import jinja2
+
+    from deploytool.report.html import _bytecode_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = _bytecode_cache(jinja2)
+    env = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ 1 + 1 }}"}), bytecode_cache=cache)
+    shutil.rmtree(tmp_path / "cache")  # e.g. $HOME's cache removed while the process lives
+    assert env.get_template("t").render() == "2"
