@@ -12,16 +12,19 @@ machine is still flagged.
     (busy nights left out). "Before" = the same nights judged without their loads.
     Then a 30% slowdown from night 15 on: every night quiet; and load alternating
     (night 15 busy: it should be flagged on night 16, the next quiet one).
-(b) Real, end to end: 20 nights through `run_night` (embedded LocalCluster, SQLite)
-    of one host cell running the real LiteRT interpreter on LeNet-5 (the lab's test
-    double with `real_latency`: real timings, the row's real load reading), with a
-    CPU burner (one spinning process per CPU) on every other night. After each night
-    the same stored rows are judged again with `load_aware=False` ("before"). Then a
-    night with the runtime 30% slower (its real timings x 1.3) and no burner.
-    Under a shared machine's own load, "quiet" nights are what the machine gives:
-    the load average is printed beside each night.
+(b) End to end through the lab's own code: 20 nights through `run_night` (embedded
+    LocalCluster, SQLite store, re-measuring, reference night, trend, lab.json) of one
+    host cell on the lab's test double (the real LiteRT interpreter for the outputs;
+    seeded synthetic latencies): every other night its row reads busy (90% of the
+    CPUs taken by other processes) and 35% slower. After each night the same stored
+    rows are judged again with `load_aware=False` ("before"). Then a night 30% slower
+    on a quiet machine.
+(c) --real: the same nights with real timings and real load: LiteRT's own latencies
+    and the row's own load reading, a CPU burner (one spinning process per CPU) on
+    every other night. What it shows depends on what else the machine runs: the
+    load average is printed beside each night.
 
-    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-real]
+    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-lab] [--real]
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def _verdict(judged: list) -> str:
     return ", ".join(words) or "same"
 
 
-def real_nights(nights: int, tmp: Path) -> None:
+def lab_nights(nights: int, tmp: Path, real: bool) -> None:
     from tests import lab_double
 
     from deploytool.lab.labfile import load_lab
@@ -179,17 +182,23 @@ def real_nights(nights: int, tmp: Path) -> None:
     lab = load_lab(tmp / "lab.toml")
     store = Store(f"sqlite:///{tmp / 'lab.db'}")
     lab_double.register()
-    lab_double.KNOBS.update(busy=None, real_latency=True, slower=1.0)
     cells = plan_cells(lab, ws, {"host": {}})
     counts = {"aware": 0, "blind": 0}
-    print(f"(b) real: {nights} nights of one LiteRT LeNet-5 host cell, a CPU burner ({os.cpu_count()} spinning "
-          "processes) on every other night")
+    if real:
+        print(f"(c) real: {nights} nights of one LiteRT LeNet-5 host cell, its real timings and load reading, a CPU "
+              f"burner ({os.cpu_count()} spinning processes) on every other night")
+    else:
+        print(f"(b) the lab end to end: {nights} nights of one host cell on the lab's test double, every other night "
+              "read busy (90% of the CPUs) and 35% slower")
     try:
         for i in range(nights + 1):
             burn = i % 2 == 1 and i < nights
-            if i == nights:
-                lab_double.KNOBS.update(slower=1.3)
-            procs = burner_start() if burn else []
+            if real:
+                lab_double.KNOBS.update(busy=None, real_latency=True, slower=1.3 if i == nights else 1.0)
+            else:
+                lab_double.KNOBS.update(busy=0.9 if burn else 0.03, real_latency=False, seed=i,
+                                        slower=1.35 if burn else 1.3 if i == nights else 1.0)
+            procs = burner_start() if burn and real else []
             try:
                 time.sleep(1.0 if burn else 0.0)
                 t = time.perf_counter()
@@ -203,7 +212,9 @@ def real_nights(nights: int, tmp: Path) -> None:
             if i < nights and i > 0:
                 counts["aware"] += aware_alert
                 counts["blind"] += blind_alert
-            what = "30% slower, no burner" if i == nights else ("burner" if burn else "no burner")
+            last = (aware_alert, blind_alert)
+            what = ("30% slower, quiet" if i == nights else "busy" if burn else "quiet") if not real else \
+                ("30% slower, no burner" if i == nights else "burner" if burn else "no burner")
             print(f"    night {i:2d} ({what:21s}; load avg {os.getloadavg()[0]:.2f}; {secs:4.1f} s): "
                   f"p50 {r.measurement.p50_ms:.4f} ms, load {row_load(r)}"
                   f"{', measured twice' if out.judged[0].measured_again else ''}; "
@@ -212,20 +223,22 @@ def real_nights(nights: int, tmp: Path) -> None:
     finally:
         lab_double.unregister()
     print(f"    false alarms over nights 1..{nights - 1} (each judged against the earlier ones): "
-          f"before {counts['blind']}/{nights - 1}, after {counts['aware']}/{nights - 1}")
+          f"before {counts['blind']}/{nights - 1}, after {counts['aware']}/{nights - 1}; the 30% slower night "
+          f"{'flagged' if last[0] else 'NOT flagged'} after, {'flagged' if last[1] else 'not flagged'} before")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--nights", type=int, default=20)
-    ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--skip-lab", action="store_true", help="only (a)")
+    ap.add_argument("--real", action="store_true", help="also (c)")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     report_simulated(args.trials, args.nights)
-    if not args.skip_real:
+    for real in ([False] if not args.skip_lab else []) + ([True] if args.real else []):
         with tempfile.TemporaryDirectory() as tmp:
-            real_nights(args.nights, Path(tmp))
+            lab_nights(args.nights, Path(tmp), real)
 
 
 if __name__ == "__main__":
