@@ -1,6 +1,8 @@
 """A lab night: plan the cells of a lab file, run them on Dask (each pinned to
 the worker that owns its resource), store each result as it arrives, and judge
-every cell against the last good night of the same cell (deploytool.regress).
+every cell against the last good night of the same cell (deploytool.regress);
+latency against the last good night timed under a comparable machine load, and
+not at all (reported "unclear") when the load confounds it.
 Running a night again with the same name resumes it: cells already final are
 not measured twice."""
 
@@ -11,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -20,6 +22,9 @@ from deploytool.lab.labfile import Lab, describe
 from deploytool.result import Combo, Result, Status
 from deploytool.store import Store
 from deploytool.workspace import Workspace, check_name, stable_hash
+
+if TYPE_CHECKING:
+    from deploytool.regress import MachineLoad
 
 
 @dataclass
@@ -217,7 +222,7 @@ def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
     return {(r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")): r for r in results}
 
 
-def row_load(r: Result) -> Any:
+def row_load(r: Result) -> MachineLoad | None:
     """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
     before rows named their CPU count takes this machine's, when this machine measured it."""
     from deploytool import regress

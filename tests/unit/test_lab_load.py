@@ -10,7 +10,7 @@ import pytest
 from deploytool import regress
 from deploytool.compare import compare
 from deploytool.lab.labfile import Regression
-from deploytool.lab.night import _compare, latency_reference
+from deploytool.lab.night import _compare, _on_the_trend, latency_reference
 from deploytool.result import Combo, Measurement, Result, Status
 
 N = 500
@@ -61,3 +61,9 @@ def test_latency_is_compared_with_the_last_good_night_timed_under_a_comparable_l
     slow_quiet = _row(tmp_path, "n3", busy=0.04, slower=1.3, seed=3)
     got = _changes(n2, slow_quiet, latency_reference(good, slow_quiet, 0.5))
     assert got["latency"].outcome == "regression" and "against n1" in got["latency"].detail
+
+
+def test_only_nights_timed_on_a_quiet_machine_join_the_nightly_trend(tmp_path):
+    assert _on_the_trend(_row(tmp_path, "q", busy=0.1)) and _on_the_trend(_row(tmp_path, "u", busy=None))
+    assert not _on_the_trend(_row(tmp_path, "b", busy=0.9))
+    assert not _on_the_trend(_row(tmp_path, "h", busy=0.3))  # 0.6 of 2 CPUs taken: not busy, not quiet either
