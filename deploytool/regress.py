@@ -8,6 +8,12 @@ tonight worse than the last good night of the same cell, beyond noise?
   Kolmogorov-Smirnov) as Chromium's Pinpoint does, plus a minimum effect (at least
   5% on the median and at least k x the baseline's IQR). Between "different" and
   "same" lies "unclear": the lab re-measures that cell once before judging.
+- Latency and the machine's load: a row says what other processes took of the
+  CPUs just before its timing began (`MachineLoad`). When either night's row was
+  timed on a busy machine (fewer CPUs free than the row's threads), or the two
+  loads differ by half a CPU or more, a latency change is confounded with the
+  load: it is "unclear (machine busy: ...)", never a regression or an improvement.
+  Accuracy, memory, size and status are not judged by load.
 - Memory and size: relative thresholds.
 - Status changes: newly failing, fixed.
 - Across nights: E-divisive (Matteson & James 2014: energy-distance change points,
@@ -20,11 +26,15 @@ Pure functions of arrays: no store, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 DIFFERENT_P = 0.01  # Pinpoint's "different"
 SAME_P = 0.10  # above this the arrays are "the same"; between the two: unclear, measure again
+# Two rows' loads differ "materially" from this many CPUs' worth of other processes' work apart: half a core
+# is what one more busy thread of the runtime's own would take from a 1-thread row.
+LOAD_DIFFERENCE_CPUS = 0.5
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,55 @@ class Change:
     @property
     def alert(self) -> bool:
         return self.outcome in ("regression", "newly_failing")
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """What other processes took of the machine over the moment before a row's latency timing began
+    (deploytool.runtimes.measure.cpu_busy_fraction), and what the row needed of it."""
+
+    others_fraction: float  # share of all CPUs busy with other processes, 0..1
+    cpus: int
+    threads: int  # the runtime's threads: the CPUs the row's timing needs free
+
+    @property
+    def others_cpus(self) -> float:
+        return self.others_fraction * self.cpus
+
+    @property
+    def busy(self) -> bool:
+        """Fewer CPUs free than the row's threads (the rule of the row's own "machine was busy" note)."""
+        return (1.0 - self.others_fraction) * self.cpus < self.threads
+
+    @property
+    def quiet(self) -> bool:
+        return not self.busy and self.others_cpus < LOAD_DIFFERENCE_CPUS
+
+    def __str__(self) -> str:
+        return f"{100 * self.others_fraction:.0f}% of {self.cpus} CPUs" + (" (busy)" if self.busy else "")
+
+    @classmethod
+    def of(cls, environment: dict[str, Any], default_cpus: int | None = None) -> MachineLoad | None:
+        """From a row's environment; None for a row that did not record its load (phones; older rows)."""
+        busy = environment.get("cpu_busy_fraction_before_timing")
+        cpus = environment.get("cpu_count") or default_cpus
+        if busy is None or not cpus:
+            return None
+        try:
+            return cls(float(busy), int(cpus), max(int(environment.get("threads") or 1), 1))
+        except (TypeError, ValueError):
+            return None
+
+
+def load_confounds(before: MachineLoad | None, now: MachineLoad | None,
+                   difference_cpus: float = LOAD_DIFFERENCE_CPUS) -> str:
+    """Why a latency change between two rows may be the machine's load, not the model ("" when the loads are
+    comparable, or not both known)."""
+    if before is None or now is None:
+        return ""
+    if before.busy or now.busy or abs(before.others_cpus - now.others_cpus) >= difference_cpus:
+        return f"machine busy: load {before} vs {now} (other processes' share of the CPUs before timing)"
+    return ""
 
 
 def accuracy_change(correct_before: np.ndarray, correct_now: np.ndarray, min_drop_points: float = 0.5,
@@ -64,8 +123,20 @@ def accuracy_change(correct_before: np.ndarray, correct_now: np.ndarray, min_dro
 
 
 def latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: float = 0.05, k_iqr: float = 0.5,
-                   different_p: float = DIFFERENT_P, same_p: float = SAME_P) -> Change:
-    """Raw per-sample latencies of the last good night and tonight."""
+                   different_p: float = DIFFERENT_P, same_p: float = SAME_P, load_before: MachineLoad | None = None,
+                   load_now: MachineLoad | None = None, load_difference_cpus: float = LOAD_DIFFERENCE_CPUS) -> Change:
+    """Raw per-sample latencies of the last good night and tonight, and the load each was timed under (None:
+    not recorded, judged as before loads were known). A change under confounding loads is "unclear"."""
+    c = _latency_change(before_ms, now_ms, min_relative, k_iqr, different_p, same_p)
+    why = load_confounds(load_before, load_now, load_difference_cpus) if c.outcome != "same" else ""
+    if not why:
+        return c
+    return Change("latency", "unclear", f"{why}; {c.detail.removesuffix('; measure again')}; not judged",
+                  c.p_value, c.effect)
+
+
+def _latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: float, k_iqr: float,
+                    different_p: float, same_p: float) -> Change:
     from scipy.stats import ks_2samp, mannwhitneyu
 
     a = np.asarray(before_ms, np.float64)

@@ -4,6 +4,10 @@ a seeded synthetic distribution (so identical nights are identical, as they woul
 be on a quiet machine) scaled by `SLOWER`, and flips the top class of the first
 `FLIPS` samples (both only in runs with `only_threads` threads, when that knob is set,
 so one cell of a night can regress alone). Registered on the host target as runtime "lab-double".
+The row also says it was timed on a quiet machine (`busy`: the share of the CPUs other
+processes took before timing, 0 by default), as its synthetic latencies were; `busy`
+None keeps the row's real reading, and `real_latency` keeps LiteRT's real timings
+(scaled by `slower`): the noise benchmark runs nights under a real CPU burner so.
 
 Processes the test starts (a `dask worker`, a `deploytool lab run` driver) get the
 double with `--preload tests.lab_double` or `register()`, and its knobs from
@@ -23,7 +27,8 @@ from deploytool import runtimes
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
-KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0}
+KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0, "busy": 0.0,
+         "real_latency": False}
 
 
 class LabDouble(LiteRTRuntime):
@@ -38,7 +43,13 @@ class LabDouble(LiteRTRuntime):
             time.sleep(float(KNOBS["sleep_s"]))
         rng = np.random.default_rng(KNOBS["seed"])
         chosen = not KNOBS["only_threads"] or self._threads == KNOBS["only_threads"]
-        out.latency_ms = rng.lognormal(np.log(0.2 * (KNOBS["slower"] if chosen else 1.0)), 0.2, len(out.latency_ms))
+        slower = KNOBS["slower"] if chosen else 1.0
+        if KNOBS["real_latency"]:
+            out.latency_ms = np.asarray(out.latency_ms) * slower
+        else:
+            out.latency_ms = rng.lognormal(np.log(0.2 * slower), 0.2, len(out.latency_ms))
+        if KNOBS["busy"] is not None:
+            out.environment["cpu_busy_fraction_before_timing"] = float(KNOBS["busy"])
         n = int(KNOBS["flips"]) if chosen else 0
         if n:
             top = out.outputs[:n].argmax(1)

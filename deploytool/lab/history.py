@@ -32,7 +32,7 @@ class Night:
 class NightPoint:
     """One cell on one night."""
 
-    outcome: str  # "regression", "failing", "suspicious", "warn", "pass", or the status of a row not measured
+    outcome: str  # "regression", "failing", "suspicious", "unclear", "warn", "pass", or the status of a row not measured
     title: str  # the tooltip: what happened, in words
     accuracy: float | None = None
     p25_ms: float | None = None
@@ -95,6 +95,8 @@ def _outcome(r: Result, row: dict[str, Any]) -> str:
         return "failing"
     if any(c.get("outcome") == "suspicious" for c in row.get("changes") or []):
         return "suspicious"
+    if any(c.get("metric") == "latency" and c.get("outcome") == "unclear" for c in row.get("changes") or []):
+        return "unclear"  # not judged (a busy machine, or the rank test undecided after measuring twice)
     return str(r.outcome)
 
 

@@ -1,16 +1,19 @@
 """A lab night: plan the cells of a lab file, run them on Dask (each pinned to
 the worker that owns its resource), store each result as it arrives, and judge
-every cell against the last good night of the same cell (deploytool.regress).
+every cell against the last good night of the same cell (deploytool.regress);
+latency against the last good night timed under a comparable machine load, and
+not at all (reported "unclear") when the load confounds it.
 Running a night again with the same name resumes it: cells already final are
 not measured twice."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -19,6 +22,9 @@ from deploytool.lab.labfile import Lab, describe
 from deploytool.result import Combo, Result, Status
 from deploytool.store import Store
 from deploytool.workspace import Workspace, check_name, stable_hash
+
+if TYPE_CHECKING:
+    from deploytool.regress import MachineLoad
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Judged:
     result: Result
     changes: list[Any] = field(default_factory=list)  # regress.Change
     previous_night: str = ""
+    measured_again: bool = False  # tonight's row is the second measurement (the first's latency was unclear)
 
     @property
     def alert(self) -> bool:
@@ -132,7 +139,7 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
             if again:
                 log(f"night {night}: measuring {len(again)} cell(s) again to confirm a latency change")
                 _run_cells(c, again, ws, store, run_id, as_completed, progress)
-                judged = judge_night(lab, ws, store, run_id, cells)
+                judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells), again_ids)
         except (KeyboardInterrupt, DeploytoolError):
             _interrupted(store, run_id)
             raise
@@ -186,6 +193,16 @@ def _measure_again(j: Judged) -> bool:
     return any(c.metric == "latency" and c.outcome in ("unclear", "regression") for c in j.changes)
 
 
+def _after_measuring_again(judged: list[Judged], again: set[Any]) -> list[Judged]:
+    """Say so where tonight's row is the second measurement; a latency still unclear stays unclear (no third)."""
+    for j in judged:
+        if j.result.environment.get("lab_cell") in again:
+            j.measured_again = True
+            j.changes = [replace(c, detail=f"{c.detail} (measured twice tonight)")
+                         if c.metric == "latency" and c.outcome == "unclear" else c for c in j.changes]
+    return judged
+
+
 def _interrupted(store: Store, run_id: str) -> None:
     try:
         store.finish_run(run_id, "interrupted")
@@ -205,7 +222,43 @@ def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
     return {(r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")): r for r in results}
 
 
-def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[Cell]) -> list[Judged]:
+def row_load(r: Result) -> MachineLoad | None:
+    """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
+    before rows named their CPU count takes this machine's, when this machine measured it."""
+    from deploytool import regress
+    from deploytool.provenance import host_name
+
+    here = os.cpu_count() if r.environment.get("lab_host") == host_name() else None
+    return regress.MachineLoad.of(r.environment, here)
+
+
+def latency_reference(good: list[tuple[str, Result]], now: Result, difference_cpus: float) -> tuple[str, Result]:
+    """The night tonight's latency is compared with: the last good night timed under a load comparable to
+    tonight's; when none was (tonight is busy), the last good night timed on a quiet machine; else the last good
+    night. `good` is oldest first and not empty."""
+    from deploytool import regress
+
+    load = row_load(now)
+    if load is None:
+        return good[-1]
+    for night, h in reversed(good):
+        other = row_load(h)
+        if other is not None and not regress.load_confounds(other, load, difference_cpus):
+            return night, h
+    quiet = [(n, h) for n, h in good if (hl := row_load(h)) is not None and hl.quiet]
+    return quiet[-1] if quiet else good[-1]
+
+
+def _on_the_trend(r: Result) -> bool:
+    """A night's median joins the cell's nightly trend unless it was timed on a machine that was not quiet."""
+    load = row_load(r)
+    return load is None or load.quiet
+
+
+def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[Cell],
+                load_aware: bool = True) -> list[Judged]:
+    """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
+    had recorded its machine's load (the lab before it did; the noise benchmark's "before")."""
     from deploytool import regress, runs
 
     reg = lab.regression
@@ -227,9 +280,11 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
                 night, prev = good[-1]
                 j.previous_night = night
                 y = truth[r.model] if r.model in truth else truth.setdefault(r.model, _labels_of(lab, ws, r.model))
-                j.changes += _compare(prev, r, y, reg, regress)
-            series = [h.measurement.p50_ms for _, h in good if h.measurement is not None]
-            if r.measurement is not None and series:
+                ref = latency_reference(good, r, reg.load_difference_cpus) if load_aware else good[-1]
+                j.changes += _compare(prev, r, y, reg, regress, ref, load_aware)
+            series = [h.measurement.p50_ms for _, h in good
+                      if h.measurement is not None and (not load_aware or _on_the_trend(h))]
+            if r.measurement is not None and series and (not load_aware or _on_the_trend(r)):
                 j.changes.append(regress.trend(series + [r.measurement.p50_ms], min_relative=reg.latency_min_relative))
         r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
         judged.append(j)
@@ -251,16 +306,26 @@ def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
     return None
 
 
-def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any) -> list[Any]:
+def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any,
+             latency_ref: tuple[str, Result], load_aware: bool) -> list[Any]:
+    """Tonight against the last good night `prev`; latency against `latency_ref` (a night and its row), under
+    both rows' loads. Accuracy, memory, size: never by load."""
     out = []
     try:
         if y is not None and prev.outputs_path and now.outputs_path:
             a, b = np.load(prev.outputs_path), np.load(now.outputs_path)
             if len(a) == len(b) == len(y):
                 out.append(regress.accuracy_change(a.argmax(1) == y, b.argmax(1) == y, reg.min_accuracy_drop_points))
-        if prev.latency_path and now.latency_path:
-            out.append(regress.latency_change(np.load(prev.latency_path), np.load(now.latency_path),
-                                              reg.latency_min_relative, reg.latency_k_iqr))
+        ref_night, ref = latency_ref
+        if ref.latency_path and now.latency_path:
+            loads = (row_load(ref), row_load(now)) if load_aware else (None, None)
+            c = regress.latency_change(np.load(ref.latency_path), np.load(now.latency_path), reg.latency_min_relative,
+                                       reg.latency_k_iqr, load_before=loads[0], load_now=loads[1],
+                                       load_difference_cpus=reg.load_difference_cpus)
+            if ref is not prev:
+                c = replace(c, detail=f"{c.detail}; against {ref_night} (load {loads[0]}), not the last good "
+                                      "night: its load was not comparable")
+            out.append(c)
     except (OSError, ValueError) as e:
         out.append(regress.Change("files", "unclear", f"cannot read an earlier night's files ({e})"))
     mp, mn = prev.metrics, now.metrics

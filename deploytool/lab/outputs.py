@@ -37,7 +37,7 @@ def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any
                      "host": env.get("lab_host", ""), "worker": env.get("lab_worker", ""), "outcome": r.outcome,
                      "failing": r.failing, "alert": j.alert, "reason": r.reason.splitlines()[0][:300] if r.reason else "",
                      "accuracy": r.metrics.get("accuracy"), "p50_ms": r.metrics.get("p50_ms"),
-                     "previous_night": j.previous_night, "bundle": r.bundle,
+                     "previous_night": j.previous_night, "measured_again": j.measured_again, "bundle": r.bundle,
                      "bundle_link": bundle.relative_to(folder).as_posix() if bundle and bundle.is_relative_to(folder)
                      else None, "report": reports.get(env.get("lab_cell", "")),
                      "changes": [asdict(c) for c in j.changes if c.outcome != "same"]})
@@ -61,6 +61,11 @@ def write_night(lab: Lab, out: Any, ws: Workspace, store: Store, cells: list[Any
         if r["alert"] or r["failing"]:
             what = "; ".join(f"{c['metric']} {c['outcome']}: {c['detail']}" for c in r["changes"]) or r["reason"]
             md.append(f"- `{r['label']}` on {r['host']}: **{r['outcome']}** — {what}")
+    unclear = [(r, c) for r in rows if not (r["alert"] or r["failing"]) for c in r["changes"]
+               if c["metric"] == "latency" and c["outcome"] == "unclear"]
+    if unclear:  # not an alert, and not silence either
+        md += ["", f"{len(unclear)} cell(s) with latency not judged tonight:"]
+        md += [f"- `{r['label']}` on {r['host']}: latency unclear — {c['detail']}" for r, c in unclear]
     paths.markdown.write_text("\n".join(md) + "\n")
     suite = ET.Element("testsuite", name=f"deploytool.lab.{lab.name}", tests=str(len(rows)))
     failures = 0

@@ -1,7 +1,8 @@
 """The device lab on Dask's embedded LocalCluster: nights are stored, resumed and
 judged against the last good night. Injected regressions (a runtime double 30%
 slower; a few flipped samples beyond the tolerance) are flagged, identical nights
-raise no alert, a cell whose resource no worker has is `no_worker` within the
+raise no alert, a slowdown timed on a busy machine is measured twice and reported
+"unclear", not alerted, a cell whose resource no worker has is `no_worker` within the
 bounded wait instead of hanging, and lab.html shows the nights x cells matrix,
 trends and links."""
 
@@ -38,9 +39,9 @@ runtimes = ["lab-double"]
 @pytest.fixture
 def double():
     lab_double.register()
-    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0, only_threads=0)
+    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0, only_threads=0, busy=0.0)
     yield lab_double.KNOBS
-    lab_double.KNOBS.update(only_threads=0)
+    lab_double.KNOBS.update(only_threads=0, busy=0.0)
     lab_double.unregister()
 
 
@@ -65,12 +66,20 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     again = _night(lab, ws, store, "n2")  # the same name resumes: nothing is measured twice
     assert again.reused == 1 and again.alerts == []
 
-    double["slower"] = 1.3
+    double.update(slower=1.3, busy=0.95)  # slower on a busy machine: measured twice, not judged, said so
+    busy = _night(lab, ws, store, "n2b")
+    (j,) = busy.judged
+    latency = next(c for c in j.changes if c.metric == "latency")
+    assert not busy.alerts and j.measured_again and latency.outcome == "unclear", j.changes
+    assert "machine busy: load 0% of" in latency.detail and "95% of" in latency.detail
+    assert "latency not judged" in busy.paths.markdown.read_text()
+
+    double["busy"] = 0.0  # still slower, on a quiet machine: against n2, the last night timed under a comparable load
     slow = _night(lab, ws, store, "n3")
     (j,) = slow.alerts
     latency = next(c for c in j.changes if c.metric == "latency")
     assert latency.outcome == "regression" and latency.effect == pytest.approx(0.3, abs=0.05)
-    assert j.previous_night == "lab-t-n2"
+    assert j.previous_night == "lab-t-n2b" and "against lab-t-n2 " in latency.detail, latency.detail
 
     double.update(slower=1.0, flips=30)  # 6% of the 500 test samples: beyond the tolerance and the minimum drop
     flipped = _night(lab, ws, store, "n4")

@@ -80,3 +80,63 @@ def test_e_divisive_finds_a_step_and_a_young_step_is_only_suspicious():
     young = flat + [0.26, 0.261]
     assert regress.trend(young).outcome == "suspicious"
     assert regress.trend(flat).outcome == "same"
+
+
+# ------------------------------------------------------------------ latency and the machine's load
+QUIET = regress.MachineLoad(others_fraction=0.03, cpus=2, threads=1)
+BUSY = regress.MachineLoad(others_fraction=0.85, cpus=2, threads=1)  # 0.3 CPUs free for a 1-thread row
+
+
+def test_a_slowdown_on_a_busy_night_is_unclear_naming_both_loads_and_never_an_alert():
+    rng = np.random.default_rng(4)
+    base, slow = _night(rng), _night(rng, slower=1.3)
+    for before, now in ((QUIET, BUSY), (BUSY, QUIET), (BUSY, BUSY)):
+        c = regress.latency_change(base, slow, load_before=before, load_now=now)
+        assert c.outcome == "unclear" and not c.alert, c
+        assert f"load {before} vs {now}" in c.detail and "machine busy" in c.detail and "+3" in c.detail, c.detail
+    # faster on a quiet night after a busy one is not an improvement either
+    assert regress.latency_change(slow, base, load_before=BUSY, load_now=QUIET).outcome == "unclear"
+    # the same arrays stay "same" whatever the load: nothing to explain away
+    assert regress.latency_change(base, _night(rng), load_before=QUIET, load_now=BUSY).outcome == "same"
+
+
+def test_loads_that_differ_by_half_a_cpu_confound_even_when_neither_is_busy():
+    rng = np.random.default_rng(5)
+    one_core_taken = regress.MachineLoad(0.5, cpus=2, threads=1)  # a burner on one of two cores: 1 CPU still free
+    assert not one_core_taken.busy and not one_core_taken.quiet
+    c = regress.latency_change(_night(rng), _night(rng, slower=1.3), load_before=QUIET, load_now=one_core_taken)
+    assert c.outcome == "unclear" and "50% of 2 CPUs" in c.detail
+    near = regress.MachineLoad(0.2, cpus=2, threads=1)  # 0.34 CPUs apart: comparable
+    assert regress.load_confounds(QUIET, near) == ""
+
+
+def test_a_slowdown_between_two_quiet_nights_is_still_a_regression():
+    rng = np.random.default_rng(6)
+    c = regress.latency_change(_night(rng), _night(rng, slower=1.3), load_before=QUIET,
+                               load_now=regress.MachineLoad(0.12, cpus=2, threads=1))
+    assert c.outcome == "regression" and c.alert and c.effect == pytest.approx(0.3, abs=0.05)
+    # and rows that recorded no load (phones, older rows) are judged as before
+    assert regress.latency_change(_night(rng), _night(rng, slower=1.3), load_now=BUSY).outcome == "regression"
+
+
+def test_busy_is_fewer_free_cpus_than_the_rows_threads():
+    assert regress.MachineLoad(0.4, cpus=4, threads=2).busy is False  # 2.4 CPUs free
+    assert regress.MachineLoad(0.6, cpus=4, threads=2).busy is True  # 1.6 free for 2 threads
+    env = {"cpu_busy_fraction_before_timing": 0.6, "cpu_count": 4, "threads": 2}
+    assert regress.MachineLoad.of(env) == regress.MachineLoad(0.6, 4, 2)
+    assert regress.MachineLoad.of({"threads": 1}) is None  # no reading
+    assert regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.6}) is None  # no CPU count, none given
+    assert regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.6}, default_cpus=2).busy
+
+
+def test_twenty_nights_with_load_alternating_raise_no_alert_but_did_before_loads_were_known():
+    """The issue's false alarm: every other night a process takes a core and the runtime reads slower."""
+    rng = np.random.default_rng(8)
+    nights = [(_night(rng, slower=1.35), BUSY) if i % 2 else (_night(rng), QUIET) for i in range(20)]
+    aware, blind = [], []
+    for (prev, lp), (now, ln) in zip(nights, nights[1:]):
+        aware.append(regress.latency_change(prev, now, load_before=lp, load_now=ln))
+        blind.append(regress.latency_change(prev, now))
+    assert not [c for c in aware if c.alert]
+    assert sum(c.outcome == "unclear" for c in aware) == 19  # each said, none dropped
+    assert sum(c.alert for c in blind) >= 9  # the same nights judged without their loads
