@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,18 @@ class Artifact:
 
     @classmethod
     def load(cls, meta_path: Path) -> "Artifact":
-        return cls.from_json(json.loads(Path(meta_path).read_text()))
+        """The artifact described by `meta_path`, its file found beside it wherever the workspace now is: a
+        cached conversion in a copied or moved workspace points at its own copy, not the old folder's."""
+        meta_path = Path(meta_path)
+        art = cls.from_json(json.loads(meta_path.read_text()))
+        here = meta_path.parent
+        parts = art.path.parts
+        if here.name in parts:
+            rel = parts[len(parts) - 1 - parts[::-1].index(here.name) + 1:]
+            moved = here.joinpath(*rel)
+            if moved != art.path and moved.exists():
+                art = replace(art, path=moved)
+        return art
 
 
 def content_hash(path: Path) -> str:

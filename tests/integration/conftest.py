@@ -65,6 +65,47 @@ def _shared_models(lock_dir: Path) -> Path:
     return kept / "models"
 
 
+def _kept_conversions() -> Path:
+    """LeNet-5's converted artifacts kept between sessions, keyed by the converters' code and the trained models
+    they come from. Inside, each entry's own key (deploytool.runner.artifact_dir) adds the source's sha256, the
+    format, the quantization, the calibration set and the converter packages' versions. The host and web matrix
+    fixtures fill it; conversions themselves are tested on tiny models in test_convert*.py and the contract tier,
+    and an edit to a converter converts LeNet-5 again."""
+    import hashlib
+
+    from tests.contract.model_cache import test_cache_home
+
+    root = Path(__file__).resolve().parents[2] / "deploytool"
+    h = hashlib.sha256(_kept_models().name.encode())
+    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", root / "runner.py", root / "pt2.py",
+                     root / "onnx_external.py", root / "onnx_proto.py", root / "usermodel.py"]):
+        h.update(f.name.encode() + f.read_bytes())
+    return test_cache_home() / f"lenet5-converted-{h.hexdigest()[:16]}"
+
+
+def _keep_conversions(ws) -> None:
+    """Add the conversions of `ws` the kept folder does not hold yet (each entry written whole, then renamed)."""
+    from filelock import FileLock
+
+    kept = _kept_conversions()
+    kept.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(kept) + ".lock"):
+        for entry in sorted((ws.root / "artifacts").glob("*/artifact.json")):
+            dest = kept / entry.parent.name
+            if dest.exists():
+                continue
+            partial = kept / f".{entry.parent.name}.partial-{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(entry.parent, partial)
+            os.replace(partial, dest)
+
+
+@pytest.fixture(scope="session")
+def keep_conversions():
+    """`keep_conversions(ws)`: keep the conversions a matrix fixture made for the next session."""
+    return _keep_conversions
+
+
 @pytest.fixture(scope="session")
 def lenet5_workspace(tmp_path_factory):
     from deploytool.workspace import Workspace
@@ -73,6 +114,10 @@ def lenet5_workspace(tmp_path_factory):
     models = _shared_models(tmp_path_factory.getbasetemp())
     shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
     spec, ds, trained = _train(ws)  # every model is found in the cache: nothing trains here
+    kept = _kept_conversions()
+    if kept.is_dir():  # conversions of an earlier session (each artifact.json finds its file in the copy)
+        for entry in kept.glob("*/artifact.json"):
+            shutil.copytree(entry.parent, ws.root / "artifacts" / entry.parent.name, dirs_exist_ok=True)
     return ws, spec, ds, trained
 
 

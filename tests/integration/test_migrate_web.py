@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def web_run(lenet5_workspace):
+def web_run(lenet5_workspace, keep_conversions):
     from deploytool.migrate import MigrateRequest, migrate
 
     from browser_launches import BrowserLaunches
@@ -23,6 +23,7 @@ def web_run(lenet5_workspace):
     with BrowserLaunches() as launches:
         outcome = migrate(req, ws.root, progress=False, log=lambda s: None)
     outcome.browser_launches = launches.count
+    keep_conversions(ws)  # the next session converts nothing it converted here (conftest.py)
     return outcome
 
 
