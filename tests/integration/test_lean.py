@@ -79,3 +79,24 @@ def test_a_quantized_row_is_run_once_on_its_own(user_onnx, counted, tmp_path):
     batched, single = calls_of(dynamic.environment)
     k = dynamic.environment["latency_inferences_per_reading"]
     assert sum(batched) == N and single == 1 + WARMUP + k * readings_for(50, k)
+
+
+def test_each_test_sets_baseline_is_measured_once_when_a_user_switches_between_them(user_onnx, counted, tmp_path):
+    """One model, two test sets, back and forth (`--fresh` each time): each set's baseline is measured on its
+    first run only, and each run's row is that set's own baseline."""
+    from deploytool.migrate import MigrateRequest, migrate
+
+    model, data = user_onnx
+    rng = np.random.default_rng(1)
+    other = tmp_path / "other.npz"
+    np.savez(other, x=rng.integers(0, 255, (N // 2, 8, 8, 1)).astype(np.uint8), y=rng.integers(0, 10, N // 2))
+    rows = []
+    for npz in (data, other, data, other):
+        req = MigrateRequest(model=str(model), test_npz=npz, scale=1 / 255, targets=("host",), formats=("onnx",),
+                             quantize=("none",), warmup_runs=WARMUP, latency_samples=20, fresh=True)
+        (row,) = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None).results
+        rows.append(row)
+    assert counted == ["onnxruntime", "onnxruntime"], counted  # the first run on each set, and no other
+    assert [len(np.load(r.outputs_path)) for r in rows] == [N, N // 2, N, N // 2]
+    assert np.array_equal(np.load(rows[0].outputs_path), np.load(rows[2].outputs_path))
+    assert len(list((tmp_path / "ws" / "models").glob("*/baselines/*/baseline.json"))) == 2
