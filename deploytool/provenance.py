@@ -9,7 +9,6 @@ import platform
 import re
 import sys
 from functools import lru_cache
-from importlib import metadata
 from typing import Any
 
 PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs", "tf2onnx", "onnx",
@@ -23,7 +22,9 @@ def package_version(name: str) -> str | None:
         version = _metadata_version(folder)
         if version is not None:
             return version
-    try:  # an egg, a zip on sys.path, a finder: importlib.metadata knows them all (a few ms a name)
+    from importlib import metadata  # an egg, a zip on sys.path, a finder: it knows them all (a few ms a name)
+
+    try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
