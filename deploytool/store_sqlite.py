@@ -13,14 +13,13 @@ import contextlib
 import json
 import os
 import sqlite3
-import time
 from typing import Any, Iterable, Iterator
 from urllib.parse import parse_qsl, urlencode
 
 from deploytool.errors import StoreError
 from deploytool.provenance import host_name
 from deploytool.result import FINAL_STATUSES, SCHEMA_VERSION, Result
-from deploytool.store import (_COLUMNS, _SCHEMA_ATTEMPTS, METRIC_COLUMNS, SQLITE_BUSY_TIMEOUT_S, URL_HINT, Store,
+from deploytool.store import (_COLUMNS, METRIC_COLUMNS, SQLITE_BUSY_TIMEOUT_S, URL_HINT, Store,
                               _finding_row, _jsonable, _now, _number, mask_url)
 
 # The tables exactly as SQLAlchemy creates them from Store's definitions on SQLite (a unit test holds the two
@@ -132,21 +131,15 @@ class SqliteStore(Store):
 
     # schema -------------------------------------------------------------
     def _create_schema(self) -> None:
-        """Create the missing tables and add the columns a newer schema has (as Store does); a database that
-        has them all is only read, so a read-only results file opens. Racing first runs queue on the lock."""
-        for attempt in range(_SCHEMA_ATTEMPTS):
-            try:
-                with self._read("cannot open") as c:
-                    if not self._schema_changes(c):
-                        return
-                with self._write("cannot open") as c:
-                    for stmt in self._schema_changes(c):
-                        c.execute(stmt)
+        """Create the missing tables and add the columns a newer schema has (as Store does). A database that
+        has them all is only read, so a read-only results file opens; racing first runs queue on the write
+        lock, and each looks again under it, so none creates what another just made."""
+        with self._read("cannot open") as c:
+            if not self._schema_changes(c):
                 return
-            except StoreError as e:
-                if "already exists" not in str(e) or attempt == _SCHEMA_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+        with self._write("cannot open") as c:
+            for stmt in self._schema_changes(c):
+                c.execute(stmt)
 
     @staticmethod
     def _schema_changes(c: sqlite3.Connection) -> list[str]:
