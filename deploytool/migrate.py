@@ -150,10 +150,13 @@ class _Run:
         # are new sightings (a re-run that reuses every row counts nothing twice)
         before = store.get_run(run_id) or {}
         folded_before = before.get("run_id") == run_id and before.get("status") == "complete"
-        store.start_run(run_id, ctx.spec.name, {
-            **ctx.req.to_json(), "host": host_facts(), "combos": len(combos), "planned_targets": sorted(ctx.preflight),
-            "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
         todo = [c for c in combos if keys[c] not in done]
+        # a finished run asked again, with nothing to measure or localize: its stored record stays as it is
+        untouched = folded_before and not todo and not ctx.req.localize
+        if not untouched:
+            store.start_run(run_id, ctx.spec.name, {
+                **ctx.req.to_json(), "host": host_facts(), "combos": len(combos),
+                "planned_targets": sorted(ctx.preflight), "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
         reused = len(combos) - len(todo)
         if reused:
             self.log(f"run {run_id}: {reused} of {len(combos)} combinations already measured; "
@@ -197,7 +200,8 @@ class _Run:
         finally:
             bar.close()
             converter.close()
-        store.finish_run(run_id)
+        if not untouched:
+            store.finish_run(run_id)
         order = {keys[c]: i for i, c in enumerate(combos)}
         results = sorted((r for r in runs.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])

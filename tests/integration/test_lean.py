@@ -100,3 +100,20 @@ def test_each_test_sets_baseline_is_measured_once_when_a_user_switches_between_t
     assert [len(np.load(r.outputs_path)) for r in rows] == [N, N // 2, N, N // 2]
     assert np.array_equal(np.load(rows[0].outputs_path), np.load(rows[2].outputs_path))
     assert len(list((tmp_path / "ws" / "models").glob("*/baselines/*/baseline.json"))) == 2
+
+
+def test_a_rerun_of_a_finished_run_measures_nothing_and_leaves_its_record_as_it_was(user_onnx, counted, tmp_path):
+    from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.store import open_store
+
+    model, data = user_onnx
+    req = MigrateRequest(model=str(model), test_npz=data, scale=1 / 255, targets=("host",), formats=("onnx",),
+                         quantize=("none",), warmup_runs=WARMUP, latency_samples=20)
+    first = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
+    store = open_store(None, f"sqlite:///{tmp_path / 'ws' / 'results.db'}")
+    recorded = store.get_run(first.run_id)
+    read_only = f"sqlite:///file:{tmp_path / 'ws' / 'results.db'}?mode=ro&uri=true"  # any write would raise
+    again = migrate(req, tmp_path / "ws", read_only, progress=False, log=lambda s: None)
+    assert again.run_id == first.run_id and again.reused == 1 and counted == ["onnxruntime"]
+    assert store.get_run(first.run_id) == recorded and recorded["status"] == "complete"
+    assert [r.to_json() for r in again.results] == [r.to_json() for r in first.results]
