@@ -7,6 +7,9 @@ code tree given (e.g. main and a branch, run interleaved):
 - fixed cost: `migrate --fresh` on 1 sample, minus the interpreter's own start (target <= 0.5 s);
 - peak RSS of a first migrate at --samples (default 8,000), and its ratio to the floor's (target <= 1.5x).
 
+Beside each wall time: the CPU seconds (user + sys, the process and its workers) of the same runs, which a
+busy machine inflates far less, and the 1-minute load average before and after.
+
     .venv/bin/python bench/bench_user_onnx.py [--code DIR ...] [--samples 8000] [--repeats 3]
 
 Run it with bytecode caching on (unset PYTHONDONTWRITEBYTECODE; PYTHONPYCACHEPREFIX keeps the caches out of
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,12 +43,20 @@ print((out.argmax(1) == y).mean(), np.median(lat))
 """
 
 
-def run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+CPU: dict[str, list[float]] = {}  # what `run` measured: CPU seconds of each timed command, by its label
+
+
+def run(args: list[str], cwd: Path, label: str = "") -> tuple[float, subprocess.CompletedProcess]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(cwd)})
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0, 1):
         raise SystemExit(f"{args} failed: {r.stderr[-2000:]}")
-    return time.perf_counter() - t, r
+    if label:
+        CPU.setdefault(label, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall, r
 
 
 def peak_rss_kib(args: list[str], cwd: Path) -> int:
@@ -84,22 +96,28 @@ def main() -> None:
             for n in (1, 2000):
                 run(migrate(code, n, f"ws-{codes.index(code)}", fresh=False), code)
         walls: dict[str, list[float]] = {}
+        load_before = os.getloadavg()[0]
         for _ in range(args.repeats):
-            walls.setdefault("interpreter", []).append(run([py, "-c", "pass"], ROOT)[0])
+            walls.setdefault("interpreter", []).append(run([py, "-c", "pass"], ROOT, "interpreter")[0])
             walls.setdefault("floor", []).append(run([py, str(tmp / "floor.py"), str(model), str(tmp / "x2000.npz")],
-                                                     ROOT)[0])
+                                                     ROOT, "floor")[0])
             for i, code in enumerate(codes):
-                walls.setdefault(f"{code} 2000", []).append(run(migrate(code, 2000, f"ws-{i}"), code)[0])
-                walls.setdefault(f"{code} 1", []).append(run(migrate(code, 1, f"ws-{i}"), code)[0])
+                walls.setdefault(f"{code} 2000", []).append(run(migrate(code, 2000, f"ws-{i}"), code, f"{code} 2000")[0])
+                walls.setdefault(f"{code} 1", []).append(run(migrate(code, 1, f"ws-{i}"), code, f"{code} 1")[0])
         med = {k: statistics.median(v) for k, v in walls.items()}
+        cpu = {k: statistics.median(v) for k, v in CPU.items()}
+        print(f"1-minute load average {load_before:.1f} before the timed runs, {os.getloadavg()[0]:.1f} after")
         floor_rss = peak_rss_kib([py, str(tmp / "floor.py"), str(model), str(tmp / f"x{args.samples}.npz")], ROOT)
-        print(f"interpreter start {med['interpreter']:.2f} s; floor script at 2,000 samples {med['floor']:.2f} s; "
+        print(f"interpreter start {med['interpreter']:.2f} s (CPU {cpu['interpreter']:.2f} s); floor script at 2,000 "
+              f"samples {med['floor']:.2f} s (CPU {cpu['floor']:.2f} s); "
               f"floor peak RSS at {args.samples:,} samples {floor_rss / 1024:.0f} MiB")
         for i, code in enumerate(codes):
             rss = peak_rss_kib(migrate(code, args.samples, f"rss-{i}", fresh=False), code)
             print(f"{code}: migrate --fresh at 2,000 samples {med[f'{code} 2000']:.2f} s "
-                  f"({med[f'{code} 2000'] / med['floor']:.1f}x the floor); fixed cost "
-                  f"{med[f'{code} 1'] - med['interpreter']:.2f} s beyond interpreter start; peak RSS at "
+                  f"({med[f'{code} 2000'] / med['floor']:.1f}x the floor; CPU {cpu[f'{code} 2000']:.2f} s, "
+                  f"{cpu[f'{code} 2000'] / cpu['floor']:.1f}x the floor's); fixed cost "
+                  f"{med[f'{code} 1'] - med['interpreter']:.2f} s beyond interpreter start (CPU "
+                  f"{cpu[f'{code} 1'] - cpu['interpreter']:.2f} s); peak RSS at "
                   f"{args.samples:,} samples {rss / 1024:.0f} MiB ({rss / floor_rss:.2f}x the floor)")
 
 

@@ -1,7 +1,10 @@
 """The PC baseline: the trained model run in its own framework over the whole
 test set. Every migrated model is compared against this. Saved beside the
-model as baseline.json (+ per-sample outputs as .npy) and reused while the
-model, the data and the measurement settings are unchanged."""
+model, one folder per test set and measurement settings (baselines/KEY/:
+baseline.json + per-sample outputs and latencies as .npy), and reused while
+the model, the data and the settings are unchanged: a user switching between
+two test sets of one model measures each baseline once. baseline.json beside
+the model is a copy of the latest one measured."""
 
 from __future__ import annotations
 
@@ -52,9 +55,23 @@ class Baseline:
         return self.outputs().argmax(1)
 
 
-def _paths(artifact: Artifact) -> tuple[Path, Path, Path]:
-    d = Path(artifact.path).parent
+def _paths(artifact: Artifact, key: str) -> tuple[Path, Path, Path]:
+    """(baseline.json, outputs .npy, latency .npy) of the baseline with settings `key`."""
+    d = Path(artifact.path).parent / "baselines" / key
     return d / "baseline.json", d / "baseline_outputs.npy", d / "baseline_latency_ms.npy"
+
+
+def _cached(meta: Path, key: str) -> Baseline | None:
+    if not meta.exists():
+        return None
+    try:
+        b = Baseline(**json.loads(meta.read_text()))
+    except (ValueError, TypeError):  # a file an older version (or a crash mid-write) left: measure again
+        return None
+    if b.settings_key != key or not Path(b.outputs_path).exists() or not Path(b.latency_samples_path).exists():
+        return None
+    b.cached = True
+    return b
 
 
 def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
@@ -62,12 +79,14 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     settings = {"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
                 "data": dataset.sha256, "artifact": artifact.sha256, "measured": MEASURED_HOW}
     key = stable_hash(settings)
-    meta, npy, lat_npy = _paths(artifact)
-    if meta.exists() and not force:
-        b = Baseline(**json.loads(meta.read_text()))
-        if b.settings_key == key and Path(b.outputs_path).exists():
-            b.cached = True
+    meta, npy, lat_npy = _paths(artifact, key)
+    latest = Path(artifact.path).parent / "baseline.json"
+    if not force:
+        # its own folder, else the latest beside the model (where versions before the folders kept it)
+        b = _cached(meta, key) or _cached(latest, key)
+        if b is not None:
             return b
+    meta.parent.mkdir(parents=True, exist_ok=True)
     x = dataset.in_layout(dataset.x_test, artifact.layout)
     # Measured like every host row, in the runtime's own worker, so memory ratios compare like with like.
     out: Outputs = load_and_run("pc", artifact.format, "", artifact, x, warmup_runs=warmup_runs,
@@ -84,5 +103,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
                     "dataset_origin": dataset.origin, "seed": artifact.options.get("seed")},
         settings_key=key,
     )
-    meta.write_text(json.dumps(asdict(b), indent=2, default=float))
+    text = json.dumps(asdict(b), indent=2, default=float)
+    meta.write_text(text)
+    latest.write_text(text)
     return b

@@ -106,7 +106,9 @@ def user_model_fields(args: argparse.Namespace) -> dict:
                 scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(studies: bool = True) -> argparse.ArgumentParser:
+    """The whole command line. `studies=False` leaves out `study NAME`'s parsers (each imports its study module:
+    a third of a second), for a command line that does not run a study; `study` is still listed in --help."""
     parser = _Parser(
         prog="deploytool",
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "
@@ -214,9 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
 
-    _study_parsers(add("study", "the seed studies, each a run in the store: " + ", ".join(_study_names()),
-                       "deploytool study NAME --help"))
+    p = add("study", "the seed studies, each a run in the store: " + ", ".join(_study_names()),
+            "deploytool study NAME --help")
+    if studies:
+        _study_parsers(p)
     return parser
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command an argument list names: its first word that is not an option (the top level has only
+    options without values: -h, --version)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _study_names() -> list[str]:
@@ -529,8 +539,9 @@ COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()
+        parser = build_parser(studies=command_of(argv) == "study")
     except DeploytoolError as e:  # a plugin named in $DEPLOYTOOL_PLUGINS that does not import
         print(f"deploytool: error: {e}", file=sys.stderr)
         return e.exit_code

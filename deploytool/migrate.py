@@ -141,8 +141,6 @@ class _Run:
         self.ctx, self.store, self.log = ctx, store, log
 
     def run(self, combos: list[Combo], run_id: str, keys: dict[Combo, str]) -> RunOutcome:
-        from tqdm import tqdm
-
         from deploytool.convert.lanes import ConversionLanes
 
         ctx, store = self.ctx, self.store
@@ -152,16 +150,19 @@ class _Run:
         # are new sightings (a re-run that reuses every row counts nothing twice)
         before = store.get_run(run_id) or {}
         folded_before = before.get("run_id") == run_id and before.get("status") == "complete"
-        store.start_run(run_id, ctx.spec.name, {
-            **ctx.req.to_json(), "host": host_facts(), "combos": len(combos), "planned_targets": sorted(ctx.preflight),
-            "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
         todo = [c for c in combos if keys[c] not in done]
+        # a finished run asked again, with nothing to measure or localize: its stored record stays as it is
+        untouched = folded_before and not todo and not ctx.req.localize
+        if not untouched:
+            store.start_run(run_id, ctx.spec.name, {
+                **ctx.req.to_json(), "host": host_facts(), "combos": len(combos),
+                "planned_targets": sorted(ctx.preflight), "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
         reused = len(combos) - len(todo)
         if reused:
             self.log(f"run {run_id}: {reused} of {len(combos)} combinations already measured; "
                      f"running the other {len(todo)}")
         in_runtimes = converting = 0.0
-        bar = tqdm(todo, desc="migrate", unit="combo", disable=not ctx.progress, dynamic_ncols=True)
+        bar = _progress(todo, ctx.progress)
         converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
         try:
             converting += self._convert_ahead(converter, todo)
@@ -199,7 +200,8 @@ class _Run:
         finally:
             bar.close()
             converter.close()
-        store.finish_run(run_id)
+        if not untouched:
+            store.finish_run(run_id)
         order = {keys[c]: i for i, c in enumerate(combos)}
         results = sorted((r for r in runs.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])
@@ -233,6 +235,8 @@ class _Run:
 
     def _findings(self, run_id: str, results: list[Result]) -> None:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
+        if not results:  # nothing measured now on a run folded before: no sighting, and nothing ran without one
+            return
         from deploytool.upstream import record_and_write
 
         try:
@@ -251,6 +255,24 @@ class _Run:
             self.store.finish_run(run_id, "interrupted")
         except DeploytoolError:
             pass
+
+
+class _Quiet(list):
+    """The progress bar's surface, showing nothing (tqdm's import is a visible part of a quiet small run)."""
+
+    def set_postfix_str(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(todo: list[Combo], shown: bool) -> Any:
+    if not shown:
+        return _Quiet(todo)
+    from tqdm import tqdm
+
+    return tqdm(todo, desc="migrate", unit="combo", dynamic_ncols=True)
 
 
 def prepare(req: MigrateRequest, ws: Workspace, progress: bool = False) -> tuple[RunContext, list[Combo], str, dict]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from functools import lru_cache
-from importlib import metadata
 from typing import Any
 
 PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs", "tf2onnx", "onnx",
@@ -17,10 +17,51 @@ PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs",
 
 @lru_cache(maxsize=None)
 def package_version(name: str) -> str | None:
+    folder = _dist_info_folders().get(_normalized(name))
+    if folder is not None:
+        version = _metadata_version(folder)
+        if version is not None:
+            return version
+    from importlib import metadata  # an egg, a zip on sys.path, a finder: it knows them all (a few ms a name)
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@lru_cache(maxsize=1)
+def _dist_info_folders() -> dict[str, str]:
+    """Installed distributions' .dist-info folders by normalized name, the first on sys.path winning (as for
+    importlib.metadata): one listing of each sys.path entry, where importlib.metadata scans them once a name."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(".dist-info"):
+                found.setdefault(_normalized(n[: -len(".dist-info")].partition("-")[0]), os.path.join(entry or ".", n))
+    return found
+
+
+def _metadata_version(folder: str) -> str | None:
+    """The Version field of a .dist-info's METADATA (its header: the first blank line ends it)."""
+    try:
+        with open(os.path.join(folder, "METADATA"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    except OSError:
+        pass
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -511,4 +511,9 @@ def _finding_row(row: Any) -> dict[str, Any]:
 
 
 def open_store(url: str | None, default_url: str) -> Store:
-    return Store(url or os.environ.get("DEPLOYTOOL_DB") or default_url)
+    """The store at `url` (else $DEPLOYTOOL_DB, else the workspace's SQLite file): a plain SQLite file through
+    the standard library (store_sqlite.py; SQLAlchemy is never imported for it), anything else through SQLAlchemy."""
+    url = url or os.environ.get("DEPLOYTOOL_DB") or default_url
+    from deploytool.store_sqlite import SqliteStore, sqlite_target
+
+    return SqliteStore(url) if sqlite_target(url) is not None else Store(url)

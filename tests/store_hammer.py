@@ -17,7 +17,7 @@ import time
 
 from tests import results as factory
 from deploytool.result import Combo, Result
-from deploytool.store import Store
+from deploytool.store import Store, open_store
 
 RUN_ID = "hammer"
 
@@ -30,7 +30,7 @@ def result(key: str, writer: int, seq: int) -> Result:
 
 def main(url: str, start_at: float, writer: int, n_keys: int, n_saves: int) -> None:
     time.sleep(max(0.0, start_at - time.time()))
-    store = Store(url)
+    store = open_store(url, url)  # what the tool opens: the standard library's SQLite store, or SQLAlchemy's
     store.start_run(RUN_ID, "m", {"writer": writer})
     last: dict[str, list[int]] = {}
     for seq in range(n_saves):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -159,6 +158,8 @@ def quantize_modes(source_format: str, fmt: str) -> tuple[str, ...]:
 
 
 def _version(dist: str) -> str:
+    from importlib import metadata  # here: a run that converts nothing does not pay its import
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

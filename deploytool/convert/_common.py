@@ -36,6 +36,14 @@ def calibration_subset(calibration: np.ndarray | None, what: str) -> np.ndarray:
     return np.ascontiguousarray(calibration[np.unique(idx)], dtype=np.float32)
 
 
+def dist_version(dist: str) -> str:
+    """The installed version of a converter's distribution (importlib.metadata is imported here, when a
+    conversion has run, not when the converters are registered)."""
+    from importlib import metadata
+
+    return metadata.version(dist)
+
+
 def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str, converter_version: str,
            options: dict[str, Any], notes: tuple[str, ...] = (), layout: str | None = None) -> Artifact:
     """The Artifact of a converted file: the source's I/O description, this file's hash and size."""

@@ -9,13 +9,12 @@ Never runs the model it made beyond the calibration pass.
 from __future__ import annotations
 
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, check_onnx, finish, onnx_input_name
+from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_name
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"
@@ -69,4 +68,4 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         else:
             raise ValueError(f"onnx_quant has no mode {quantize!r}")
     check_onnx(path)
-    return finish(source, path, "onnx", quantize, CONVERTER, metadata.version(DIST), options)
+    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST), options)

@@ -8,13 +8,12 @@ model it made.
 from __future__ import annotations
 
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, check_onnx, finish
+from deploytool.convert._common import Mode, check_onnx, dist_version, finish
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"
@@ -46,6 +45,6 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     # from_function continues past ops it cannot convert, leaving TF ops behind that no
     # ONNX runtime can run: that is a failed conversion, said now rather than at load.
     check_onnx(model_proto)
-    return finish(source, path, "onnx", quantize, CONVERTER, metadata.version(DIST),
+    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "from": "saved_model serving_default", "input_name": "input",
                    "output_name": "output"})

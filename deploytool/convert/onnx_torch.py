@@ -6,13 +6,12 @@ ONNX quantization is `onnx_quant`'s job. Never runs the model it made.
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, check_onnx, finish
+from deploytool.convert._common import Mode, check_onnx, dist_version, finish
 
 CONVERTER = "torch.onnx"
 DIST = "torch"
@@ -46,5 +45,5 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     torch.onnx.export(program, (sample,), str(path), dynamo=True, opset_version=OPSET,
                       input_names=["input"], output_names=["output"], external_data=False, verbose=False)
     check_onnx(path)
-    return finish(source, path, "onnx", quantize, CONVERTER, metadata.version(DIST),
+    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "dynamo": True, "input_name": "input", "output_name": "output"})

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, finish
+from deploytool.convert._common import Mode, dist_version, finish
 
 CONVERTER = "tensorflowjs_converter"
 DIST = "tensorflowjs"
@@ -60,5 +59,5 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     model_json = json.loads((out / "model.json").read_text())
     if model_json.get("format") != "graph-model":
         raise ValueError(f"tensorflowjs_converter wrote a {model_json.get('format')!r} model, not a graph model")
-    return finish(source, out, "tfjs_graph", quantize, CONVERTER, metadata.version(DIST),
+    return finish(source, out, "tfjs_graph", quantize, CONVERTER, dist_version(DIST),
                   {"args": args, "output_format": "tfjs_graph_model"})

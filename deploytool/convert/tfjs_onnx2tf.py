@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tfjs
+from deploytool.convert._common import dist_version
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -29,6 +29,6 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         saved = replace(source, path=Path(tmp), format="saved_model")
         art = tfjs.convert(saved, quantize, out_dir, calibration)
     return replace(art, converter=f"{CONVERTER} + {art.converter}",
-                   converter_version=f"{metadata.version(DIST)} + {art.converter_version}",
+                   converter_version=f"{dist_version(DIST)} + {art.converter_version}",
                    source_sha256=source.sha256, options={**art.options, "saved_model_by": {"converter": CONVERTER,
                                                                                            **options}})

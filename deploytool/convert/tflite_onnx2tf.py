@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert import tflite_tf
 from deploytool.convert import _onnx2tf
-from deploytool.convert._common import Mode, calibration_subset, finish
+from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -48,4 +47,4 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     options["file"] = made.name.replace(Path(source.path).stem, "model", 1)
     if quantize == "int8-io":
         options.update(inference_input_type="int8", inference_output_type="int8")
-    return finish(source, path, "tflite", quantize, CONVERTER, metadata.version(DIST), options)
+    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)

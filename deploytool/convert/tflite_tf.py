@@ -7,13 +7,12 @@ directory it is given and never runs the model it made.
 from __future__ import annotations
 
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, finish
+from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -67,4 +66,4 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         flatbuffer = converter.convert()
     path = Path(out_dir) / "model.tflite"
     path.write_bytes(flatbuffer)
-    return finish(source, path, "tflite", quantize, CONVERTER, metadata.version(DIST), options)
+    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)

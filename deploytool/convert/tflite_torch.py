@@ -10,13 +10,12 @@ calibration pass.
 from __future__ import annotations
 
 import os
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, finish
+from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 
 CONVERTER = "litert-torch"
 DIST = "litert-torch"
@@ -84,4 +83,4 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
                        inference_input_type="int8", inference_output_type="int8")
     path = Path(out_dir) / "model.tflite"
     edge.export(str(path))
-    return finish(source, path, "tflite", quantize, CONVERTER, metadata.version(DIST), options)
+    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)

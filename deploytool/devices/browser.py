@@ -71,19 +71,77 @@ def find_chromium() -> Path:
 
 
 def chromium_build(executable: Path | None = None) -> str:
-    """`Chromium 156.0.8078.114` of the binary that will run (asked of the binary: ~50 ms); part of a
-    web row's identity, so a browser upgrade measures again instead of reusing old rows."""
-    import subprocess
-
+    """`Chromium 156.0.8078.114` of the binary that will run; part of a web row's identity, so a browser
+    upgrade measures again instead of reusing old rows. Asking the binary costs ~50-80 ms, a good part of a
+    re-run that measures nothing: the answer is kept per binary file (path, size, times, inode), which an
+    upgrade replaces. A script (a wrapper that may start another binary) is asked every time."""
     exe = Path(executable or find_chromium())
-    try:
-        out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
+    stamp = _binary_stamp(exe)
+    known = _known_builds()
+    if stamp is not None and stamp in known:
+        return known[stamp]
+    out = _ask_version(exe)
+    if stamp is not None and out:
+        _remember_build(stamp, out)
     if not out:  # still an identity: the binary itself, by size and time
         st = exe.stat()
         out = f"{exe} size={st.st_size} mtime={int(st.st_mtime)}"
     return out
+
+
+def _ask_version(exe: Path) -> str:
+    import subprocess
+
+    try:
+        return subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _binary_stamp(exe: Path) -> str | None:
+    """What identifies this very file (None for a script, or a file that cannot be read)."""
+    try:
+        real = exe.resolve()
+        with open(real, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return None
+        st = real.stat()
+    except OSError:
+        return None
+    return f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{st.st_dev}"
+
+
+def _builds_file() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "chromium-builds.json"
+
+
+def _known_builds() -> dict[str, str]:
+    import json
+
+    try:
+        known = json.loads(_builds_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(v, str) and v} if isinstance(known, dict) else {}
+
+
+def _remember_build(stamp: str, build: str) -> None:
+    """Best effort (an unwritable cache folder only costs the next run the question), written whole by rename."""
+    import json
+    import tempfile
+
+    path = _builds_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".chromium-builds-", delete=False) as f:
+            try:
+                json.dump({**_known_builds(), stamp: build}, f)
+            except OSError:
+                os.unlink(f.name)
+                raise
+        os.replace(f.name, path)
+    except OSError:
+        pass
 
 
 def _status_kib(pid: int, field: str) -> int | None:

@@ -12,17 +12,17 @@ measure.py do the measuring. It never compares or stores.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.runtimes.base import Outputs
+
+if TYPE_CHECKING:  # the process machinery is imported when a worker is first needed (a cached run needs none)
+    from concurrent.futures import ProcessPoolExecutor
 
 # What each figure of an isolated measurement is (the report's legend reads these).
 ISOLATED_DELTA = "isolated_peak_rss_delta_bytes"
@@ -119,6 +119,9 @@ class RuntimeWorkers:
         return kill_pool(self._pools.pop(ref, None))
 
     def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures.process import BrokenProcessPool
+
         from deploytool.convert.isolated import _submit_from_lasting_thread
 
         ref, timeout_s = _ref(cls), options.get("timeout_s")

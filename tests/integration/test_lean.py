@@ -79,3 +79,41 @@ def test_a_quantized_row_is_run_once_on_its_own(user_onnx, counted, tmp_path):
     batched, single = calls_of(dynamic.environment)
     k = dynamic.environment["latency_inferences_per_reading"]
     assert sum(batched) == N and single == 1 + WARMUP + k * readings_for(50, k)
+
+
+def test_each_test_sets_baseline_is_measured_once_when_a_user_switches_between_them(user_onnx, counted, tmp_path):
+    """One model, two test sets, back and forth (`--fresh` each time): each set's baseline is measured on its
+    first run only, and each run's row is that set's own baseline."""
+    from deploytool.migrate import MigrateRequest, migrate
+
+    model, data = user_onnx
+    rng = np.random.default_rng(1)
+    other = tmp_path / "other.npz"
+    np.savez(other, x=rng.integers(0, 255, (N // 2, 8, 8, 1)).astype(np.uint8), y=rng.integers(0, 10, N // 2))
+    rows = []
+    for npz in (data, other, data, other):
+        req = MigrateRequest(model=str(model), test_npz=npz, scale=1 / 255, targets=("host",), formats=("onnx",),
+                             quantize=("none",), warmup_runs=WARMUP, latency_samples=20, fresh=True)
+        (row,) = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None).results
+        rows.append(row)
+    assert counted == ["onnxruntime", "onnxruntime"], counted  # the first run on each set, and no other
+    assert [len(np.load(r.outputs_path)) for r in rows] == [N, N // 2, N, N // 2]
+    assert np.array_equal(np.load(rows[0].outputs_path), np.load(rows[2].outputs_path))
+    assert len(list((tmp_path / "ws" / "models").glob("*/baselines/*/baseline.json"))) == 2
+
+
+def test_a_rerun_of_a_finished_run_measures_nothing_and_leaves_its_record_as_it_was(user_onnx, counted, tmp_path):
+    from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.store import open_store
+
+    model, data = user_onnx
+    req = MigrateRequest(model=str(model), test_npz=data, scale=1 / 255, targets=("host",), formats=("onnx",),
+                         quantize=("none",), warmup_runs=WARMUP, latency_samples=20)
+    first = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
+    store = open_store(None, f"sqlite:///{tmp_path / 'ws' / 'results.db'}")
+    recorded = store.get_run(first.run_id)
+    read_only = f"sqlite:///file:{tmp_path / 'ws' / 'results.db'}?mode=ro&uri=true"  # any write would raise
+    again = migrate(req, tmp_path / "ws", read_only, progress=False, log=lambda s: None)
+    assert again.run_id == first.run_id and again.reused == 1 and counted == ["onnxruntime"]
+    assert store.get_run(first.run_id) == recorded and recorded["status"] == "complete"
+    assert [r.to_json() for r in again.results] == [r.to_json() for r in first.results]

@@ -187,3 +187,10 @@ def test_test_samples_spread_over_the_split_and_keep_the_training_identity(spec)
     assert train_key(spec, "keras", some, 2) == train_key(spec, "keras", full, 2)
     fewer = load_dataset(spec, limit_train=100)
     assert train_key(spec, "keras", fewer, 2) != train_key(spec, "keras", full, 2)
+
+
+def test_the_memory_limit_for_a_test_set_is_a_quarter_of_what_is_available():
+    """Read from /proc/meminfo (psutil's import is a measurable part of a small run's start); psutil agrees."""
+    import psutil
+
+    assert npz._memory_limit_bytes() == pytest.approx(psutil.virtual_memory().available / 4, rel=0.05)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from deploytool import findings
 from deploytool.result import Combo
 from deploytool.store import Store
+from deploytool.store_sqlite import SqliteStore
 from deploytool.upstream import write_finding
 from tests import results as factory
 
@@ -55,8 +58,9 @@ def test_an_accuracy_fault_is_pinned_on_the_runtime_when_the_same_file_passes_on
     assert alone.runtime == "" and findings.owner_of(alone) == "tensorflow/tensorflow"
 
 
-def test_sightings_are_counted_and_an_upgrade_that_fixes_it_is_noticed(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+@pytest.mark.parametrize("store_class", [Store, SqliteStore], ids=["sqlalchemy", "sqlite3"])
+def test_sightings_are_counted_and_an_upgrade_that_fixes_it_is_noticed(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     v1 = {"tfjs-tflite": "0.0.1-alpha.10", "numpy": "1.26.4"}
     (f,) = findings.record_run(store, "night-1", [_load_failure()], v1)
     findings.record_run(store, "night-2", [replace(_load_failure(), run_id="night-2")], v1)

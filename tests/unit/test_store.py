@@ -13,6 +13,7 @@ import math
 import os
 import socket
 import subprocess
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -26,8 +27,24 @@ from deploytool.report import html, text
 from deploytool.compare import Check
 from deploytool.result import Combo, Result
 from tests import results as factory
-from deploytool.store import Store, mask_url
+from deploytool.store import Store, mask_url, open_store
+from deploytool.store_sqlite import SqliteStore, sqlite_target
 from tests.conftest import run_cli
+
+
+@pytest.fixture(params=[Store, SqliteStore], ids=["sqlalchemy", "sqlite3"])
+def store_class(request):
+    """Both stores of a SQLite file: SQLAlchemy's (PostgreSQL's too) and the standard library's (the default)."""
+    return request.param
+
+
+def raw_row(db: Path, sql: str) -> tuple:
+    """One row as the file holds it, read past either store."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        (row,) = c.execute(sql).fetchall()
+    return row
 
 
 def make(run_id, key, status="measured", acc=0.9, created_at=""):
@@ -37,8 +54,8 @@ def make(run_id, key, status="measured", acc=0.9, created_at=""):
                           measurement=factory.measurement(p50_ms=float("nan")), notes=["n"], created_at=created_at)
 
 
-def test_roundtrip_resume_and_history(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_roundtrip_resume_and_history(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("r1", "m", {"targets": ["host"], "path": tmp_path})
     store.save(make("r1", "a"))
     store.save(make("r1", "b", status="runtime_failed"))
@@ -59,12 +76,12 @@ def test_roundtrip_resume_and_history(tmp_path):
     hist = store.history("m", ["a", "b"], before_run="r2")
     assert hist["a"].metrics["accuracy"] == 0.9 and hist["a"].run_id == "r1"
     # a second Store on the same file sees everything (results survive the process)
-    again = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    again = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     assert len(again.results_for("r1")) == 3 and {r["run_id"] for r in again.list_runs()} == {"r1", "r2"}
 
 
-def test_starting_a_run_again_keeps_its_first_request(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_starting_a_run_again_keeps_its_first_request(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("r1", "m", {"n": 1})
     first = store.get_run("r1")
     store.finish_run("r1", "interrupted")
@@ -74,27 +91,26 @@ def test_starting_a_run_again_keeps_its_first_request(tmp_path):
     assert len(store.list_runs()) == 1
 
 
-def test_history_is_the_latest_measurement_even_when_an_old_run_was_re_saved(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_history_is_the_latest_measurement_even_when_an_old_run_was_re_saved(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.save(make("r1", "a", acc=0.1, created_at="2025-01-01T00:00:00+00:00"))
     store.save(make("r2", "a", acc=0.2, created_at="2025-01-02T00:00:00+00:00"))
     store.save(make("r1", "a", acc=0.3, created_at="2025-01-03T00:00:00+00:00"))  # r1 re-run later: same row id
     assert store.history("m", ["a"], before_run="r3")["a"].metrics["accuracy"] == 0.3
 
 
-def test_a_run_id_prefix_is_literal(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_a_run_id_prefix_is_literal(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("a_1", "m", {})
     store.start_run("ab1", "m", {})
     assert store.get_run("a_")["run_id"] == "a_1" and store.get_run("a") is None  # "a" is ambiguous
 
 
 # ------------------------------------------------------------------ non-finite numbers
-def test_metric_columns_hold_numbers_or_null(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_metric_columns_hold_numbers_or_null(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.save(make("r", "a"))
-    with store.engine.connect() as c:
-        row = c.execute(store.sa.text("select accuracy, max_abs_error, p50_ms from results")).one()
+    row = raw_row(tmp_path / "r.db", "select accuracy, max_abs_error, p50_ms from results")
     assert row[0] == 0.9 and row[1] is None and row[2] is None and not math.isnan(row[0])
 
 
@@ -109,11 +125,10 @@ def _nan_result() -> Result:
         measurement=factory.measurement(p50_ms=np.float64(inf)), environment={"latency_ms": np.array([1.0, inf])})
 
 
-def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.save(_nan_result())
-    with store.engine.connect() as c:
-        raw, agreement, p50 = c.execute(store.sa.text("select details, agreement, p50_ms from results")).one()
+    raw, agreement, p50 = raw_row(tmp_path / "r.db", "select details, agreement, p50_ms from results")
     details = json.loads(raw, parse_constant=lambda s: pytest.fail(f"{s} in the stored JSON"))  # strict JSON
     assert details["comparison"]["agreement"] is None and details["environment"]["latency_ms"] == [1.0, None]
     assert agreement is None and p50 is None
@@ -124,7 +139,7 @@ def test_non_finite_numbers_are_stored_as_null_and_read_back_as_none(tmp_path):
     assert r.comparison.checks[0].value is None
 
 
-def test_rows_written_by_schema_1_are_upgraded_on_read(tmp_path):
+def test_rows_written_by_schema_1_are_upgraded_on_read(tmp_path, store_class):
     """A database an older deploytool wrote: no runtime/schema_version columns, flat metrics and a details bag
     (non-finite numbers as strings). Opening it adds the columns; its rows read back as typed Results."""
     import sqlite3
@@ -150,7 +165,7 @@ def test_rows_written_by_schema_1_are_upgraded_on_read(tmp_path):
         db.execute("insert into results (run_id, combo_key, model, dataset, framework, format, quantize, target, device, "
                    "backend, status, reason, details) values ('old','e','m','d','keras','tflite','int8','android','s',"
                    "'cpu','device_error','gone','{}')")
-    store = Store(f"sqlite:///{path}")
+    store = store_class(f"sqlite:///{path}")
     measured, errored = store.results_for("old")
     assert measured.verdict == "degraded" and measured.status.final and not measured.failing
     assert measured.metrics["accuracy"] == 0.9 and measured.metrics["max_abs_error"] is None
@@ -164,8 +179,8 @@ def test_rows_written_by_schema_1_are_upgraded_on_read(tmp_path):
     assert again.to_json() == replace(measured, run_id="new").to_json()  # non-finite numbers travel as null
 
 
-def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path, store_class):
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.save(_nan_result())
     for results in (store.results_for("r"), [_nan_result()]):  # read back (None), and fresh (NaN/inf) floats
         inp = ReportInput(run_id="r", model="m", dataset="d", run_info={}, results=results, baselines={},
@@ -269,11 +284,11 @@ def _one_line_store_error(call) -> str:
     return msg
 
 
-def test_a_read_only_results_file_reads_but_a_write_is_a_one_line_store_error(tmp_path):
+def test_a_read_only_results_file_reads_but_a_write_is_a_one_line_store_error(tmp_path, store_class):
     db = tmp_path / "results.db"
-    Store(f"sqlite:///{db}").save(make("r", "a"))
+    store_class(f"sqlite:///{db}").save(make("r", "a"))
     with read_only(db, tmp_path):
-        store = Store(f"sqlite:///{db}")  # opening and reading need no write
+        store = store_class(f"sqlite:///{db}")  # opening and reading need no write
         assert [r.combo_key for r in store.results_for("r")] == ["a"] and store.final_keys("r") == {"a"}
         for call in (lambda: store.save(make("r", "b")), lambda: store.start_run("r2", "m", {}),
                      lambda: store.finish_run("r")):
@@ -281,10 +296,10 @@ def test_a_read_only_results_file_reads_but_a_write_is_a_one_line_store_error(tm
             assert "attempt to write a readonly database" in msg and str(db) in msg and "writable" in msg
 
 
-def test_a_read_only_uri_is_a_one_line_store_error_on_write(tmp_path):
+def test_a_read_only_uri_is_a_one_line_store_error_on_write(tmp_path, store_class):
     db = tmp_path / "results.db"
-    Store(f"sqlite:///{db}").save(make("r", "a"))
-    store = Store(f"sqlite:///file:{db}?mode=ro&uri=true")
+    store_class(f"sqlite:///{db}").save(make("r", "a"))
+    store = store_class(f"sqlite:///file:{db}?mode=ro&uri=true")
     assert len(store.results_for("r")) == 1
     assert "readonly database" in _one_line_store_error(lambda: store.save(make("r", "b")))
 
@@ -297,19 +312,19 @@ def test_report_list_works_on_a_read_only_results_file(tmp_path, capsys):
     assert "ro-run" in capsys.readouterr().out
 
 
-def test_a_results_file_that_cannot_be_created_is_a_one_line_store_error(tmp_path):
+def test_a_results_file_that_cannot_be_created_is_a_one_line_store_error(tmp_path, store_class):
     folder = tmp_path / "ro"
     folder.mkdir()
     with read_only(folder):
-        msg = _one_line_store_error(lambda: Store(f"sqlite:///{folder / 'results.db'}"))
+        msg = _one_line_store_error(lambda: store_class(f"sqlite:///{folder / 'results.db'}"))
     assert "unable to open database file" in msg and "writable" in msg
-    msg = _one_line_store_error(lambda: Store(f"sqlite:///{tmp_path / 'no' / 'such' / 'results.db'}"))
+    msg = _one_line_store_error(lambda: store_class(f"sqlite:///{tmp_path / 'no' / 'such' / 'results.db'}"))
     assert "does not exist" in msg
 
 
-def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path):
+def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path, store_class):
     (tmp_path / "results.db").write_bytes(b"not sqlite at all " * 100)
-    msg = _one_line_store_error(lambda: Store(f"sqlite:///{tmp_path / 'results.db'}"))
+    msg = _one_line_store_error(lambda: store_class(f"sqlite:///{tmp_path / 'results.db'}"))
     assert "file is not a database" in msg and "move it away" in msg
 
 
@@ -342,4 +357,89 @@ def test_a_relative_sqlite_url_stays_on_its_file_when_the_working_directory_chan
     assert (tmp_path / "a" / "results.db").exists() and not (tmp_path / "b" / "results.db").exists()
     assert str(tmp_path / "a" / "results.db") in store.url
     uri.engine.dispose()
+    assert [r.combo_key for r in uri.results_for("r")] == ["a"]
+
+
+# ------------------------------------------------------------------ the default store without SQLAlchemy
+def test_the_default_sqlite_store_never_imports_sqlalchemy(tmp_path):
+    code = ("import sys; from deploytool.store import open_store\n"
+            f"s = open_store(None, 'sqlite:///{tmp_path / 'results.db'}')\n"
+            "s.start_run('r', 'm', {}); s.finish_run('r')\n"
+            "print(type(s).__name__, s.get_run('r')['status'], 'sqlalchemy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["SqliteStore", "complete", "False"]
+
+
+@pytest.mark.parametrize("url, kept", [
+    ("sqlite:///r.db", True), ("sqlite:///file:r.db?mode=ro&uri=true", True),
+    ("sqlite://", False), ("sqlite:///:memory:", False), ("sqlite+pysqlite:///r.db", False),
+    ("sqlite:///r.db?timeout=5", False), ("sqlite:///a%20b.db", False), ("postgresql+psycopg://u@h/db", False),
+])
+def test_open_store_takes_plain_sqlite_files_itself_and_leaves_the_rest_to_sqlalchemy(tmp_path, monkeypatch, url, kept):
+    monkeypatch.chdir(tmp_path)
+    assert (sqlite_target(url) is not None) == kept
+    if kept and "mode=ro" not in url:
+        assert type(open_store(url, "unused")) is SqliteStore
+    assert sqlite_target("sqlite:///file:r.db?mode=ro&uri=true") == (f"file:{tmp_path / 'r.db'}?mode=ro", True)
+
+
+def _schema(db: Path) -> list[tuple]:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        return sorted(c.execute("select type, name, tbl_name, sql from sqlite_master").fetchall(), key=str)
+
+
+def test_both_stores_make_the_same_tables_and_read_each_others_files(tmp_path):
+    """SqliteStore's tables are SQLAlchemy's, to the DDL text: a column added to Store must be added there."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    light, full = SqliteStore(f"sqlite:///{a}"), Store(f"sqlite:///{b}")
+    assert _schema(a) == _schema(b) and len(_schema(a)) == 10
+    for writer, reader in ((light, Store(f"sqlite:///{a}")), (full, SqliteStore(f"sqlite:///{b}"))):
+        writer.start_run("r1", "m", {"targets": ["host"], "n": 1.5, "none": None})
+        writer.save(make("r1", "a"))
+        writer.save(_nan_result())
+        writer.save_point("r1", "sweep", "p1", {"x": [1, 2], "y": None})
+        writer.record_finding("f1", {"stage": "load"}, "owner", "title", "r1", {"numpy": "1"}, "row", "bundle")
+        writer.mark_finding_absent("f1", "r2", {"numpy": "2"})
+        for store in (writer, reader):
+            assert store.get_run("r1")["request"] == {"targets": ["host"], "n": 1.5, "none": None}
+            (row,) = store.results_for("r1")
+            assert row.to_json() == writer.results_for("r1")[0].to_json() and row.metrics["accuracy"] == 0.9
+            assert row.metrics["max_abs_error"] is None and row.notes == ["n"] and row.artifact == factory.artifact()
+            assert store.results_for("r")[0].to_json() == writer.results_for("r")[0].to_json()
+            assert store.points("r1") == {"p1": {"x": [1, 2], "y": None}}
+            (f,) = store.findings()
+            assert f["runs"] == ["r1"] and f["versions"] == {"numpy": ["1"]} and f["not_seen_since"] == "numpy 2"
+            assert store.final_keys("r1") == {"a"} and store.history("m", ["a"], "r9")["a"].run_id == "r1"
+
+
+def test_a_full_database_is_a_one_line_store_error_without_sqlalchemy(tmp_path, monkeypatch):
+    store = SqliteStore(f"sqlite:///{tmp_path / 'results.db'}")
+    store.save(make("r", "a"))
+    (pages,) = raw_row(tmp_path / "results.db", "PRAGMA page_count")
+    connect = store._connect
+
+    def at_its_size_limit():  # SQLite's own size limit: the same SQLITE_FULL a full disk gives
+        c = connect()
+        c.execute(f"PRAGMA max_page_count = {pages}")
+        return c
+
+    monkeypatch.setattr(store, "_connect", at_its_size_limit)
+    big = make("r", "b")
+    big.environment["log"] = "x" * 200_000
+    msg = _one_line_store_error(lambda: store.save(big))
+    assert "database or disk is full" in msg and "free some space" in msg
+    assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written
+
+
+def test_a_relative_sqlite_file_stays_put_without_sqlalchemy(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    store, uri = SqliteStore("sqlite:///results.db"), SqliteStore("sqlite:///file:results.db?uri=true")
+    monkeypatch.chdir(tmp_path / "b")
+    store.save(make("r", "a"))
+    assert (tmp_path / "a" / "results.db").exists() and not (tmp_path / "b" / "results.db").exists()
+    assert store.url == f"sqlite:///{tmp_path / 'a' / 'results.db'}"
     assert [r.combo_key for r in uri.results_for("r")] == ["a"]
