@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                "target_options": target_options}
     srun = StudyRun.open("pitfalls", plan.spec.name, request, args.workspace, args.db, args.run_id, args.fresh)
     try:
-        measure(srun, plan, request, args.db, progress=not args.quiet)
+        measure(srun, plan, request, progress=not args.quiet)
     except BaseException:
         srun.finish("interrupted")
         raise
@@ -183,7 +183,7 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     return segments, by_artifact
 
 
-def measure(srun: Any, plan: Plan, request: dict[str, Any], db: str | None = None, progress: bool = False) -> None:
+def measure(srun: Any, plan: Plan, request: dict[str, Any], progress: bool = False) -> None:
     """Every row of the matrix runs the clean set and every mistaken copy (and the int8 copies) as ONE stacked test
     set (robust_sets.Stack: one model load, one browser page, split back by offsets), in one migrate context: one
     browser for all web rows, each PC model's baseline once. A point per framework is stored when its rows ran."""

@@ -1,12 +1,13 @@
 """`deploytool study sweep`: what thread count and batch size cost at inference on every runtime a request
 names, and what batch size, threads and optimizer/learning rate cost in training (seeds 002 and 004).
 
-Inference: each runtime (the PC baselines Keras and PyTorch, LiteRT and onnxruntime on the host, TF.js and
-onnxruntime-web in Chromium, benchmark_model on a phone) runs the grid threads x batch. Host runtimes run in a
-child process (sweep_worker.py) that times whole batches (sweep_measure.py); the browser and the phone run whole
-sets at each point, so there only batch 1 has per-sample percentiles. Training: one child per grid point,
-through train.py's own fit functions. Models come from migrate's caches (trained models, converted artifacts).
-Every point is stored as it is measured; the same request resumes and measures only what is missing.
+Inference: each runtime (the PC baselines Keras and PyTorch, LiteRT and onnxruntime on the host, TF.js on every
+backend, onnxruntime-web and tfjs-tflite in Chromium, benchmark_model on a phone) runs the grid threads x batch.
+Host runtimes run in a child process (sweep_worker.py) that times whole batches (sweep_measure.py); the browser and
+the phone run whole sets at each point, so there only batch 1 has per-sample percentiles (a phone's batches and
+latency runs are each a benchmark_model process, so its points run a few of each). Training: one child per grid
+point, through train.py's own fit functions. Models come from migrate's caches (trained models, converted
+artifacts). Every point is stored as it is measured; the same request resumes and measures only what is missing.
 """
 
 from __future__ import annotations
