@@ -158,7 +158,6 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
     from deploytool.context import Source
     from deploytool.data.mistakes import INT8_UNSCALED, int8_unscaled
-    from deploytool.errors import StageFailed
     from deploytool.runner import convert_cached
     from deploytool.runtimes.tflite_io import read_io
 
@@ -171,9 +170,9 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
         seen.add((c.framework, c.format, c.quantize))
         try:
             artifact = convert_cached(ctx, converter, Source(c.framework, ctx.source_model(c.framework), None), c)
-        except StageFailed:
-            continue  # the row reports it
-        inp = read_io(str(artifact.path))[0][0]
+            inp = read_io(str(artifact.path))[0][0]
+        except Exception:  # a conversion that fails or a file LiteRT cannot read: its rows report it
+            continue
         if not inp.quantized:
             continue
         facts = {"dtype": inp.dtype, "scale": inp.scale, "zero_point": inp.zero_point}
