@@ -145,7 +145,7 @@ def _request(plan: Plan, request: dict[str, Any]) -> Any:
 
 
 def _segment(name: str, x: np.ndarray) -> Any:
-    """One segment as a set of robust_sets' stacks (named by its content)."""
+    """One segment as a set robust_sets can stack, named by its content."""
     from deploytool.study.attacks import array_sha256
     from deploytool.study.robust_sets import CraftedSet, SetPlan
 
