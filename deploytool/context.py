@@ -23,7 +23,7 @@ from deploytool.errors import DataError
 from deploytool.request import MigrateRequest
 from deploytool.result import Combo
 from deploytool.spec import ModelSpec, load_spec
-from deploytool.targets import Position, Preflight, get_target
+from deploytool.targets import Position, Preflight, RunSettings, get_target
 from deploytool.workspace import Workspace, stable_hash
 
 CALIBRATION_FROM_TEST = 200
@@ -150,12 +150,14 @@ class RunContext:
             finally:
                 self._session_options = None
 
-    def target_runtime_options(self, target: str, position: Position) -> dict[str, Any]:
-        """A target's runtime options at one position, with what its open session shares."""
+    def target_runtime_options(self, target: str, position: Position,
+                               settings: RunSettings | None = None) -> dict[str, Any]:
+        """A target's runtime options at one position, with what its open session shares. `settings` (threads,
+        warm-up, latency samples) default to the request's; the sweep passes each grid point's."""
         t = get_target(target)
         options = self.target_options.get(target) or t.options()
         shared = (self._session_options or {}).get(target, {})
-        return {**t.runtime_options(options, self.req.settings, position), **shared}
+        return {**t.runtime_options(options, settings or self.req.settings, position), **shared}
 
     def runtime_options(self, combo: Combo) -> dict[str, Any]:
         return self.target_runtime_options(combo.target, self.position(combo))

@@ -3,18 +3,17 @@ and on every migrated artifact (seed 003, MLModelScope: a missing centre crop co
 top-1, a layout mistake far more).
 
 The mistakes (deploytool/data/mistakes.py) are built from the raw test images and fed through migrate's own
-machinery: per source framework, the clean test set and each mistaken copy are concatenated into one test
-set, handed to `migrate` as a user's test set (the trained model file, preprocessing already applied), and
-each row's stored per-sample outputs are scored per segment. Conversions come from migrate's cache (the
-calibration set is the zoo run's), so each artifact is converted once and loaded once per target. The int8
-mistake needs each int8-input artifact's own scale and zero point: it gets one more migrate run per such
-artifact. Nothing is scored twice: points are keyed per framework and per int8 artifact, and resumed.
+machinery (its matrix, context, cached trainings and conversions, runtimes and sessions): the clean set and each
+mistaken copy are stacked into one test set (robust_sets.Stack, each copy padded to whole batches so its answers
+are the ones it gets alone) and every row runs the stack in ONE runtime call — one model load, one browser page,
+all web rows in one browser — and is scored per copy after splitting its outputs back by offsets. The int8
+mistake needs each int8-input artifact's own scale and zero point: those artifacts are converted (or read from
+the cache) first and their copies join the stack. Points are keyed per framework and resumed.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import numpy as np
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                "target_options": target_options}
     srun = StudyRun.open("pitfalls", plan.spec.name, request, args.workspace, args.db, args.run_id, args.fresh)
     try:
-        measure(srun, plan, request, args.db, progress=not args.quiet)
+        measure(srun, plan, request, progress=not args.quiet)
     except BaseException:
         srun.finish("interrupted")
         raise
@@ -82,9 +81,9 @@ class Plan:
     """The zoo model, its raw test images and the mistaken copies of them: everything but the targets."""
 
     def __init__(self, spec: Any, dataset: Any, raw_x: np.ndarray, y: np.ndarray, frameworks: list[str],
-                 epochs: int | None):
+                 epochs: int | None, data_dir: Any = None):
         self.spec, self.dataset, self.raw_x, self.y = spec, dataset, raw_x, y
-        self.frameworks, self.epochs = frameworks, epochs
+        self.frameworks, self.epochs, self.data_dir = frameworks, epochs, data_dir
 
     @classmethod
     def build(cls, model: str, framework: str, data_dir: Any, epochs: int | None, samples: int) -> "Plan":
@@ -103,7 +102,7 @@ class Plan:
         raw_x = _as_nhwc(raw.x_test, spec.input_shape, spec.dataset)
         idx = spread(len(raw_x), samples)
         return cls(spec, dataset, np.asarray(raw_x[idx], np.float32), raw.y_test.astype(np.int64).ravel()[idx],
-                   expand((framework,), spec.frameworks, "framework"), epochs)
+                   expand((framework,), spec.frameworks, "framework"), epochs, data_dir)
 
     def identity(self) -> dict[str, Any]:
         return {"model": self.spec.name, "spec": self.spec.content_hash(), "data": self.dataset.sha256,
@@ -134,102 +133,124 @@ def spread(total: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(int))
 
 
-def _test_npz(ws: Any, x: np.ndarray, y: np.ndarray, calibration: np.ndarray) -> Any:
-    """The test set as a user's .npz in the workspace, named by its content (written once). x_train is the
-    zoo run's int8 calibration set (its labels are unused), so conversions are the cached ones."""
-    import hashlib
+def _request(plan: Plan, request: dict[str, Any]) -> Any:
+    """migrate's request for the study's matrix (the zoo model, its cached conversions and runtimes). Latency is
+    not this study's question: no warm-up, one timed sample per row."""
+    from deploytool.migrate import MigrateRequest
 
-    from deploytool.workspace import stable_hash
-
-    digest = hashlib.sha256(x.tobytes() + y.tobytes() + calibration.tobytes()).hexdigest()[:16]
-    path = ws.root / "study" / "pitfalls" / f"{stable_hash([digest, list(x.shape)], 16)}.npz"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, x=x, y=y, x_train=calibration, y_train=np.zeros(len(calibration), np.int64))
-        tmp.replace(path)
-    return path
+    return MigrateRequest(model=plan.spec.name, frameworks=tuple(plan.frameworks), formats=(request["formats"],),
+                          quantize=(request["quantize"],), targets=(request["targets"],),
+                          target_options=request["target_options"], data_dir=plan.data_dir, epochs=plan.epochs,
+                          warmup_runs=0, latency_samples=1)
 
 
-def _migrate(srun: Any, plan: Plan, request: dict[str, Any], db: str | None, artifact: Any, npz: Any, formats: str,
-             quantize: str, progress: bool) -> tuple[Any, list[str]]:
-    from deploytool.migrate import MigrateRequest, migrate
+def _segment(name: str, x: np.ndarray) -> Any:
+    """One segment as a set robust_sets can stack, named by its content."""
+    from deploytool.study.attacks import array_sha256
+    from deploytool.study.robust_sets import CraftedSet, SetPlan
 
-    req = MigrateRequest(model=str(artifact.path), frameworks=("all",), formats=(formats,), quantize=(quantize,),
-                         targets=(request["targets"],), target_options=request["target_options"], test_npz=npz,
-                         layout=artifact.layout, data_layout="NHWC", labels=plan.spec.labels, warmup_runs=2,
-                         latency_samples=10)
-    warned: list[str] = []
-    out = migrate(req, srun.ws.root, db, progress=progress, log=lambda s: print(s, file=sys.stderr),
-                  warn=warned.append)
-    return out, warned
+    return CraftedSet(SetPlan(name, None, None), x, np.ascontiguousarray(x, np.float32), {"sha256": array_sha256(x)})
 
 
-def _per_segment(outputs: np.ndarray, y: np.ndarray, names: list[str]) -> dict[str, float]:
-    n = len(y)
-    pred = np.asarray(outputs).argmax(1)
-    return {name: float(np.mean(pred[i * n:(i + 1) * n] == y)) for i, name in enumerate(names)}
-
-
-def _row(r: Any, y: np.ndarray, names: list[str]) -> dict[str, Any]:
-    c = r.combo
-    row = {"label": c.label, "framework": c.framework, "format": c.format, "quantize": c.quantize,
-           "where": c.where, "status": str(r.status), "reason": r.reason or "", "accuracy": {},
-           "artifact_sha256": r.artifact.sha256 if r.artifact else "",
-           "artifact_path": str(r.artifact.path) if r.artifact else ""}
-    if r.comparison is not None and r.outputs_path:
-        row["accuracy"] = _per_segment(np.load(r.outputs_path, allow_pickle=False), y, names)
-    return row
-
-
-def measure(srun: Any, plan: Plan, request: dict[str, Any], db: str | None = None, progress: bool = False) -> None:
-    from deploytool.train import train
-
-    done = srun.points()
-    segments, skipped, caught = plan.segments()
-    names = [n for n, _ in segments]
-    x = np.concatenate([s for _, s in segments])
-    y = np.tile(plan.y, len(segments))
-    calibration = np.ascontiguousarray(plan.dataset.calibration())
-    for fw in plan.frameworks:
-        artifact = train(plan.spec, fw, plan.dataset, srun.ws, epochs=plan.epochs, progress=progress).get_artifact()
-        key = f"rows/{fw}"
-        if key not in done:
-            npz = _test_npz(srun.ws, x, y, calibration)
-            out, warned = _migrate(srun, plan, request, db, artifact, npz, request["formats"], request["quantize"],
-                                   progress)
-            pc = _per_segment(out.baselines[fw].outputs(), plan.y, names)
-            done[key] = {"framework": fw, "migrate_run": out.run_id, "segments": names, "samples": len(plan.y),
-                         "pc": pc, "rows": [_row(r, plan.y, names) for r in out.results],
-                         "not_applicable": skipped, "check_warns": caught, "warnings": warned}
-            srun.save(key, done[key])
-        for row in done[key]["rows"]:
-            _int8_point(srun, plan, request, db, done, fw, artifact, row, segments[0][1], progress)
-
-
-def _int8_point(srun: Any, plan: Plan, request: dict[str, Any], db: str | None, done: dict[str, Any], fw: str,
-                artifact: Any, row: dict[str, Any], clean: np.ndarray, progress: bool) -> None:
-    """The int8-scaling mistake for one int8-input artifact: its rows on every target, fed the unscaled set."""
-    from deploytool.data.mistakes import int8_unscaled
+def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
+    """The int8-scaling mistake needs each int8-input artifact's own scale and zero point, so those artifacts are
+    converted (or read from migrate's cache) before anything runs: ({segment name: fed tensor}, {artifact sha256:
+    (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
+    from deploytool.context import Source
+    from deploytool.data.mistakes import INT8_UNSCALED, int8_unscaled
+    from deploytool.runner import convert_cached
     from deploytool.runtimes.tflite_io import read_io
 
-    if row["format"] not in ("tflite", "tflite-onnx2tf") or not row["artifact_sha256"] or not row["accuracy"]:
+    segments: dict[str, np.ndarray] = {}
+    by_artifact: dict[str, tuple[str, dict[str, Any]]] = {}
+    seen = set()
+    for c in combos:
+        if c.format not in ("tflite", "tflite-onnx2tf") or (c.framework, c.format, c.quantize) in seen:
+            continue
+        seen.add((c.framework, c.format, c.quantize))
+        try:
+            artifact = convert_cached(ctx, converter, Source(c.framework, ctx.source_model(c.framework), None), c)
+            inp = read_io(str(artifact.path))[0][0]
+        except Exception:  # a conversion that fails or a file LiteRT cannot read: its rows report it
+            continue
+        if not inp.quantized:
+            continue
+        facts = {"dtype": inp.dtype, "scale": inp.scale, "zero_point": inp.zero_point}
+        name = f"{INT8_UNSCALED[0]}/{inp.dtype}/{inp.scale!r}/{inp.zero_point}"
+        segments.setdefault(name, int8_unscaled(clean, inp.scale, inp.zero_point, inp.dtype))
+        by_artifact[artifact.sha256] = (name, facts)
+    return segments, by_artifact
+
+
+def measure(srun: Any, plan: Plan, request: dict[str, Any], progress: bool = False) -> None:
+    """Every row of the matrix runs the clean set and every mistaken copy (and the int8 copies) as ONE stacked test
+    set (robust_sets.Stack: one model load, one browser page, split back by offsets), in one migrate context: one
+    browser for all web rows, each PC model's baseline once. A point per framework is stored when its rows ran."""
+    from dataclasses import replace
+
+    from deploytool.context import Source
+    from deploytool.convert.lanes import ConversionLanes
+    from deploytool.migrate import prepare
+    from deploytool.runner import conversions_ahead, run_combination
+    from deploytool.study.robust_sets import Stack, pc_baseline
+    from deploytool.workspace import stable_hash
+
+    done = srun.points()
+    todo = [fw for fw in plan.frameworks if f"rows/{fw}" not in done]
+    if not todo:
         return
-    key = f"int8/{fw}/{row['format']}/{row['quantize']}"
-    if key in done:
-        return
-    inp = read_io(row["artifact_path"])[0][0]
-    if not inp.quantized:
-        return
-    x = int8_unscaled(clean, inp.scale, inp.zero_point, inp.dtype)
-    npz = _test_npz(srun.ws, x, plan.y, np.ascontiguousarray(plan.dataset.calibration()))
-    out, warned = _migrate(srun, plan, request, db, artifact, npz, row["format"], row["quantize"], progress)
-    rows = [_row(r, plan.y, ["int8_unscaled"]) for r in out.results
-            if r.artifact is not None and r.artifact.sha256 == row["artifact_sha256"]]
-    done[key] = {"framework": fw, "format": row["format"], "quantize": row["quantize"], "migrate_run": out.run_id,
-                 "input": {"dtype": inp.dtype, "scale": inp.scale, "zero_point": inp.zero_point},
-                 "rows": rows, "warnings": warned}
-    srun.save(key, done[key])
+    segments, skipped, caught = plan.segments()
+    names = [n for n, _ in segments]
+    ctx, combos, _, keys = prepare(_request(plan, request), srun.ws, progress)
+    combos = [c for c in combos if c.framework in todo]
+    converter = ConversionLanes(srun.ws.root / "logs", srun.run_id, ctx.req.timeout_s)
+    try:
+        for fw in todo:  # every conversion starts now, each framework's in its own worker
+            for fmt, quantize, out, calibration in conversions_ahead(ctx, combos, fw, ctx.source_model(fw)):
+                converter.prefetch(ctx.source_model(fw), fmt, quantize, out, calibration)
+        int8, by_artifact = _int8_segments(ctx, converter, combos, segments[0][1])
+        stack = Stack(tuple(_segment(n, x) for n, x in [*segments, *int8.items()]), len(plan.y))
+        ds = stack.dataset(ctx.dataset, plan.y, ctx.spec.layout)
+        out_dir = srun.ws.inside(srun.ws.root / "outputs" / srun.run_id / "pc" / ds.sha256[:16])
+        with ctx.sessions():
+            for fw in todo:
+                art = ctx.source_model(fw)
+                b = pc_baseline(ctx, fw, art, ds, out_dir)
+                pc = _scores(stack.split(b.predictions), plan.y, names)
+                stack_ctx = replace(ctx, dataset=ds, sources={fw: Source(fw, art, b)})
+                rows = []
+                for combo in (c for c in combos if c.framework == fw):
+                    key = stable_hash({"row": keys[combo], "sets": [s.facts["sha256"] for s in stack.sets]}, 24)
+                    r = run_combination(stack_ctx, converter, combo, srun.run_id, key)
+                    rows.append(_row(r, stack, plan.y, names, by_artifact))
+                srun.save(f"rows/{fw}", {"framework": fw, "segments": names, "samples": len(plan.y), "pc": pc,
+                                         "rows": rows, "not_applicable": skipped, "check_warns": caught,
+                                         "int8_inputs": {n: f for n, f in by_artifact.values()}})
+    finally:
+        converter.close()
+
+
+def _scores(preds: dict[str, np.ndarray], y: np.ndarray, names: list[str]) -> dict[str, float]:
+    return {n: float(np.mean(preds[n] == y)) for n in names}
+
+
+def _row(r: Any, stack: Any, y: np.ndarray, names: list[str], by_artifact: dict[str, tuple[str, dict]]) -> dict:
+    """One row: its status, and its accuracy per segment when it ran (the int8 copy made for its own artifact
+    scored as "int8_unscaled")."""
+    from deploytool.data.mistakes import INT8_UNSCALED
+
+    c = r.combo
+    row = {"label": c.label, "framework": c.framework, "format": c.format, "quantize": c.quantize,
+           "where": c.where, "status": str(r.status.value), "reason": r.reason or "", "accuracy": {},
+           "artifact_sha256": r.artifact.sha256 if r.artifact else ""}
+    if r.comparison is not None and r.outputs_path:
+        preds = stack.split(np.load(r.outputs_path, allow_pickle=False).argmax(1))
+        row["accuracy"] = _scores(preds, y, names)
+        own = by_artifact.get(row["artifact_sha256"])
+        if own is not None:
+            row["accuracy"][INT8_UNSCALED[0]] = float(np.mean(preds[own[0]] == y))
+            row["int8_input"] = own[1]
+    return row
 
 
 # ------------------------------------------------------------------------------------------- the report
@@ -305,8 +326,9 @@ def report(srun: Any) -> list[Section]:
     legend = Table(("mistake", "what the user did", "not applicable because"),
                    tuple((n, titles[n], extra["not_applicable"].get(n, "")) for n in names))
     clean = Table(("row", "clean accuracy"), tuple((lbl, f"{100 * a:.2f}%") for lbl, a in extra["clean"].items()))
-    runs = Table(("point", "migrate run", "pitfall-check warnings"),
-                 tuple((k, pt["migrate_run"], "; ".join(pt["warnings"]) or "none") for k, pt in sorted(points.items())))
+    runs = Table(("row", "status", "why not measured"),
+                 tuple((r["label"], r["status"], r["reason"]) for k, pt in sorted(points.items())
+                       if k.startswith("rows/") for r in pt["rows"]))
     return [
         Section("drops", "Accuracy drop per mistake", f"Each row fed {samples} test samples clean and with one "
                 "mistake at a time; the first line is what seed 003 published for the same mistake on ImageNet "
@@ -318,8 +340,8 @@ def report(srun: Any) -> list[Section]:
                 tables=(legend,)),
         Section("clean", "Clean accuracy", "Each row's accuracy on the same samples without a mistake.",
                 tables=(clean,)),
-        Section("runs", "Migrate runs", "The migrate runs behind each point (`deploytool report RUN` shows one).",
-                tables=(runs,)),
+        Section("rows", "Rows", "Every row of the matrix and its status; a row not measured (unsupported, failed) "
+                "says why and has no line in the drops table.", tables=(runs,)),
     ]
 
 

@@ -1,12 +1,13 @@
 """`deploytool study sweep`: what thread count and batch size cost at inference on every runtime a request
 names, and what batch size, threads and optimizer/learning rate cost in training (seeds 002 and 004).
 
-Inference: each runtime (the PC baselines Keras and PyTorch, LiteRT and onnxruntime on the host, TF.js and
-onnxruntime-web in Chromium, benchmark_model on a phone) runs the grid threads x batch. Host runtimes run in a
-child process (sweep_worker.py) that times whole batches (sweep_measure.py); the browser and the phone run whole
-sets at each point, so there only batch 1 has per-sample percentiles. Training: one child per grid point,
-through train.py's own fit functions. Models come from migrate's caches (trained models, converted artifacts).
-Every point is stored as it is measured; the same request resumes and measures only what is missing.
+Inference: each runtime (the PC baselines Keras and PyTorch, LiteRT and onnxruntime on the host, TF.js on every
+backend, onnxruntime-web and tfjs-tflite in Chromium, benchmark_model on a phone) runs the grid threads x batch.
+Host runtimes run in a child process (sweep_worker.py) that times whole batches (sweep_measure.py); the browser and
+the phone run whole sets at each point, so there only batch 1 has per-sample percentiles (a phone's batches and
+latency runs are each a benchmark_model process, so its points run a few of each). Training: one child per grid
+point, through train.py's own fit functions. Models come from migrate's caches (trained models, converted
+artifacts). Every point is stored as it is measured; the same request resumes and measures only what is missing.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ EXAMPLES = ("deploytool study sweep --model lenet5",
             "deploytool study sweep --part train --train-batch 32,128 --lr 0.001,0.01 --target-accuracy 0.97")
 
 DEFAULT_BATCHES = (1, 8, 32, 256)
-RUNTIMES = ("keras", "torch", "litert", "onnxruntime", "tfjs", "onnxruntime-web", "benchmark_model")
+RUNTIMES = ("keras", "torch", "litert", "onnxruntime", "tfjs", "onnxruntime-web", "tfjs-tflite", "benchmark_model")
 SWEEP_FORMATS = ("tflite", "onnx", "tfjs")  # fp32 artifacts: the sweep measures runtimes, not quantization
 PARTS = ("all", "infer", "train")
 WORKER_TIMEOUT_S = 900.0
@@ -126,7 +127,8 @@ class Unit:
 
 
 RUNTIME_LABELS = {"keras": "Keras", "torch": "PyTorch", "litert": "LiteRT", "onnxruntime": "onnxruntime",
-                  "tfjs": "TF.js", "onnxruntime-web": "onnxruntime-web", "benchmark_model": "benchmark_model"}
+                  "tfjs": "TF.js", "onnxruntime-web": "onnxruntime-web", "tfjs-tflite": "tfjs-tflite",
+                  "benchmark_model": "benchmark_model"}
 
 
 def infer_key(unit: Unit, threads: int, batch: int) -> str:
@@ -176,6 +178,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
                    help="report the epochs (and seconds) each training point needs to reach this test accuracy")
     for t in all_targets():
         t.add_cli_options(p)  # --backend (web), --device/--delegate (android)
+    p.set_defaults(backend="all")  # the web sweep covers every TF.js backend the web target offers
 
 
 def run(args: argparse.Namespace) -> int:
@@ -416,17 +419,18 @@ class _Inference:
 
         from deploytool.errors import StageFailed
         from deploytool.runtimes import make_runtime, runtime_class
-        from deploytool.targets import Position
+        from deploytool.targets import Position, RunSettings
 
         x = np.load(self._inputs(artifact.layout), allow_pickle=False)
         batch_option = whole_set_batch_option(runtime_class(unit.target, artifact.format, unit.runtime))
+        req = self.ctx.req
         for t, batches in per_thread.items():
             for b in batches:
-                n = max(self.budget.min_samples, b * self.budget.min_batches)
+                n, latency_samples = whole_set_sizes(batch_option, self.budget, b)
                 inputs = x[np.arange(n) % len(x)]
-                options = {**self.ctx.target_runtime_options(unit.target, Position(unit.device, unit.backend)),
-                           "threads": t, batch_option: b,
-                           "latency_samples": self.budget.min_samples if b == 1 else 1}
+                settings = RunSettings(t, req.warmup_runs, latency_samples, req.timeout_s)
+                options = {**self.ctx.target_runtime_options(unit.target, Position(unit.device, unit.backend),
+                                                             settings), batch_option: b}
                 base = {**_base(unit, t, b), "artifact_sha256": artifact.sha256, "process": unit.target}
                 try:
                     with make_runtime(unit.target, artifact.format, unit.runtime, **options) as rt:
@@ -444,6 +448,15 @@ def whole_set_batch_option(cls: type) -> str:
     `max_batch` (the phone's accuracy run), as its module's OPTIONS name them."""
     accepted = getattr(sys.modules[cls.__module__], "OPTIONS", ())
     return "batch_size" if "batch_size" in accepted else "max_batch"
+
+
+def whole_set_sizes(batch_option: str, budget: PointBudget, batch: int) -> tuple[int, int]:
+    """(samples, latency samples) of one whole-set point. The browser runs the set in one page, so a point takes
+    `min_samples` (and that many batch-1 latency samples); a phone runs each batch, and each latency sample, as a
+    benchmark_model process of its own, so a point there takes `min_batches` batches and as many latency runs."""
+    if batch_option == "max_batch":
+        return batch * budget.min_batches, budget.min_batches
+    return max(budget.min_samples, batch * budget.min_batches), (budget.min_samples if batch == 1 else 1)
 
 
 def whole_set_point(out: Any, batch: int) -> dict[str, Any]:

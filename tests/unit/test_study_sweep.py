@@ -140,3 +140,32 @@ def test_cli_mistakes_are_one_line_before_anything_runs(tmp_path, capsys, argv, 
     err = capsys.readouterr().err
     assert err.startswith("deploytool: error:") and words in err and err.count("\n") == 1
     assert not (tmp_path / "ws" / "reports").exists()  # nothing measured, nothing reported
+
+
+def test_whole_set_points_size_the_browser_by_samples_and_the_phone_by_processes():
+    from deploytool.study.sweep import whole_set_sizes
+
+    budget = PointBudget(min_batches=5, min_samples=256)
+    # the browser runs a point in one page: enough samples, and batch 1 also gives that many latency samples
+    assert whole_set_sizes("batch_size", budget, 1) == (256, 256)
+    assert whole_set_sizes("batch_size", budget, 256) == (1280, 1)
+    # a phone starts one benchmark_model process per batch and per latency run: a few of each
+    assert whole_set_sizes("max_batch", budget, 1) == (5, 5)
+    assert whole_set_sizes("max_batch", budget, 8) == (40, 5)
+
+
+def test_the_sweep_offers_every_web_runtime_and_backend_by_default():
+    import argparse
+
+    from deploytool.runtimes import runtimes_for
+    from deploytool.study.sweep import RUNTIMES, add_cli
+    from deploytool.targets import get_target
+
+    offered = {n for fmt in ("tfjs_graph", "onnx", "tflite") for n in runtimes_for("web", fmt)}
+    assert offered == {"tfjs", "onnxruntime-web", "tfjs-tflite"} and offered <= set(RUNTIMES)
+    p = argparse.ArgumentParser()
+    add_cli(p)
+    args = p.parse_args([])
+    web = get_target("web")
+    assert web.options(web.options_from_cli(args)).backends == ("wasm", "cpu", "webgl")
+    assert web.options(web.options_from_cli(p.parse_args(["--backend", "cpu"]))).backends == ("cpu",)
