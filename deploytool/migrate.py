@@ -217,18 +217,28 @@ class _Run:
         """Every conversion the rows will need, before any row is measured: each framework's in its own
         worker as soon as its source is trained (the next source trains meanwhile), so nothing converts
         while latency is timed; returns the seconds spent waiting for them. A source that fails to train is left to its rows, which report it."""
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
         from deploytool.runner import conversions_ahead
 
         frameworks = list(dict.fromkeys(c.framework for c in todo))
-        for fw in frameworks:
-            try:
-                source = self.ctx.source_model(fw)
-            except (KeyboardInterrupt, WorkspaceError):
-                raise
-            except Exception:  # the row's own call raises it again as that row's result
-                continue
-            for fmt, quantize, out, calibration in conversions_ahead(self.ctx, todo, fw, source):
-                lanes.prefetch(source, fmt, quantize, out, calibration)
+        # The twins train side by side, each in its own process pinned to its thread count (the models are those
+        # of training one after the other); each framework's conversions start as soon as its own source is ready.
+        pool = ThreadPoolExecutor(max(1, len(frameworks)), thread_name_prefix="deploytool-train")
+        try:
+            started = {pool.submit(self.ctx.source_model, fw): fw for fw in frameworks}
+            for done in as_completed(started):
+                fw = started[done]
+                try:
+                    source = done.result()
+                except WorkspaceError:
+                    raise
+                except Exception:  # the row's own call raises it again as that row's result
+                    continue
+                for fmt, quantize, out, calibration in conversions_ahead(self.ctx, todo, fw, source):
+                    lanes.prefetch(source, fmt, quantize, out, calibration)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: the training processes end with this one
         t = time.perf_counter()
         lanes.drain()
         return time.perf_counter() - t  # what conversions cost beyond the training they overlapped
