@@ -138,7 +138,8 @@ def _request(plan: Plan, request: dict[str, Any]) -> Any:
     not this study's question: no warm-up, one timed sample per row."""
     from deploytool.migrate import MigrateRequest
 
-    return MigrateRequest(model=plan.spec.name, frameworks=tuple(plan.frameworks), formats=(request["formats"],),
+    # the manifest the study was given (a zoo name resolves to its file; a user's .toml is not in the zoo)
+    return MigrateRequest(model=plan.spec.source or plan.spec.name, frameworks=tuple(plan.frameworks), formats=(request["formats"],),
                           quantize=(request["quantize"],), targets=(request["targets"],),
                           target_options=request["target_options"], data_dir=plan.data_dir, epochs=plan.epochs,
                           warmup_runs=0, latency_samples=1)
