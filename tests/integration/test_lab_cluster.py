@@ -1,10 +1,11 @@
 """The lab on a real Dask cluster: a plain `dask scheduler` and `dask worker`
 processes on 127.0.0.1 with different resources. One worker owns the simulated
-phone (the ADB device simulator, a TEST DOUBLE), the other `host` (browser cells
-would take minutes here); host cells run the lab's runtime double. A night pins
-each cell to the worker owning its resource (recorded in the row), a worker
-SIGKILLed mid-cell ends in a retry on a worker that has the resource, and a phone
-no worker owns is `no_worker` within the bounded wait."""
+phone (the ADB device simulator, a TEST DOUBLE), one owns Chromium (a real
+headless browser cell: TFLite in tfjs-tflite), one owns `host`, whose cells run
+the lab's runtime double. A night pins each cell to the worker owning its
+resource (recorded in the row), a worker SIGKILLed mid-cell ends in a retry on a
+worker that has the resource, and a phone no worker owns is `no_worker` within
+the bounded wait."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
     from deploytool.store import Store
 
     ws, *_ = lenet5_workspace
-    text = SMALL.replace('targets = ["host"]', 'targets = ["host", "android"]') + \
+    text = SMALL.replace('targets = ["host"]', 'targets = ["host", "android", "web"]') + \
         f'\n[target_options.android]\ndevices = ["{phone.serial}", "no-such-phone"]\n' \
         f'benchmark_binary = "{BENCHMARK_MODEL_DOUBLE}"\n'
     (tmp_path / "lab.toml").write_text(text)
@@ -117,9 +118,10 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
     cluster = Cluster(log)
     try:
         cluster.worker("phone-host", f"android-{phone.serial}=1")
+        cluster.worker("browser-host", "chromium=1")  # its web cell runs while host-b holds its own
         cluster.worker("host-b", "host=1", sleep_s=60)  # holds its cell until it is killed
         with cluster.client() as c:
-            _wait("two workers", lambda: len(c.scheduler_info(n_workers=-1)["workers"]) == 2)
+            _wait("three workers", lambda: len(c.scheduler_info(n_workers=-1)["workers"]) == 3)
             done: dict = {}
 
             def night_thread():
@@ -151,6 +153,9 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
     on_phone = rows[("android", phone.serial)]
     assert on_phone.status == "measured", on_phone.reason
     assert on_phone.environment["lab_worker"] == "phone-host", on_phone.environment
+    in_browser = rows[("web", "")]
+    assert in_browser.status == "measured", in_browser.reason
+    assert in_browser.environment["lab_worker"] == "browser-host" and in_browser.environment["browser_version"]
     missing = rows[("android", "no-such-phone")]
     assert missing.status == "no_worker" and "android-no-such-phone" in missing.reason
     assert _lines(log, "done") == [str(cluster.procs["host-b2"].pid)]  # the killed cell was measured once, by b2
