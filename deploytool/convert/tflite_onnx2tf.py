@@ -47,10 +47,12 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         # Calibration does not touch the float files (see _onnx2tf): they do not claim it.
         for key in ("quant_type", "calibration_samples"):
             options.pop(key, None)
-    made = files[quantize]
+    name = f"model_{_onnx2tf.TFLITE_SUFFIX[quantize]}.tflite"  # as onnx2tf names it for a model.onnx
+    if quantize not in files:
+        raise FileNotFoundError(f"onnx2tf finished without writing its {name.replace('model_', '', 1)} file")
     path = Path(out_dir) / "model.tflite"
-    shutil.copyfile(made, path)
-    options["file"] = made.name.replace(Path(source.path).stem, "model", 1)
+    shutil.copyfile(files[quantize], path)
+    options["file"] = name
     if quantize == "int8-io":
         options.update(inference_input_type="int8", inference_output_type="int8")
     return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)
