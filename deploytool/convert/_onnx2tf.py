@@ -4,22 +4,42 @@ writes beside it. The input keeps the ONNX model's layout (onnx2tf would
 otherwise turn every 4-D input into NHWC by guessing which axis is the
 channel) and a free batch dimension. onnx2tf reports many faults by printing
 an error and calling sys.exit(1); that becomes an exception with the
-printed error here. onnx2tf is imported inside the function; nothing is
-written outside the directory given.
+printed error here. onnx2tf is imported inside the function; `run` writes
+nothing outside the directory given.
+
+`shared_run` keeps one run per (source bytes, layout, calibration set,
+onnx2tf version) in this process (a conversion worker), in a temporary
+folder, so the TFLite modes of one source cost one onnx2tf run: a
+calibrated run writes every file (float32, float16, dynamic range, both
+integer ones). Calibration changes only the integer files: with onnx2tf
+1.29 / TensorFlow 2.19 the float32, float16 and dynamic-range files of a
+calibrated run are byte-identical to an uncalibrated run's (fresh
+processes; a warm process only renames layers: `model_3/...`). It never
+serves another source or calibration set; a run that failed is that
+failure for every mode that asks it. Only the newest source's runs are
+kept; the folders go when the process exits, and a dead process's are
+removed by the next one that makes a run.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import io
+import os
 import re
+import shutil
 import sys
+import tempfile
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from deploytool.artifact import Artifact
-from deploytool.convert._common import onnx_input_name
+from deploytool.artifact import Artifact, content_hash
+from deploytool.convert._common import dist_version, onnx_input_name
 
 CONVERTER = "onnx2tf"
 DIST = "onnx2tf"
@@ -91,3 +111,92 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
 def tflite_path(source: Artifact, out_dir: Path, quantize: str) -> Path:
     """The file `run` made for `quantize` (onnx2tf names its files after the input file)."""
     return Path(out_dir) / f"{Path(source.path).stem}_{TFLITE_SUFFIX[quantize]}.tflite"
+
+
+# Shared runs live in <tmp>/deploytool-onnx2tf-run-<pid>-<random>: the pid says whose they are.
+RUN_PREFIX = "deploytool-onnx2tf-run-"
+
+
+@dataclass(frozen=True)
+class _Run:
+    folder: Path | None  # None when the run failed
+    stem: str  # onnx2tf names its files after the input file
+    options: dict
+    error: Exception | None = None
+
+
+_runs: dict[tuple, _Run] = {}
+_runs_lock = threading.Lock()
+_cleanup_registered = False
+
+
+def _array_sha256(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return hashlib.sha256(repr(a.shape).encode() + a.tobytes()).hexdigest()
+
+
+def shared_run(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:
+    """(our quantization word -> the .tflite file, the run's options) of the one onnx2tf run of `source` with
+    `calibration` in this process, made on first use: with calibration every file, without it the float32,
+    float16 and dynamic-range ones. Raises that run's error, each time it is asked. Do not write to the files."""
+    key = (content_hash(source.path), source.layout, None if calibration is None else _array_sha256(calibration),
+           dist_version(DIST))
+    with _runs_lock:
+        made = _runs.get(key)
+        if made is None:
+            _forget(keep_source=key[0])
+            made = _runs[key] = _new_run(source, calibration)
+        else:
+            print(f"onnx2tf: using this worker's run of {key[0][:12]} "
+                  f"({'calibration ' + key[2][:12] if key[2] else 'uncalibrated'})", flush=True)
+    if made.error is not None:
+        raise made.error
+    assert made.folder is not None
+    files = {q: made.folder / f"{made.stem}_{suffix}.tflite" for q, suffix in TFLITE_SUFFIX.items()}
+    return {q: f for q, f in files.items() if f.is_file()}, dict(made.options)
+
+
+def _new_run(source: Artifact, calibration: np.ndarray | None) -> _Run:
+    global _cleanup_registered
+    if not _cleanup_registered:
+        atexit.register(_forget)
+        _remove_dead_processes_runs()
+        _cleanup_registered = True
+    folder = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
+    try:
+        options = run(source, folder, calibration, integer=calibration is not None, dynamic=True)
+    except Exception as e:  # kept: every mode that asks this run gets this failure
+        shutil.rmtree(folder, ignore_errors=True)
+        return _Run(None, "", {}, e)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return _Run(folder, Path(source.path).stem, options)
+
+
+def _forget(keep_source: str | None = None) -> None:
+    """Remove the kept runs (all, or those of sources other than `keep_source`)."""
+    for key in [k for k in _runs if k[0] != keep_source]:
+        folder = _runs.pop(key).folder
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def forget_runs() -> None:
+    """Remove every run kept in this process (tests start from none)."""
+    with _runs_lock:
+        _forget()
+
+
+def _remove_dead_processes_runs() -> None:
+    """Folders a killed worker (a timeout, a crash) could not remove: those whose pid no longer runs."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"):
+        pid = folder.name[len(RUN_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass

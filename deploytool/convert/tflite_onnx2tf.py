@@ -4,12 +4,14 @@ and full int8 calibrated on the training split with float or int8
 input/output tensors. onnx2tf rebuilds the graph in TensorFlow and hands it
 to the TFLite converter; the input keeps the ONNX model's layout and a free
 batch dimension. Never runs the model it made beyond the calibration pass.
+Every mode of one source and calibration set is served by one onnx2tf run
+(`_onnx2tf.shared_run`); a float mode whose calibrated run failed gets its
+own uncalibrated run, as it would alone, so an int8 failure never hides it.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +40,30 @@ UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js mo
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     integer = quantize in ("int8", "int8-io")
-    samples = calibration_subset(calibration, f"onnx2tf {quantize}") if integer else None
-    with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
-        options = _onnx2tf.run(source, Path(tmp), samples, integer=integer, dynamic=quantize == "dynamic")
-        made = _onnx2tf.tflite_path(source, Path(tmp), quantize)
-        path = Path(out_dir) / "model.tflite"
-        shutil.copyfile(made, path)
-    options["file"] = made.name.replace(Path(source.path).stem, "model", 1)
+    if integer:
+        files, options = _onnx2tf.shared_run(source, calibration_subset(calibration, f"onnx2tf {quantize}"))
+    else:
+        files, options = _float_files(source, calibration)
+        # Calibration does not touch the float files (see _onnx2tf): they do not claim it.
+        for key in ("quant_type", "calibration_samples"):
+            options.pop(key, None)
+    name = f"model_{_onnx2tf.TFLITE_SUFFIX[quantize]}.tflite"  # as onnx2tf names it for a model.onnx
+    if quantize not in files:
+        raise FileNotFoundError(f"onnx2tf finished without writing its {name.replace('model_', '', 1)} file")
+    path = Path(out_dir) / "model.tflite"
+    shutil.copyfile(files[quantize], path)
+    options["file"] = name
     if quantize == "int8-io":
         options.update(inference_input_type="int8", inference_output_type="int8")
     return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)
+
+
+def _float_files(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:
+    """The calibrated run's files when there is a calibration set (the int8 modes will ask for that run too),
+    else, or when that run failed, an uncalibrated run's."""
+    if calibration is not None and len(calibration):
+        try:
+            return _onnx2tf.shared_run(source, calibration_subset(calibration, "onnx2tf"))
+        except Exception:  # the integer step may be what failed: the float files may still be made without it
+            pass
+    return _onnx2tf.shared_run(source, None)

@@ -201,19 +201,45 @@ def test_user_onnx_and_tflite_models(sources, converted, tmp_path):
     assert max_abs_diff(run_host(same, src.x_test), src.reference) < 1e-4
 
 
+@pytest.fixture
+def onnx2tf_runs(monkeypatch):
+    """The calibration-set sizes (None: uncalibrated) of the onnx2tf runs this test starts, counted around the
+    real `_onnx2tf.run`; the process's kept runs are forgotten first."""
+    from deploytool.convert import _onnx2tf
+
+    real, runs = _onnx2tf.run, []
+
+    def counted(source, out_dir, calibration=None, **kwargs):
+        runs.append(None if calibration is None else len(calibration))
+        return real(source, out_dir, calibration, **kwargs)
+
+    _onnx2tf.forget_runs()
+    monkeypatch.setattr(_onnx2tf, "run", counted)
+    yield runs
+    _onnx2tf.forget_runs()
+
+
 @pytest.mark.parametrize("kind", ["torch", "keras"])
-def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, converted, tmp_path):
+def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, converted, onnx2tf_runs, tmp_path):
     """A user's .onnx (NCHW from PyTorch, NHWC from Keras) becomes TFLite and TF.js with onnx2tf; the
-    input keeps the ONNX model's layout and the fp32 TFLite model gives the source's outputs."""
+    input keeps the ONNX model's layout and the fp32 TFLite model gives the source's outputs. The five TFLite
+    modes cost one (calibrated) onnx2tf run; its float files do not claim the calibration, and give the
+    outputs of an uncalibrated run's files bit for bit."""
+    from deploytool.convert import _onnx2tf
+
     src = sources[kind]
     onnx_fp32, _ = converted(kind, "onnx", "none")
     user_onnx = replace(onnx_fp32, format="onnx", quantize="none")
-    for quantize, max_diff in (("none", 1e-4), ("int8", None)):
+    arts = {}
+    for quantize, max_diff in (("none", 1e-4), ("int8", None), ("fp16", 0), ("dynamic", 0), ("int8-io", 0)):
         t0 = time.perf_counter()
-        art = C.convert(user_onnx, "tflite", quantize, tmp_path / quantize, src.x_train)
+        art = arts[quantize] = C.convert(user_onnx, "tflite", quantize, tmp_path / quantize, src.x_train)
         seconds = time.perf_counter() - t0
         check_metadata(art, user_onnx, "tflite", quantize, tmp_path / quantize)
         assert art.converter == "onnx2tf" and art.layout == src.artifact.layout
+        assert ("calibration_samples" in art.options) == (quantize in ("int8", "int8-io"))
+        if max_diff == 0:  # TOLERANCE's checks of these modes are test_conversion_matches_source's
+            continue
         (inp,), _ = read_io(art.path)
         assert inp.shape[1:] == tuple(src.artifact.input_shape)
         out = run_host(art, src.x_test)
@@ -221,10 +247,47 @@ def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, conver
         print(f"\nuser {kind} onnx -> tflite {quantize}: {seconds:.1f}s, max abs diff {diff:.2e}, agreement {agree:.4f}")
         assert agree >= (1.0 if max_diff else 0.90)
         assert diff < max_diff if max_diff else diff > 0
+    assert onnx2tf_runs == [256] and arts["int8"].options["calibration_samples"] == 256  # of 1000 samples
+    assert len({a.sha256 for a in arts.values()}) == 5
+    if kind == "torch":
+        plain = tmp_path / "uncalibrated"
+        _onnx2tf.run(user_onnx, plain, dynamic=True)
+        for q in ("none", "fp16", "dynamic"):
+            alone = replace(arts[q], path=_onnx2tf.tflite_path(user_onnx, plain, q))
+            assert np.array_equal(run_host(arts[q], src.x_test), run_host(alone, src.x_test)), q
     web = C.convert(user_onnx, "tfjs", "fp16", tmp_path / "tfjs", src.x_train)
     check_metadata(web, user_onnx, "tfjs", "fp16", tmp_path / "tfjs")
     check_tfjs(web, "fp16")
     assert web.converter == "onnx2tf + tensorflowjs_converter"
+
+
+def test_a_failed_onnx2tf_run_fails_every_mode_it_serves_and_float_modes_try_without_calibration(onnx2tf_runs,
+                                                                                                 tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("CastLike", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8, 8, 1])])
+    path = tmp_path / "castlike.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    src = Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
+                   num_outputs=10, sha256=content_hash(path))
+    other = tmp_path / "other.onnx"  # the same graph, other bytes: another source
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], doc_string="x"), str(other))
+    calibration = np.zeros((4, 8, 8, 1), np.float32)
+    reasons = []
+    for i, (q, calib, source) in enumerate([("int8", calibration, src), ("int8-io", calibration, src),
+                                            ("none", calibration, src), ("fp16", calibration, src),
+                                            ("int8", calibration[:3], src), ("int8", calibration[:3] + 1, src),
+                                            ("int8", calibration, replace(src, path=other))]):
+        with pytest.raises(StageFailed) as e:
+            C.convert(source, "tflite", q, tmp_path / str(i), calib)
+        reasons.append(e.value.reason)
+    # one calibrated run for both int8 modes, one uncalibrated run for both float modes, then one run for
+    # each other calibration set (size or values) and for the other source
+    assert onnx2tf_runs == [4, None, 3, 3, 4]
+    assert len(set(reasons)) == 1 and "CastLike" in reasons[0]
 
 
 def test_onnx2tf_and_litert_torch_tflite_side_by_side(sources, converted):
