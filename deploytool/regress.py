@@ -157,6 +157,30 @@ def _latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: flo
     return Change("latency", "unclear", detail + "; measure again", p, rel)
 
 
+# Night-to-night noise: a cell measured in a new process each night moves by more than one process's own
+# per-sample spread (idle, LiteRT LeNet-5 at ~25-30 us: nightly medians 0.022-0.033 ms with nothing changed), so
+# the rank test between two nights' arrays calls such a move "different". Like Perfherder and Chromium's
+# dashboard, which judge a night against the spread of earlier nights, a pairwise change whose median stays
+# within NOISE_K robust standard deviations (1.4826 x MAD) of the earlier nights' medians is not a change.
+NOISE_K = 3.0
+NOISE_MIN_NIGHTS = 3
+
+
+def within_nightly_noise(earlier_medians: list[float], now_median: float, k: float = NOISE_K,
+                         min_nights: int = NOISE_MIN_NIGHTS) -> str:
+    """Why tonight's median is within the cell's night-to-night spread ("" when it is not, or when fewer than
+    `min_nights` earlier nights say what the spread is)."""
+    x = np.asarray([v for v in earlier_medians if v is not None and np.isfinite(v)], np.float64)
+    if len(x) < min_nights or not np.isfinite(now_median):
+        return ""
+    centre = float(np.median(x))
+    sd = 1.4826 * float(np.median(np.abs(x - centre)))
+    if abs(now_median - centre) > k * sd:
+        return ""
+    return (f"within the cell's night-to-night spread: median {now_median:.4g} ms vs {centre:.4g} ± {k:g} x "
+            f"{sd:.2g} ms over {len(x)} earlier nights")
+
+
 def threshold_change(metric: str, before: float | None, now: float | None, max_relative: float) -> Change:
     """Memory or size: a relative increase beyond `max_relative` is a regression."""
     if before is None or now is None or not before:

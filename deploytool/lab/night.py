@@ -276,14 +276,15 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
             last = history[-1][1]
             j.changes.append(regress.status_change(last.failing, r.failing, str(r.outcome)))
             good = [(n, h) for n, h in history if not h.failing and h.comparison is not None]
+            series = [h.measurement.p50_ms for _, h in good
+                      if h.measurement is not None and (not load_aware or _on_the_trend(h))]
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
                 y = truth[r.model] if r.model in truth else truth.setdefault(r.model, _labels_of(lab, ws, r.model))
                 ref = latency_reference(good, r, reg.load_difference_cpus) if load_aware else good[-1]
-                j.changes += _compare(prev, r, y, reg, regress, ref, load_aware)
-            series = [h.measurement.p50_ms for _, h in good
-                      if h.measurement is not None and (not load_aware or _on_the_trend(h))]
+                j.changes += _compare(prev, r, y, reg, regress, ref, load_aware,
+                                      series if load_aware and _on_the_trend(r) else [])
             if r.measurement is not None and series and (not load_aware or _on_the_trend(r)):
                 j.changes.append(regress.trend(series + [r.measurement.p50_ms], min_relative=reg.latency_min_relative))
         r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
@@ -307,9 +308,10 @@ def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
 
 
 def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any,
-             latency_ref: tuple[str, Result], load_aware: bool) -> list[Any]:
+             latency_ref: tuple[str, Result], load_aware: bool, nightly: list[float] = ()) -> list[Any]:
     """Tonight against the last good night `prev`; latency against `latency_ref` (a night and its row), under
-    both rows' loads. Accuracy, memory, size: never by load."""
+    both rows' loads, and against `nightly` (the medians of earlier nights on the trend: a move within their
+    spread is the cell's usual night-to-night noise, not a change). Accuracy, memory, size: never by load."""
     out = []
     try:
         if y is not None and prev.outputs_path and now.outputs_path:
@@ -325,6 +327,10 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
             if ref is not prev:
                 c = replace(c, detail=f"{c.detail}; against {ref_night} (load {loads[0]}), not the last good "
                                       "night: its load was not comparable")
+            if c.outcome in ("regression", "improvement") and now.measurement is not None:
+                noise = regress.within_nightly_noise(list(nightly), now.measurement.p50_ms)
+                if noise:
+                    c = replace(c, outcome="same", detail=f"{c.detail}; not judged a change: {noise}")
             out.append(c)
     except (OSError, ValueError) as e:
         out.append(regress.Change("files", "unclear", f"cannot read an earlier night's files ({e})"))

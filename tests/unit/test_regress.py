@@ -140,3 +140,17 @@ def test_twenty_nights_with_load_alternating_raise_no_alert_but_did_before_loads
     assert not [c for c in aware if c.alert]
     assert sum(c.outcome == "unclear" for c in aware) == 19  # each said, none dropped
     assert sum(c.alert for c in blind) >= 9  # the same nights judged without their loads
+
+
+def test_a_move_within_the_cells_night_to_night_spread_is_noise_and_a_30_percent_step_is_not():
+    from deploytool.regress import within_nightly_noise
+
+    # real idle LiteRT nightly medians (ms) of one unchanged cell, each night a new process
+    nights = [0.0301, 0.0309, 0.0325, 0.0242, 0.0292, 0.0303]
+    assert within_nightly_noise(nights, 0.0280)  # +16% on the fastest night, inside the spread
+    assert "3 x" in within_nightly_noise(nights, 0.0330)
+    assert within_nightly_noise(nights, 0.0393) == ""  # 30% slower than the usual level: a change
+    assert within_nightly_noise(nights, 0.0150) == ""  # a real speed-up too
+    assert within_nightly_noise(nights[:2], 0.0280) == ""  # two nights cannot say what the spread is
+    # identical nights (a seeded double): no spread, so any move is judged by the pairwise test alone
+    assert within_nightly_noise([0.5, 0.5, 0.5], 0.65) == ""
