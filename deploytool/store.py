@@ -376,18 +376,7 @@ class Store:
     # results ----------------------------------------------------------
     def save(self, r: Result) -> None:
         """Insert the result, or replace the stored row of the same run and combination (a re-run's retry)."""
-        metrics = r.metrics
-        doc = r.to_json()
-        row = {
-            "run_id": r.run_id, "combo_key": r.combo_key, "model": r.model, "dataset": r.dataset,
-            "framework": r.combo.framework, "format": r.combo.format, "quantize": r.combo.quantize,
-            "target": r.combo.target, "device": r.combo.device, "backend": r.combo.backend,
-            "runtime": r.combo.runtime, "schema_version": SCHEMA_VERSION,
-            "status": r.status.value, "reason": r.reason, "verdict": r.verdict and r.verdict.value,
-            **{m: _number(metrics.get(m)) for m in METRIC_COLUMNS},
-            "details": _jsonable({k: v for k, v in doc.items() if k not in _COLUMNS}),
-            "outputs_path": r.outputs_path, "created_at": r.created_at or _now(),
-        }
+        row = _result_row(r)
         keys = ("run_id", "combo_key")
         with self._errors("cannot save a result in"), self.engine.begin() as c:
             c.execute(self._upsert(self.results, row, keys, [k for k in row if k not in keys]))
@@ -450,12 +439,7 @@ class Store:
             if self.engine.dialect.name == "postgresql":
                 q = q.with_for_update()
             f = _finding_row(c.execute(q).mappings().one())
-            seen = {p: sorted(set(f["versions"].get(p, [])) | {v}) for p, v in versions.items()}
-            update = {"last_seen": now, "occurrences": int(f["occurrences"] or 0) + 1, "title": title,
-                      "runs": f["runs"] + ([run_id] if run_id not in f["runs"] else []),
-                      "versions": {**f["versions"], **seen}, "last_versions": dict(versions),
-                      "examples": f["examples"] + ([example] if example not in f["examples"] else []),
-                      "bundle": bundle or f["bundle"], "not_seen_since": None}
+            update = _sighting(f, title, run_id, versions, example, bundle, now)
             c.execute(t.update().where(t.c.id == key).values(**update))
             return {**f, **update}
 
@@ -501,6 +485,33 @@ class Store:
         # a row an older version wrote: flat metrics and a details bag, upgraded on read
         return Result.from_json({**base, "schema": 1, "metrics": _read_metrics(details.pop("metrics", {})),
                                  "details": details})
+
+
+def _result_row(r: Result) -> dict[str, Any]:
+    """A result as a row of the results table (both stores write this)."""
+    metrics = r.metrics
+    doc = r.to_json()
+    return {
+        "run_id": r.run_id, "combo_key": r.combo_key, "model": r.model, "dataset": r.dataset,
+        "framework": r.combo.framework, "format": r.combo.format, "quantize": r.combo.quantize,
+        "target": r.combo.target, "device": r.combo.device, "backend": r.combo.backend,
+        "runtime": r.combo.runtime, "schema_version": SCHEMA_VERSION,
+        "status": r.status.value, "reason": r.reason, "verdict": r.verdict and r.verdict.value,
+        **{m: _number(metrics.get(m)) for m in METRIC_COLUMNS},
+        "details": _jsonable({k: v for k, v in doc.items() if k not in _COLUMNS}),
+        "outputs_path": r.outputs_path, "created_at": r.created_at or _now(),
+    }
+
+
+def _sighting(f: dict[str, Any], title: str, run_id: str, versions: dict[str, str], example: str, bundle: str,
+              now: str) -> dict[str, Any]:
+    """The columns of stored finding `f` that one more sighting changes (both stores apply this)."""
+    seen = {p: sorted(set(f["versions"].get(p, [])) | {v}) for p, v in versions.items()}
+    return {"last_seen": now, "occurrences": int(f["occurrences"] or 0) + 1, "title": title,
+            "runs": f["runs"] + ([run_id] if run_id not in f["runs"] else []),
+            "versions": {**f["versions"], **seen}, "last_versions": dict(versions),
+            "examples": f["examples"] + ([example] if example not in f["examples"] else []),
+            "bundle": bundle or f["bundle"], "not_seen_since": None}
 
 
 def _finding_row(row: Any) -> dict[str, Any]:

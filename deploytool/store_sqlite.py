@@ -18,9 +18,9 @@ from urllib.parse import parse_qsl, urlencode
 
 from deploytool.errors import StoreError
 from deploytool.provenance import host_name
-from deploytool.result import FINAL_STATUSES, SCHEMA_VERSION, Result
-from deploytool.store import (_COLUMNS, METRIC_COLUMNS, SQLITE_BUSY_TIMEOUT_S, URL_HINT, Store,
-                              _finding_row, _jsonable, _now, _number, mask_url)
+from deploytool.result import FINAL_STATUSES, Result
+from deploytool.store import (METRIC_COLUMNS, SQLITE_BUSY_TIMEOUT_S, URL_HINT, Store, _finding_row, _jsonable,
+                              _now, _result_row, _sighting, mask_url)
 
 # The tables exactly as SQLAlchemy creates them from Store's definitions on SQLite (a unit test holds the two
 # together): (column, SQL type, NOT NULL), then the table's constraints and its indexes.
@@ -205,18 +205,7 @@ class SqliteStore(Store):
 
     # results ----------------------------------------------------------
     def save(self, r: Result) -> None:
-        metrics = r.metrics
-        doc = r.to_json()
-        row = {
-            "run_id": r.run_id, "combo_key": r.combo_key, "model": r.model, "dataset": r.dataset,
-            "framework": r.combo.framework, "format": r.combo.format, "quantize": r.combo.quantize,
-            "target": r.combo.target, "device": r.combo.device, "backend": r.combo.backend,
-            "runtime": r.combo.runtime, "schema_version": SCHEMA_VERSION,
-            "status": r.status.value, "reason": r.reason, "verdict": r.verdict and r.verdict.value,
-            **{m: _number(metrics.get(m)) for m in METRIC_COLUMNS},
-            "details": _jsonable({k: v for k, v in doc.items() if k not in _COLUMNS}),
-            "outputs_path": r.outputs_path, "created_at": r.created_at or _now(),
-        }
+        row = _result_row(r)
         keys = ("run_id", "combo_key")
         with self._write("cannot save a result in") as c:
             c.execute(*self._upsert_sql("results", row, keys, [k for k in row if k not in keys]))
@@ -267,12 +256,7 @@ class SqliteStore(Store):
         with self._write("cannot record a finding in") as c:
             c.execute(*self._upsert_sql("findings", new, ("id",), ()))
             f = _finding_row(self._row("findings", c.execute("SELECT * FROM findings WHERE id = ?", (key,)).fetchone()))
-            seen = {p: sorted(set(f["versions"].get(p, [])) | {v}) for p, v in versions.items()}
-            update = {"last_seen": now, "occurrences": int(f["occurrences"] or 0) + 1, "title": title,
-                      "runs": f["runs"] + ([run_id] if run_id not in f["runs"] else []),
-                      "versions": {**f["versions"], **seen}, "last_versions": dict(versions),
-                      "examples": f["examples"] + ([example] if example not in f["examples"] else []),
-                      "bundle": bundle or f["bundle"], "not_seen_since": None}
+            update = _sighting(f, title, run_id, versions, example, bundle, now)
             c.execute(f"UPDATE findings SET {', '.join(f'{k} = ?' for k in update)} WHERE id = ?",
                       [*(self._value("findings", k, v) for k, v in update.items()), key])
         return {**f, **update}
