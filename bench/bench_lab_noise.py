@@ -43,22 +43,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-LAB = """
-[lab]
-name = "noise"
-latency_samples = 300
-test_samples = 500
+from tests.integration.test_lab import LAB as _TEST_LAB  # noqa: E402  (one host cell of the lab's runtime double)
 
-[[models]]
-name = "lenet5"
-frameworks = ["keras"]
-
-[matrix]
-formats = ["tflite"]
-quantize = ["none"]
-targets = ["host"]
-runtimes = ["lab-double"]
-"""
+LAB = _TEST_LAB.replace('name = "t"', 'name = "noise"').replace("latency_samples = 200", "latency_samples = 300")
 
 
 # ------------------------------------------------------------------ (a) simulated nights
