@@ -328,6 +328,15 @@ def test_a_file_that_is_not_a_database_is_a_one_line_store_error(tmp_path, store
     assert "file is not a database" in msg and "move it away" in msg
 
 
+def _full_database_saves_nothing_half(store) -> None:
+    """`store` holds result "a" of run "r" and cannot grow: saving a big "b" is one line, and "a" stays alone."""
+    big = make("r", "b")
+    big.environment["log"] = "x" * 200_000
+    msg = _one_line_store_error(lambda: store.save(big))
+    assert "database or disk is full" in msg and "free some space" in msg
+    assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written
+
+
 def test_a_full_database_is_a_one_line_store_error(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'results.db'}")
     store.save(make("r", "a"))
@@ -337,11 +346,7 @@ def test_a_full_database_is_a_one_line_store_error(tmp_path):
     # SQLite's own size limit: the same SQLITE_FULL a full disk gives, on this store's connections
     store.sa.event.listen(store.engine, "connect",
                           lambda conn, _: conn.execute(f"PRAGMA max_page_count = {pages}"))
-    big = make("r", "b")
-    big.environment["log"] = "x" * 200_000
-    msg = _one_line_store_error(lambda: store.save(big))
-    assert "database or disk is full" in msg and "free some space" in msg
-    assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written
+    _full_database_saves_nothing_half(store)
 
 
 # ------------------------------------------------------------------ working directory
@@ -426,11 +431,7 @@ def test_a_full_database_is_a_one_line_store_error_without_sqlalchemy(tmp_path, 
         return c
 
     monkeypatch.setattr(store, "_connect", at_its_size_limit)
-    big = make("r", "b")
-    big.environment["log"] = "x" * 200_000
-    msg = _one_line_store_error(lambda: store.save(big))
-    assert "database or disk is full" in msg and "free some space" in msg
-    assert [r.combo_key for r in store.results_for("r")] == ["a"]  # nothing half-written
+    _full_database_saves_nothing_half(store)
 
 
 def test_a_relative_sqlite_file_stays_put_without_sqlalchemy(tmp_path, monkeypatch):
