@@ -261,8 +261,8 @@ def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, conver
     assert web.converter == "onnx2tf + tensorflowjs_converter"
 
 
-def test_a_failed_onnx2tf_run_fails_every_mode_it_serves_and_float_modes_try_without_calibration(onnx2tf_runs,
-                                                                                                 tmp_path):
+def _castlike_onnx(tmp_path):
+    """An ONNX model of one CastLike op, which onnx2tf cannot convert: (its artifact, its graph)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -271,8 +271,16 @@ def test_a_failed_onnx2tf_run_fails_every_mode_it_serves_and_float_modes_try_wit
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8, 8, 1])])
     path = tmp_path / "castlike.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    src = Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
-                   num_outputs=10, sha256=content_hash(path))
+    return Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
+                    num_outputs=10, sha256=content_hash(path)), graph
+
+
+def test_a_failed_onnx2tf_run_fails_every_mode_it_serves_and_float_modes_try_without_calibration(onnx2tf_runs,
+                                                                                                 tmp_path):
+    import onnx
+    from onnx import helper
+
+    src, graph = _castlike_onnx(tmp_path)
     other = tmp_path / "other.onnx"  # the same graph, other bytes: another source
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], doc_string="x"), str(other))
     calibration = np.zeros((4, 8, 8, 1), np.float32)
@@ -301,16 +309,7 @@ def test_onnx2tf_and_litert_torch_tflite_side_by_side(sources, converted):
 
 
 def test_an_onnx_op_onnx2tf_lacks_is_a_one_line_conversion_failure_naming_it(tmp_path):
-    import onnx
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph([helper.make_node("CastLike", ["x", "x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8, 8, 1])])
-    path = tmp_path / "castlike.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    src = Artifact(path=path, format="onnx", framework="onnx", layout="NHWC", input_shape=(8, 8, 1),
-                   num_outputs=10, sha256=content_hash(path))
+    src, _ = _castlike_onnx(tmp_path)
     with pytest.raises(StageFailed) as e:
         C.convert(src, "tflite", "none", tmp_path / "out")
     assert e.value.status == "conversion_failed" and "\n" not in e.value.reason
