@@ -37,11 +37,11 @@ def calibration_subset(calibration: np.ndarray | None, what: str) -> np.ndarray:
 
 
 def dist_version(dist: str) -> str:
-    """The installed version of a converter's distribution (importlib.metadata is imported here, when a
-    conversion has run, not when the converters are registered)."""
-    from importlib import metadata
+    """The installed version of a converter's distribution (provenance's one reading of the installed
+    packages, as every row's versions)."""
+    from deploytool.provenance import package_version
 
-    return metadata.version(dist)
+    return package_version(dist) or ""
 
 
 def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str, converter_version: str,
