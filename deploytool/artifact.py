@@ -66,6 +66,13 @@ class Artifact:
         return art
 
 
+def array_sha256(x: Any) -> str:
+    """sha256 of an array's bytes (C order): names a test, calibration or adversarial set by its content."""
+    import numpy as np
+
+    return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()
+
+
 def content_hash(path: Path) -> str:
     """sha256 of a file, or of a directory's files (names and bytes, sorted); an .onnx file's
     includes the external data files it names."""

@@ -8,7 +8,6 @@ into another's state.
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, array_sha256
 from deploytool.baseline import Baseline, run_baseline
 from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError
@@ -86,7 +85,7 @@ class RunContext:
                     "add x_train/y_train to calibrate on data the model is not scored on")
         tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,
-                   hashlib.sha256(calib.tobytes()).hexdigest(), note, tolerances, progress)
+                   array_sha256(calib), note, tolerances, progress)
 
     # -- what rows share -----------------------------------------------------------
     def tolerance_for(self, combo: Combo) -> dict[str, tuple[float, float]]:

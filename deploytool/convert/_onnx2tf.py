@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import io
 import os
 import re
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.artifact import Artifact, content_hash
+from deploytool.artifact import Artifact, array_sha256, content_hash
 from deploytool.convert._common import dist_version, onnx_input_name
 
 CONVERTER = "onnx2tf"
@@ -130,16 +129,11 @@ _runs_lock = threading.Lock()
 _cleanup_registered = False
 
 
-def _array_sha256(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    return hashlib.sha256(repr(a.shape).encode() + a.tobytes()).hexdigest()
-
-
 def shared_run(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:
     """(our quantization word -> the .tflite file, the run's options) of the one onnx2tf run of `source` with
     `calibration` in this process, made on first use: with calibration every file, without it the float32,
     float16 and dynamic-range ones. Raises that run's error, each time it is asked. Do not write to the files."""
-    key = (content_hash(source.path), source.layout, None if calibration is None else _array_sha256(calibration),
+    key = (content_hash(source.path), source.layout, None if calibration is None else array_sha256(calibration),
            dist_version(DIST))
     with _runs_lock:
         made = _runs.get(key)

@@ -9,7 +9,6 @@ parameters, ART's version), so a set is crafted once. It never converts, runs ta
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, array_sha256
 from deploytool.errors import UnknownOption
 from deploytool.provenance import package_version
 from deploytool.spec import Preprocess
@@ -73,10 +72,6 @@ def to_model_input(x01: np.ndarray, p: Preprocess) -> np.ndarray:
 def craft_key(artifact: Artifact, clean_sha256: str, spec: AttackSpec) -> str:
     return stable_hash({"model": artifact.sha256, "clean": clean_sha256, "attack": spec.attack,
                         "params": spec.params(), "art": package_version("adversarial-robustness-toolbox")}, 16)
-
-
-def array_sha256(x: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()
 
 
 class Crafter:

@@ -147,7 +147,7 @@ def _request(plan: Plan, request: dict[str, Any]) -> Any:
 
 def _segment(name: str, x: np.ndarray) -> Any:
     """One segment as a set robust_sets can stack, named by its content."""
-    from deploytool.study.attacks import array_sha256
+    from deploytool.artifact import array_sha256
     from deploytool.study.robust_sets import CraftedSet, SetPlan
 
     return CraftedSet(SetPlan(name, None, None), x, np.ascontiguousarray(x, np.float32), {"sha256": array_sha256(x)})

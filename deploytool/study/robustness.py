@@ -24,7 +24,8 @@ import numpy as np
 
 from deploytool.errors import UnknownOption
 from deploytool.request import MigrateRequest
-from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, array_sha256, attack_grid, to_model_input
+from deploytool.artifact import array_sha256
+from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, attack_grid, to_model_input
 from deploytool.study.robust_sets import CraftedSet, SetPlan
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
