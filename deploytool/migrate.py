@@ -215,7 +215,7 @@ class _Run:
 
     def _convert_ahead(self, lanes: Any, todo: list[Combo]) -> float:
         """Every conversion the rows will need, before any row is measured: each framework's in its own
-        worker as soon as its source is trained (the next source trains meanwhile), so nothing converts
+        worker as soon as its source is trained (the sources train side by side), so nothing converts
         while latency is timed; returns the seconds spent waiting for them. A source that fails to train is left to its rows, which report it."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
 

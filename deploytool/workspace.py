@@ -29,6 +29,12 @@ NAME_MAX = 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def cache_home() -> Path:
+    """deploytool's per-user cache outside any workspace ($XDG_CACHE_HOME/deploytool, else ~/.cache/deploytool):
+    what is worth keeping between runs but never a result (compiled templates, browser builds)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool"
+
+
 def stable_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
 

@@ -112,7 +112,9 @@ def _binary_stamp(exe: Path) -> str | None:
 
 
 def _builds_file() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "chromium-builds.json"
+    from deploytool.workspace import cache_home
+
+    return cache_home() / "chromium-builds.json"
 
 
 def _known_builds() -> dict[str, str]:

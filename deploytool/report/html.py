@@ -60,9 +60,10 @@ def _bytecode_cache(jinja2: Any) -> Any:
     """Compiled templates cached on disk (keyed by each template's source checksum): compiling them costs about
     0.6 s per process, a cached load a few ms. No cache where the cache folder cannot be written."""
     import os
-    from pathlib import Path
 
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / f"jinja-{jinja2.__version__}"
+    from deploytool.workspace import cache_home
+
+    root = cache_home() / f"jinja-{jinja2.__version__}"
     try:
         root.mkdir(parents=True, exist_ok=True)
         if not os.access(root, os.W_OK):
