@@ -278,14 +278,15 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
             good = [(n, h) for n, h in history if not h.failing and h.comparison is not None]
             series = [h.measurement.p50_ms for _, h in good
                       if h.measurement is not None and (not load_aware or _on_the_trend(h))]
+            on_trend = not load_aware or _on_the_trend(r)
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
                 y = truth[r.model] if r.model in truth else truth.setdefault(r.model, _labels_of(lab, ws, r.model))
                 ref = latency_reference(good, r, reg.load_difference_cpus) if load_aware else good[-1]
                 j.changes += _compare(prev, r, y, reg, regress, ref, load_aware,
-                                      series if load_aware and _on_the_trend(r) else [])
-            if r.measurement is not None and series and (not load_aware or _on_the_trend(r)):
+                                      series if load_aware and on_trend else [])
+            if r.measurement is not None and series and on_trend:
                 j.changes.append(regress.trend(series + [r.measurement.p50_ms], min_relative=reg.latency_min_relative))
         r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
         judged.append(j)
