@@ -9,7 +9,6 @@ they measured.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 import time
 from typing import Any, Callable
@@ -17,7 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.runtimes.measure import PeakRss, busy_note, cpu_busy_fraction, run_batched, time_batch1
+from deploytool.runtimes.measure import (PeakRss, busy_note, cpu_busy_fraction, load_environment, run_batched,
+                                        time_batch1)
 
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
@@ -166,9 +166,7 @@ class Runtime:
         env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k,
                # what this row asked of the runtime: the first call, the warm-up, every timed inference; the batches
                "inference_calls": {"batch1": 1 + warmup + k * len(lat), "batched": batches}}
-        if busy is not None:  # the lab judges latency against this (deploytool.regress.MachineLoad)
-            env["cpu_busy_fraction_before_timing"] = round(busy, 3)
-            env["cpu_count"] = os.cpu_count()
+        env.update(load_environment(busy))
         return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
                        throughput_sps=len(inputs) / seconds if seconds > 0 else None,
                        environment=env, notes=notes, inferences_per_reading=k)

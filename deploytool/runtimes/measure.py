@@ -12,7 +12,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -117,6 +117,14 @@ def cpu_busy_fraction(interval_s: float = 0.2) -> float | None:
     if a is None or b is None or b[0] <= a[0]:
         return None
     return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+
+def load_environment(busy_fraction: float | None) -> dict[str, Any]:
+    """What a row records of the load its timing began under (the lab judges latency against it:
+    deploytool.regress.MachineLoad); nothing when it was not read."""
+    if busy_fraction is None:
+        return {}
+    return {"cpu_busy_fraction_before_timing": round(busy_fraction, 3), "cpu_count": os.cpu_count()}
 
 
 def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None) -> str | None:

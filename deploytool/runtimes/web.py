@@ -32,7 +32,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
-from deploytool.runtimes.measure import cpu_busy_fraction
+from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
 
 ENV_HARNESS_DIR = "DEPLOYTOOL_WEB_HARNESS"
 BACKENDS = ("wasm", "cpu", "webgl")
@@ -291,9 +291,7 @@ class WebRuntime(Runtime):
                        inference=res["inference_ms"], results_post=res["results_post_ms"],
                        results_collect=collect_ms, page_run=res["page_run_ms"], run_total=run_ms)
         env, notes = self._environment(res, timings)
-        if busy is not None:
-            env["cpu_busy_fraction_before_timing"] = round(busy, 3)
-            env["cpu_count"] = os.cpu_count()
+        env.update(load_environment(busy))
         whole_s = res["whole_set_ms"] / 1e3
         return Outputs(
             outputs=outputs,
