@@ -74,16 +74,28 @@ def _cached(meta: Path, key: str) -> Baseline | None:
     return b
 
 
+def _settings_key(artifact: Artifact, dataset: Dataset, warmup_runs: int, latency_samples: int | None,
+                  threads: int) -> str:
+    return stable_hash({"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
+                        "data": dataset.sha256, "artifact": artifact.sha256, "measured": MEASURED_HOW})
+
+
+def cached_baseline(artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
+                    latency_samples: int | None = None, threads: int = 1) -> Baseline | None:
+    """The baseline measured before with these settings, or None."""
+    key = _settings_key(artifact, dataset, warmup_runs, latency_samples, threads)
+    # its own folder, else the latest beside the model (where versions before the folders kept it)
+    return _cached(_paths(artifact, key)[0], key) or _cached(Path(artifact.path).parent / "baseline.json", key)
+
+
 def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
                  latency_samples: int | None = None, threads: int = 1, force: bool = False) -> Baseline:
-    settings = {"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
-                "data": dataset.sha256, "artifact": artifact.sha256, "measured": MEASURED_HOW}
-    key = stable_hash(settings)
+    key = _settings_key(artifact, dataset, warmup_runs, latency_samples, threads)
     meta, npy, lat_npy = _paths(artifact, key)
     latest = Path(artifact.path).parent / "baseline.json"
     if not force:
-        # its own folder, else the latest beside the model (where versions before the folders kept it)
-        b = _cached(meta, key) or _cached(latest, key)
+        b = cached_baseline(artifact, dataset, warmup_runs=warmup_runs, latency_samples=latency_samples,
+                            threads=threads)
         if b is not None:
             return b
     meta.parent.mkdir(parents=True, exist_ok=True)

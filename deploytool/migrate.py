@@ -165,8 +165,8 @@ class _Run:
         bar = _progress(todo, ctx.progress)
         converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
         try:
-            converting += self._convert_ahead(converter, todo)
-            with ctx.sessions():  # what each target's rows share (one browser for the web rows)
+            with ctx.sessions():  # what each target's rows share (one browser, the runtimes' workers)
+                converting += self._convert_ahead(converter, todo)
                 for combo in bar:
                     bar.set_postfix_str(combo.label, refresh=True)
                     from deploytool.bugreport import bundle_row
@@ -216,15 +216,18 @@ class _Run:
     def _convert_ahead(self, lanes: Any, todo: list[Combo]) -> float:
         """Every conversion the rows will need, before any row is measured: each framework's in its own
         worker as soon as its source is trained (the sources train side by side), so nothing converts
-        while latency is timed; returns the seconds spent waiting for them. A source that fails to train is left to its rows, which report it."""
+        while latency is timed; returns the seconds spent waiting for them. A source that fails to train is
+        left to its rows, which report it. Meanwhile the rows' runtime workers start."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
-        from deploytool.runner import conversions_ahead
+        from deploytool.runner import conversions_ahead, runtimes_ahead
+        from deploytool.runtimes.isolated import warm_workers
 
         frameworks = list(dict.fromkeys(c.framework for c in todo))
         # The twins train side by side, each in its own process pinned to its thread count (the models are those
         # of training one after the other); each framework's conversions start as soon as its own source is ready.
         pool = ThreadPoolExecutor(max(1, len(frameworks)), thread_name_prefix="deploytool-train")
+        warm: list[type] = []
         try:
             started = {pool.submit(self.ctx.source_model, fw): fw for fw in frameworks}
             for done in as_completed(started):
@@ -237,8 +240,12 @@ class _Run:
                     continue
                 for fmt, quantize, out, calibration in conversions_ahead(self.ctx, todo, fw, source):
                     lanes.prefetch(source, fmt, quantize, out, calibration)
+                warm.extend(runtimes_ahead(self.ctx, todo, fw, source))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: the training processes end with this one
+        # The rows' runtime workers start (and import their frameworks) while the conversions finish, not
+        # while a source trains.
+        warm_workers(list(dict.fromkeys(warm)))
         t = time.perf_counter()
         lanes.drain()
         return time.perf_counter() - t  # what conversions cost beyond the training they overlapped

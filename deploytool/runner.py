@@ -76,6 +76,28 @@ def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, sour
     return jobs
 
 
+def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type]:
+    """The runtime classes `combos` of `framework` will run on, and the PC baseline's when it is not measured
+    yet: what a run starts (and imports) while the conversions finish."""
+    from deploytool import convert
+    from deploytool.baseline import cached_baseline
+    from deploytool.runtimes import runtime_class
+
+    classes: list[type] = []
+    req = ctx.req
+    if cached_baseline(source, ctx.dataset, warmup_runs=req.warmup_runs, latency_samples=req.latency_samples,
+                       threads=req.threads) is None:
+        classes.append(runtime_class("pc", source.format))
+    for c in combos:
+        if c.framework != framework:
+            continue
+        try:
+            classes.append(runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime))
+        except (StageFailed, DeploytoolError):
+            continue
+    return list(dict.fromkeys(classes))
+
+
 def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: Source) -> bool:
     """The row would run the baseline's own file in the baseline's own runtime with the same settings
     (a user's .onnx / .tflite on the host): its outputs and latency are the baseline's, measured once."""

@@ -158,6 +158,9 @@ BeforeEpoch = Callable[[int], None]
 AfterEpoch = Callable[[int, Callable[[np.ndarray], np.ndarray]], None]
 
 
+KERAS_STEPS_PER_CALL = 25
+
+
 def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
                after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
     from deploytool.quiet import import_tensorflow
@@ -175,8 +178,10 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
         lr = keras.optimizers.schedules.CosineDecay(lr, decay_steps=steps * epochs)
     opt = (keras.optimizers.Adam(lr) if spec.train.optimizer == "adam"
            else keras.optimizers.SGD(lr, momentum=0.9))
+    # Several steps per call of the compiled train function: the same updates in the same order (the same
+    # weights, checked) with a third less time per epoch on a small model, whose steps are mostly call overhead.
     model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], steps_per_execution=KERAS_STEPS_PER_CALL)
     seconds: list[float] = []
     history: list[dict[str, float]] = []
 
@@ -187,8 +192,8 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
                 before_epoch(epoch)
             self.t0 = time.perf_counter()
 
-        def on_train_batch_end(self, batch, logs=None):
-            self.bar.update(1)
+        def on_train_batch_end(self, batch, logs=None):  # once per call: `batch` is its last step
+            self.bar.update(batch + 1 - self.bar.n)
             if logs and "loss" in logs:
                 self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
 

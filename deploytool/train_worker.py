@@ -59,9 +59,10 @@ class TrainWorker:
                                  "model") from None
 
     def close(self) -> None:
+        from deploytool.convert.isolated import end_idle_pool
+
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        end_idle_pool(pool)
 
     def __enter__(self) -> "TrainWorker":
         return self

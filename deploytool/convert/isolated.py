@@ -102,7 +102,12 @@ def _convert(source: Artifact, fmt: str, quantize: str, out_dir: str, calibratio
     from deploytool.convert import convert
 
     print(f"--- convert {source.path} -> {fmt}/{quantize}", flush=True)
-    return convert(source, fmt, quantize, Path(out_dir), calibration)
+    t0 = time.perf_counter()
+    try:
+        return convert(source, fmt, quantize, Path(out_dir), calibration)
+    finally:  # the worker ends without an orderly exit (end_idle_pool): its chatter is in the log now
+        print(f"--- {fmt}/{quantize}: {time.perf_counter() - t0:.1f} s", flush=True)
+        sys.stderr.flush()
 
 
 def _tail(path: Path, lines: int = 3) -> str:
@@ -149,9 +154,9 @@ class IsolatedConverter:
                                                    f"({how})" + (f"; last output: {tail}" if tail else "")) from None
 
     def close(self) -> None:
+        """End the (idle) worker now: every result it made is delivered and its output flushed."""
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        end_idle_pool(pool)
 
     def __enter__(self) -> "IsolatedConverter":
         return self
@@ -164,6 +169,14 @@ def spawn_pool(initializer: Callable[..., None], initargs: tuple) -> ProcessPool
     """One spawned worker process, set up by `initializer(*initargs)` and reused until it is killed or closed."""
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                initializer=initializer, initargs=initargs)
+
+
+def end_idle_pool(pool: ProcessPoolExecutor | None) -> None:
+    """Stop a worker whose results are all delivered, without waiting for its interpreter to tear down:
+    a process holding TensorFlow or PyTorch takes 1-2 s to exit in order, and nothing it would still do
+    (atexit hooks, freeing memory) is wanted. A worker still running a job is killed the same way."""
+    if pool is not None:
+        kill_pool(pool)
 
 
 def kill_pool(pool: ProcessPoolExecutor | None) -> str:

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.runtimes.measure import (PeakRss, busy_note, cpu_busy_fraction, load_environment, run_batched,
-                                        time_batch1)
+from deploytool.runtimes.measure import (LOAD_CHECK_S, PeakRss, busy_note, cpu_busy_fraction, load_environment,
+                                         run_batched, time_batch1)
 
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
@@ -147,7 +147,7 @@ class Runtime:
         samples = self.options.get("latency_samples")
         busy = None
         if samples is None or samples >= MIN_TIMED_SAMPLES:  # a single untimed run (localize) needs no check
-            busy = cpu_busy_fraction(float(self.options.get("load_check_s", 0.2)))
+            busy = cpu_busy_fraction(float(self.options.get("load_check_s", LOAD_CHECK_S)))
             note = busy_note(busy, threads)
             if note:
                 notes.append(note)

@@ -113,6 +113,15 @@ class RuntimeWorkers:
             self.started += 1
         return self._pools[ref]
 
+    def warm(self, cls: type) -> None:
+        """Start `cls`'s worker now (its framework imported), without waiting: a run starts its rows'
+        workers while the conversions finish, so no row pays a framework's import."""
+        from deploytool.convert.isolated import _submit_from_lasting_thread
+
+        ref = _ref(cls)
+        if ref not in self._pools:
+            _submit_from_lasting_thread(self._pool(ref), os.getpid)
+
     def _kill(self, ref: str) -> str:
         from deploytool.convert.isolated import kill_pool
 
@@ -138,8 +147,10 @@ class RuntimeWorkers:
                                                 f"the model ({how})") from None
 
     def close(self) -> None:
+        from deploytool.convert.isolated import end_idle_pool
+
         for ref in list(self._pools):
-            self._pools.pop(ref).shutdown(wait=True, cancel_futures=True)
+            end_idle_pool(self._pools.pop(ref))
 
 
 _open: RuntimeWorkers | None = None
@@ -158,6 +169,14 @@ def runtime_workers() -> Iterator[RuntimeWorkers]:
     finally:
         _open = None
         workers.close()
+
+
+def warm_workers(classes: list[type]) -> None:
+    """Start the open run's worker of each in-process runtime class in `classes` (see RuntimeWorkers.warm)."""
+    if _open is not None:
+        for cls in classes:
+            if cls.in_process:
+                _open.warm(cls)
 
 
 def measure_in_own_process(cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:

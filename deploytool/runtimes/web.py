@@ -275,7 +275,7 @@ class WebRuntime(Runtime):
             # what other processes took of this machine's CPUs just before the page's timing (the lab judges
             # latency against it); Chromium's renderer is not running a job meanwhile
             timed = self.latency_samples is None or self.latency_samples >= MIN_TIMED_SAMPLES
-            busy = cpu_busy_fraction() if timed else None  # 0.2 s, as a host row's check
+            busy = cpu_busy_fraction() if timed else None  # as a host row's check
             t_run = time.perf_counter()
             try:
                 res = self._job("run", cfg)
@@ -364,6 +364,8 @@ class WebRuntime(Runtime):
             "warmup_runs": self.warmup_runs,
             "latency_samples": res.get("latency_samples"),
             "whole_set_batch_size": res.get("batch_size"),
+            # at batch 1 the timed pass's outputs are kept: these samples ran once, not twice
+            "outputs_from_timed_pass": res.get("outputs_from_timed_pass", 0),
             "npm_versions": versions,
             "timings_ms": {k: round(float(v), 3) for k, v in timings.items()},
         }

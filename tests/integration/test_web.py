@@ -105,6 +105,7 @@ def test_onnx_on_onnxruntime_web_matches_keras(models):
     _check_common(out, len(models.inputs), "wasm", 2)
     assert out.environment["runtime"] == "onnxruntime-web"
     assert out.environment["whole_set_batch_size"] > 1  # tf2onnx keeps the batch free
+    assert out.environment["outputs_from_timed_pass"] == 0  # batched outputs come from the batched pass
     # the load the page's timing began under, as host rows record it (the lab judges latency against it)
     assert 0 <= out.environment["cpu_busy_fraction_before_timing"] <= 1 and out.environment["cpu_count"] >= 1
 
@@ -119,6 +120,8 @@ def test_nchw_onnx_from_torch_with_fixed_batch(models, tmp_path):
     assert np.array_equal(out.outputs.argmax(1), t.torch_outputs.argmax(1))
     assert out.environment["whole_set_batch_size"] == 1  # the model's batch is fixed at 1
     assert out.latency_ms.shape == (len(t.inputs),)
+    # at batch 1 the timed pass is the outputs' pass: every sample ran once
+    assert out.environment["outputs_from_timed_pass"] == len(t.inputs)
 
 
 def test_tflite_on_tfjs_tflite_matches_keras(models):
@@ -126,6 +129,15 @@ def test_tflite_on_tfjs_tflite_matches_keras(models):
     _check_fp32(out, models)
     _check_common(out, len(models.inputs), "tflite-wasm", 1)
     assert (out.environment["runtime"], out.environment["library"]) == ("tfjs-tflite", "@tensorflow/tfjs-tflite")
+    assert out.environment["outputs_from_timed_pass"] == len(models.inputs)
+
+
+def test_batch1_model_timing_fewer_samples_still_gives_every_output(models):
+    # the first 5 outputs come from the timed pass, the others from the whole-set pass: all must be right
+    out = _run(models.tflite, models.inputs, warmup_runs=1, latency_samples=5)
+    _check_fp32(out, models)
+    assert out.latency_ms.shape == (5,)
+    assert out.environment["outputs_from_timed_pass"] == 5
 
 
 def test_tflite_int8_io_is_quantized_and_dequantized(models):
