@@ -32,6 +32,8 @@ from deploytool.errors import StageFailed
 
 # prctl(2) option: the signal the kernel sends us when our parent ends.
 _PR_SET_PDEATHSIG = 1
+# How long an idle worker's exit hooks may take before it is killed anyway.
+EXIT_HOOKS_TIMEOUT_S = 10.0
 # How often the watchdog also compares os.getppid() with the parent's pid: the
 # parent's pipe alone is not enough if another process inherited its end.
 WATCH_INTERVAL_S = 0.5
@@ -171,12 +173,24 @@ def spawn_pool(initializer: Callable[..., None], initargs: tuple) -> ProcessPool
                                initializer=initializer, initargs=initargs)
 
 
+def _run_exit_hooks() -> None:
+    import atexit
+
+    atexit._run_exitfuncs()  # our temporary folders (onnx2tf runs), weakref finalizers (TemporaryDirectory)
+
+
 def end_idle_pool(pool: ProcessPoolExecutor | None) -> None:
-    """Stop a worker whose results are all delivered, without waiting for its interpreter to tear down:
-    a process holding TensorFlow or PyTorch takes 1-2 s to exit in order, and nothing it would still do
-    (atexit hooks, freeing memory) is wanted. A worker still running a job is killed the same way."""
-    if pool is not None:
-        kill_pool(pool)
+    """Stop a worker whose results are all delivered without waiting for its interpreter to tear down: a
+    process holding TensorFlow or PyTorch takes 1-2 s to exit in order (module teardown, thread joins), while
+    its exit hooks, which remove its temporary files, take milliseconds. Those run first, then it is killed."""
+    if pool is None:
+        return
+    if any(p.is_alive() for p in getattr(pool, "_processes", {}).values()):  # never spawn one only to end it
+        try:
+            pool.submit(_run_exit_hooks).result(timeout=EXIT_HOOKS_TIMEOUT_S)
+        except Exception:  # a hung or broken worker: killed all the same
+            pass
+    kill_pool(pool)
 
 
 def kill_pool(pool: ProcessPoolExecutor | None) -> str:

@@ -2,15 +2,21 @@
 dynamo exporter, which takes the ExportedProgram as it is, so the batch
 dimension stays dynamic and the input stays NCHW). Only fp32 is made here;
 ONNX quantization is `onnx_quant`'s job. Never runs the model it made.
+A worker exports one source once: the ONNX modes and the onnx2tf ones all
+start from the same fp32 file, so later ones get a copy of it.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish
 
 CONVERTER = "torch.onnx"
@@ -31,7 +37,13 @@ def load_program(path: Path):
     return pt2.load_program(path)
 
 
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+# (source bytes, input shape, torch version) -> this worker's export of it (a temporary file, removed at exit)
+_exports: dict[tuple, Path] = {}
+_exports_dir: Any = None
+_exports_lock = threading.Lock()
+
+
+def _export(source: Artifact, path: Path) -> None:
     import logging
 
     import torch
@@ -41,9 +53,25 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
     program = load_program(source.path)
     sample = torch.zeros((2, *source.input_shape), dtype=torch.float32)
-    path = Path(out_dir) / "model.onnx"
     torch.onnx.export(program, (sample,), str(path), dynamo=True, opset_version=OPSET,
                       input_names=["input"], output_names=["output"], external_data=False, verbose=False)
     check_onnx(path)
+
+
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    global _exports_dir
+    path = Path(out_dir) / "model.onnx"
+    key = (content_hash(source.path), tuple(source.input_shape), dist_version(DIST))
+    with _exports_lock:
+        made = _exports.get(key)
+        if made is None or not made.is_file():
+            _export(source, path)
+            if _exports_dir is None:
+                _exports_dir = tempfile.TemporaryDirectory(prefix="deploytool-onnx-export-")  # removed at exit
+            made = _exports[key] = Path(_exports_dir.name) / f"{key[0][:16]}-{len(_exports)}.onnx"
+            shutil.copyfile(path, made)
+        else:
+            print(f"torch.onnx: using this worker's export of {key[0][:12]}", flush=True)
+            shutil.copyfile(made, path)
     return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "dynamo": True, "input_name": "input", "output_name": "output"})

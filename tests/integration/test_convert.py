@@ -360,3 +360,20 @@ def test_corrupt_source_is_a_conversion_failure(fmt, suffix, fmt_word, converter
     assert e.value.status == "conversion_failed"
     assert e.value.reason.startswith(f"{converter} {metadata.version(dist)}: ")
     assert "\n" not in e.value.reason
+
+
+def test_a_worker_exports_one_pytorch_source_to_onnx_once(sources, monkeypatch, tmp_path):
+    """The ONNX modes (and onnx2tf's, which start from the same fp32 ONNX) share one torch.onnx export per
+    source in a worker: the later ones get the same bytes without exporting again."""
+    from deploytool.convert import onnx_torch
+
+    real, exports = onnx_torch._export, []
+    monkeypatch.setattr(onnx_torch, "_exports", {})
+    monkeypatch.setattr(onnx_torch, "_export", lambda src, path: (exports.append(path), real(src, path)))
+    src = sources["torch"].artifact
+    a = C.convert(src, "onnx", "none", tmp_path / "a")
+    b = C.convert(src, "onnx", "none", tmp_path / "b")
+    q = C.convert(src, "onnx", "dynamic", tmp_path / "q")
+    assert len(exports) == 1
+    assert Path(a.path).read_bytes() == Path(b.path).read_bytes() and a.sha256 == b.sha256
+    assert q.quantize == "dynamic" and Path(q.path).is_file() and q.size_bytes < a.size_bytes
