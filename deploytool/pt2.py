@@ -151,6 +151,16 @@ def load_program(path: str | Path):
         raise BadModelFile(f"{path}: not a readable .pt2 file ({_first_line(e)}); {RESAVE}") from None
 
 
+def import_reader() -> None:
+    """Import what reading a .pt2 file needs (torch's export deserializer pulls in torch._dynamo: ~1.5 s),
+    for a worker that imports its framework before it is asked to load a model."""
+    import torch  # imported before the loggers are muted: its import configures them
+
+    with _quiet_torch():
+        import torch._export.serde.serialize
+        import torch.export.pt2_archive._package  # noqa: F401
+
+
 def _load(path: Path):
     from torch._export.serde import schema
     from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass

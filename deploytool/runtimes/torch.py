@@ -24,9 +24,9 @@ class TorchRuntime(Runtime):
 
     @classmethod
     def import_framework(cls) -> None:
-        import torch  # noqa: F401
+        from deploytool.pt2 import import_reader
 
-        import deploytool.pt2  # noqa: F401
+        import_reader()
 
     def _load(self, artifact: Artifact) -> None:
         import torch
