@@ -88,3 +88,28 @@ def test_baseline_records_accuracy_latency_memory_size_provenance(lenet5_workspa
     outputs = np.load(b["outputs_path"])
     assert outputs.shape == (2000, 10)
     assert np.mean(outputs.argmax(1) == ds.y_test) == pytest.approx(b["accuracy"])
+
+
+def test_keras_trains_the_same_weights_with_several_steps_per_call(tmp_path, monkeypatch):
+    """train.KERAS_STEPS_PER_CALL only saves call overhead: the same batches in the same order give the same
+    weights as one step per call, bit for bit."""
+    from dataclasses import replace
+
+    import keras
+
+    from deploytool import train as T
+    from deploytool.data import load_dataset
+    from deploytool.spec import load_spec
+
+    spec = load_spec("lenet1")
+    ds = load_dataset(spec)
+    ds = replace(ds, x_train=ds.x_train[:640], y_train=ds.y_train[:640], x_test=ds.x_test[:64],
+                 y_test=ds.y_test[:64])
+    weights = {}
+    for per_call in (1, T.KERAS_STEPS_PER_CALL):
+        monkeypatch.setattr(T, "KERAS_STEPS_PER_CALL", per_call)
+        path, *_ = T._fit_keras(spec, ds, 2, tmp_path / f"m{per_call}.keras", progress=False)
+        weights[per_call] = keras.models.load_model(path).get_weights()
+    assert T.KERAS_STEPS_PER_CALL > 1
+    a, b = weights.values()
+    assert len(a) == len(b) > 0 and all(np.array_equal(x, y) for x, y in zip(a, b))
