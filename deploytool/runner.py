@@ -92,10 +92,25 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
         if c.framework != framework:
             continue
         try:
-            classes.append(runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime))
+            cls = runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
+            steps = convert.plan(source.format, c.format, c.quantize).steps
         except (StageFailed, DeploytoolError):
             continue
+        if steps == ("passthrough",) and _same_as_baseline(ctx, c, cls, source):
+            continue  # the row reuses the baseline's measurement (baseline_reusable): nothing runs
+        classes.append(cls)
     return list(dict.fromkeys(classes))
+
+
+def _same_as_baseline(ctx: RunContext, combo: Combo, cls: type, source: Artifact) -> bool:
+    """The runtime and settings of the PC baseline: with the baseline's own file, baseline_reusable."""
+    from deploytool.runtimes import runtime_class
+
+    if cls is not runtime_class("pc", source.format):
+        return False
+    opts, req = ctx.runtime_options(combo), ctx.req
+    return (opts.get("threads"), opts.get("warmup_runs"), opts.get("latency_samples")) == \
+        (req.threads, req.warmup_runs, req.latency_samples)
 
 
 def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: Source) -> bool:
@@ -105,11 +120,7 @@ def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: So
 
     if artifact.sha256 != src.artifact.sha256 or artifact.format != src.artifact.format:
         return False
-    if runtime_class(combo.target, artifact.format, combo.runtime) is not runtime_class("pc", artifact.format):
-        return False
-    opts, req = ctx.runtime_options(combo), ctx.req
-    return (opts.get("threads"), opts.get("warmup_runs"), opts.get("latency_samples")) == \
-        (req.threads, req.warmup_runs, req.latency_samples)
+    return _same_as_baseline(ctx, combo, runtime_class(combo.target, artifact.format, combo.runtime), src.artifact)
 
 
 def baseline_outputs(src: Source) -> Outputs:
