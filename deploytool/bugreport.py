@@ -38,9 +38,11 @@ REPRODUCER = Path(__file__).with_name("bugreport_reproduce.py")
 
 
 def slug(result: Result) -> str:
+    """The bundle's folder name: the model and the combination (a lab night's cells of several models share
+    one run's bugs/ folder, and the same failing combination of two models must not overwrite each other)."""
     c = result.combo
-    parts = [c.framework, c.format, c.quantize, c.target, c.backend, c.device, c.runtime]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(p for p in parts if p))
+    parts = [result.model, c.framework, c.format, c.quantize, c.target, c.backend, c.device, c.runtime]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(p for p in parts if p)).lstrip(".") or "row"
 
 
 def _pick(result: Result, n_samples: int) -> np.ndarray:
