@@ -77,13 +77,18 @@ class MachineLoad:
 
     @classmethod
     def of(cls, environment: dict[str, Any], default_cpus: int | None = None) -> MachineLoad | None:
-        """From a row's environment; None for a row that did not record its load (phones; older rows)."""
+        """From a row's environment; None for a row that did not record its load (older rows). A phone row
+        whose runtime picked its own thread count ("default") needs at least one CPU free."""
         busy = environment.get("cpu_busy_fraction_before_timing")
         cpus = environment.get("cpu_count") or default_cpus
         if busy is None or not cpus:
             return None
         try:
-            return cls(float(busy), int(cpus), max(int(environment.get("threads") or 1), 1))
+            threads = int(environment.get("threads") or 1)
+        except (TypeError, ValueError):
+            threads = 1
+        try:
+            return cls(float(busy), int(cpus), max(threads, 1))
         except (TypeError, ValueError):
             return None
 

@@ -35,10 +35,13 @@ from deploytool.devices.adb import (DEVICE_ROOT, AndroidDevice, DeviceInfo, Devi
                                     select_devices)
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
 from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
 
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "android_harness"
 DRIVER = HARNESS_DIR / "run_benchmark.sh"
 ENV_BINARY = "DEPLOYTOOL_BENCHMARK_MODEL"
+# Between the two readings of the phone's /proc/stat in one shell's output.
+_STAT_MARK = "--deploytool-stat--"
 
 DELEGATE_FLAGS = {
     "cpu": ["--use_xnnpack=false"],  # TFLite's built-in kernels, no delegate at all
@@ -203,6 +206,7 @@ class AndroidRuntime(Runtime):
         try:
             q = self._in[0].quantize(inputs)
             outputs, batch, throughput = self._accuracy(q)
+            busy = self._phone_load()
             latency_ms, load_ms, first_ms, memory = self._latency(q[0:1])
         except BaseException:
             self._cleanup()
@@ -210,7 +214,9 @@ class AndroidRuntime(Runtime):
         env = dict(self._env)
         env.update(accuracy_batch_size=batch, latency_runs=self.latency_runs, warmup_runs=self.warmup_runs,
                    warmup_min_secs=self.warmup_min_secs)
-        notes = self._notes + [
+        env.update(load_environment(busy, self.info.cpu_cores))
+        note = busy_note(busy, self.threads or 1, self.info.cpu_cores, where=f"the phone {self.info.serial}")
+        notes = self._notes + ([note] if note else []) + [
             f"latency_ms: {self.latency_runs} timed runs at batch 1 on {self.info.serial}, each the single timed "
             f"run of its own benchmark_model process after {self.warmup_runs} warm-up runs",
         ]
@@ -324,6 +330,18 @@ class AndroidRuntime(Runtime):
                 off += count * dtype.itemsize
         cols = [np.concatenate(chunks)[:n] for chunks in per_output]
         return np.concatenate(cols, axis=1).astype(np.float32)
+
+    def _phone_load(self) -> float | None:
+        """What the phone's other processes took of its CPUs over LOAD_CHECK_S just before the latency runs
+        (its /proc/stat, read twice in one shell): the lab judges a phone row's latency against it as a host
+        row's. None when the phone does not say; that never fails the row."""
+        script = f"cat /proc/stat; echo {_STAT_MARK}; sleep {LOAD_CHECK_S:g}; cat /proc/stat"
+        try:
+            r = self.device.shell(["sh", "-c", script], timeout_s=10, what="reading the phone's CPU load")
+        except Exception:  # a phone that cannot say keeps its row; the row records no load
+            return None
+        before, _, after = r.stdout.partition(_STAT_MARK)
+        return busy_fraction_between(before, after) if r.exit_code == 0 else None
 
     def _latency(self, sample: np.ndarray) -> tuple[np.ndarray, float | None, float | None, dict[str, float]]:
         local = Path(self._tmp.name) / "sample.bin"

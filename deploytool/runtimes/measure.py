@@ -104,42 +104,69 @@ def readings_for(samples: int, k: int) -> int:
 LOAD_CHECK_S = 0.1
 
 
+def _cpu_ticks(line: str) -> tuple[int, int] | None:
+    """(all ticks, idle + iowait ticks) of /proc/stat's aggregate `cpu ` line; None for any other line."""
+    fields = line.split()
+    if not fields or fields[0] != "cpu":
+        return None
+    try:
+        ticks = [int(v) for v in fields[1:]]
+    except ValueError:
+        return None
+    if len(ticks) < 4:
+        return None
+    return sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+
+
+def busy_fraction_between(before: str, after: str) -> float | None:
+    """The share of all CPUs busy between two readings of /proc/stat (its text; only the aggregate `cpu `
+    line counts). None when either lacks it or no time passed. Any Linux's: this machine's, or a phone's."""
+    def ticks(text: str) -> tuple[int, int] | None:
+        return next((t for t in map(_cpu_ticks, text.splitlines()) if t is not None), None)
+
+    a, b = ticks(before), ticks(after)
+    if a is None or b is None or b[0] <= a[0]:
+        return None
+    return min(1.0, max(0.0, 1.0 - (b[1] - a[1]) / (b[0] - a[0])))
+
+
 def cpu_busy_fraction(interval_s: float = LOAD_CHECK_S) -> float | None:
     """The share of all CPUs busy over `interval_s` (from /proc/stat), this process sleeping meanwhile:
     what other processes take. None where /proc/stat cannot be read."""
-    def sample() -> tuple[int, int] | None:
-        try:
-            first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        except OSError:
-            return None
-        ticks = [int(v) for v in first[1:]]
-        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-        return sum(ticks), idle
-
-    a = sample()
-    time.sleep(interval_s)
-    b = sample()
-    if a is None or b is None or b[0] <= a[0]:
+    stat = Path("/proc/stat")
+    try:
+        before = stat.read_text()
+        time.sleep(interval_s)
+        after = stat.read_text()
+    except OSError:
         return None
-    return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+    return busy_fraction_between(before, after)
 
 
-def load_environment(busy_fraction: float | None) -> dict[str, Any]:
+def load_environment(busy_fraction: float | None, cpus: int | None = None) -> dict[str, Any]:
     """What a row records of the load its timing began under (the lab judges latency against it:
-    deploytool.regress.MachineLoad); nothing when it was not read."""
+    deploytool.regress.MachineLoad); nothing when it was not read. `cpus`: the CPUs of the machine that
+    timed (a phone's), else this one's."""
     if busy_fraction is None:
         return {}
-    return {"cpu_busy_fraction_before_timing": round(busy_fraction, 3), "cpu_count": os.cpu_count()}
+    return {"cpu_busy_fraction_before_timing": round(busy_fraction, 3), "cpu_count": cpus or os.cpu_count()}
 
 
-def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None) -> str | None:
-    """A note for the row when other processes left fewer free CPUs than the runtime's threads."""
+def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None,
+              where: str = "") -> str | None:
+    """A note for the row when other processes left fewer free CPUs than the runtime's threads. `where`
+    names another machine that timed (a phone) with `cpus` its CPUs; by default this one."""
     cpus = cpus or os.cpu_count() or 1
     if busy_fraction is None or (1.0 - busy_fraction) * cpus >= threads:
         return None
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"the machine was busy when timing began: {100 * busy_fraction:.0f}% of {cpus} CPUs in use "
-            f"(1-minute load {load:.1f}) for {threads} thread(s); latency may read high")
+    if where:
+        said = where
+    else:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        said = "the machine"
+    return (f"{said} was busy when timing began: {100 * busy_fraction:.0f}% of {cpus} CPUs in use"
+            + ("" if where else f" (1-minute load {load:.1f})")
+            + f" for {threads} thread(s); latency may read high")
 
 
 def run_batched(predict: Predict, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:

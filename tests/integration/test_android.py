@@ -252,6 +252,12 @@ def test_fp32_whole_test_set_in_one_batch(phone, models):
     assert out.latency_ms.shape == (3,) and (out.latency_ms > 0).all()
     assert out.latency.n == 3 and out.latency.p50_ms > 0
     assert out.load_ms > 0 and out.first_inference_ms > 0 and out.throughput_sps > 0
+    # the phone's own load just before the latency runs (its /proc/stat, read twice in one shell), against
+    # the phone's CPUs: the lab judges the row's latency against it as a host row's
+    assert 0.0 <= env["cpu_busy_fraction_before_timing"] <= 1.0 and env["cpu_count"] == 8
+    stat = [i for i, c in enumerate(phone.command_log) if "/proc/stat" in c]
+    latency = [i for i, c in enumerate(phone.command_log) if " repeat " in c]
+    assert len(stat) == 1 and stat[0] < latency[0]
     # memory: each figure named for what it measured
     assert out.memory_bytes["device_process_peak_rss_bytes"] > 10 * 2**20
     assert out.memory_bytes["tflite_reported_peak_footprint_bytes"] > 10 * 2**20

@@ -75,3 +75,19 @@ def test_busy_is_noted_only_when_fewer_cpus_are_free_than_threads():
 def test_cpu_busy_fraction_reads_proc_stat():
     f = measure.cpu_busy_fraction(0.05)
     assert f is None or 0.0 <= f <= 1.0
+
+
+def test_busy_fraction_between_two_proc_stat_readings_uses_the_aggregate_line():
+    before = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\nintr 1\n"
+    after = "cpu  150 0 150 890 10 0 0 0 0 0\ncpu0 99 0 99 401 0 0 0 0 0 0\n"
+    # 200 ticks passed, 100 of them idle or iowait: half of all CPUs were busy (the per-CPU lines do not count)
+    assert measure.busy_fraction_between(before, after) == 0.5
+    assert measure.busy_fraction_between(before, before) is None  # no time passed
+    assert measure.busy_fraction_between("", after) is None and measure.busy_fraction_between(before, "oops") is None
+
+
+def test_busy_note_names_the_phone_that_was_busy_and_not_this_machines_load():
+    assert measure.busy_note(0.2, 1, 8, where="the phone emu-1") is None  # 6.4 of 8 CPUs free for 1 thread
+    note = measure.busy_note(0.9, 2, 8, where="the phone emu-1")
+    assert note.startswith("the phone emu-1 was busy") and "90% of 8 CPUs" in note and "1-minute load" not in note
+    assert "1-minute load" in measure.busy_note(0.9, 2, 2)

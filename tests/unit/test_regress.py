@@ -115,7 +115,7 @@ def test_a_slowdown_between_two_quiet_nights_is_still_a_regression():
     c = regress.latency_change(_night(rng), _night(rng, slower=1.3), load_before=QUIET,
                                load_now=regress.MachineLoad(0.12, cpus=2, threads=1))
     assert c.outcome == "regression" and c.alert and c.effect == pytest.approx(0.3, abs=0.05)
-    # and rows that recorded no load (phones, older rows) are judged as before
+    # and rows that recorded no load (older rows) are judged as before
     assert regress.latency_change(_night(rng), _night(rng, slower=1.3), load_now=BUSY).outcome == "regression"
 
 
