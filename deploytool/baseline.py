@@ -83,7 +83,10 @@ def _settings_key(artifact: Artifact, dataset: Dataset, warmup_runs: int, latenc
 def cached_baseline(artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
                     latency_samples: int | None = None, threads: int = 1) -> Baseline | None:
     """The baseline measured before with these settings, or None."""
-    key = _settings_key(artifact, dataset, warmup_runs, latency_samples, threads)
+    return _cached_with(artifact, _settings_key(artifact, dataset, warmup_runs, latency_samples, threads))
+
+
+def _cached_with(artifact: Artifact, key: str) -> Baseline | None:
     # its own folder, else the latest beside the model (where versions before the folders kept it)
     return _cached(_paths(artifact, key)[0], key) or _cached(Path(artifact.path).parent / "baseline.json", key)
 
@@ -94,8 +97,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     meta, npy, lat_npy = _paths(artifact, key)
     latest = Path(artifact.path).parent / "baseline.json"
     if not force:
-        b = cached_baseline(artifact, dataset, warmup_runs=warmup_runs, latency_samples=latency_samples,
-                            threads=threads)
+        b = _cached_with(artifact, key)
         if b is not None:
             return b
     meta.parent.mkdir(parents=True, exist_ok=True)

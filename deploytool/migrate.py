@@ -245,7 +245,7 @@ class _Run:
             pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: the training processes end with this one
         # The rows' runtime workers start (and import their frameworks) while the conversions finish, not
         # while a source trains.
-        warm_workers(list(dict.fromkeys(warm)))
+        warm_workers(warm)
         t = time.perf_counter()
         lanes.drain()
         return time.perf_counter() - t  # what conversions cost beyond the training they overlapped

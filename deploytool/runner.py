@@ -12,7 +12,7 @@ import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -53,20 +53,29 @@ def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -
     return converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
 
 
-def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[tuple]:
-    """(fmt, quantize, out dir, calibration) of each conversion `combos` of `framework` will need that is not
-    cached yet: those a row would start in the converter worker (never passthrough copies or refused rows)."""
+def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type, tuple]]:
+    """(combo, runtime class, conversion steps) of each of `framework`'s combos that has both (a refused row
+    has neither: it reports itself)."""
     from deploytool import convert
     from deploytool.runtimes import runtime_class
 
-    jobs, seen = [], set()
     for c in combos:
-        if c.framework != framework or (c.format, c.quantize) in seen:
+        if c.framework != framework:
             continue
         try:
             steps = convert.plan(source.format, c.format, c.quantize).steps
-            runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
+            cls = runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
         except (StageFailed, DeploytoolError):
+            continue
+        yield c, cls, steps
+
+
+def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[tuple]:
+    """(fmt, quantize, out dir, calibration) of each conversion `combos` of `framework` will need that is not
+    cached yet: those a row would start in the converter worker (never passthrough copies or refused rows)."""
+    jobs, seen = [], set()
+    for c, _, steps in _routed(combos, framework, source):
+        if (c.format, c.quantize) in seen:
             continue
         out = artifact_dir(ctx, source, c)
         if steps == ("passthrough",) or (out / "artifact.json").exists():
@@ -79,7 +88,6 @@ def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, sour
 def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type]:
     """The runtime classes `combos` of `framework` will run on, and the PC baseline's when it is not measured
     yet: what a run starts (and imports) while the conversions finish."""
-    from deploytool import convert
     from deploytool.baseline import cached_baseline
     from deploytool.runtimes import runtime_class
 
@@ -88,14 +96,7 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
     if cached_baseline(source, ctx.dataset, warmup_runs=req.warmup_runs, latency_samples=req.latency_samples,
                        threads=req.threads) is None:
         classes.append(runtime_class("pc", source.format))
-    for c in combos:
-        if c.framework != framework:
-            continue
-        try:
-            cls = runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
-            steps = convert.plan(source.format, c.format, c.quantize).steps
-        except (StageFailed, DeploytoolError):
-            continue
+    for c, cls, steps in _routed(combos, framework, source):
         if steps == ("passthrough",) and _same_as_baseline(ctx, c, cls, source):
             continue  # the row reuses the baseline's measurement (baseline_reusable): nothing runs
         classes.append(cls)

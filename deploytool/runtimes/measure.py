@@ -159,14 +159,10 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
     cpus = cpus or os.cpu_count() or 1
     if busy_fraction is None or (1.0 - busy_fraction) * cpus >= threads:
         return None
-    if where:
-        said = where
-    else:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        said = "the machine"
-    return (f"{said} was busy when timing began: {100 * busy_fraction:.0f}% of {cpus} CPUs in use"
-            + ("" if where else f" (1-minute load {load:.1f})")
-            + f" for {threads} thread(s); latency may read high")
+    # this machine's 1-minute load average says more; a phone's is not ours to read
+    load = "" if where or not hasattr(os, "getloadavg") else f" (1-minute load {os.getloadavg()[0]:.1f})"
+    return (f"{where or 'the machine'} was busy when timing began: {100 * busy_fraction:.0f}% of {cpus} CPUs "
+            f"in use{load} for {threads} thread(s); latency may read high")
 
 
 def run_batched(predict: Predict, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:
