@@ -1,6 +1,6 @@
 """Benchmark (issue 11): the lab's false-alarm rate when the machine's load changes
 between nights, before and after latency was judged against the load
-(deploytool.regress.MachineLoad), and whether a real 30% slowdown on a quiet
+(deploytool.lab.regress.MachineLoad), and whether a real 30% slowdown on a quiet
 machine is still flagged.
 
 (a) Simulated, at scale: T series of 20 nights whose latencies are seeded arrays
@@ -58,7 +58,7 @@ def _row(env: dict) -> object:
 
 def simulate(trials: int, nights: int, slowdown_from: int | None, alternate: bool, seed: int) -> dict[str, float]:
     """Rates over `trials` series: nights with an alert (of the nights judged), series with any alert."""
-    from deploytool import regress
+    from deploytool.lab import regress
     from deploytool.lab.night import _on_the_trend, latency_reference
 
     rng = np.random.default_rng(seed)

@@ -35,7 +35,7 @@ def migrate(code: Path, ws: str, extra: list[str]) -> str:
 
 def rows(ws: str, run_id: str) -> dict[str, tuple[str, float | None, str, float | None, int]]:
     """label -> (where, p50_ms, memory figure name, memory bytes, K) of a stored run."""
-    from deploytool.runs import stored_results
+    from deploytool.run.stored import stored_results
     from deploytool.store import open_store
     from deploytool.workspace import Workspace
 

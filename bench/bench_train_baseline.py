@@ -20,7 +20,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="default: the manifest's")
     args = ap.parse_args()
 
-    from deploytool.baseline import run_baseline
+    from deploytool.run.baseline import run_baseline
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
     from deploytool.train import train

@@ -79,7 +79,7 @@ def content_hash(path: Path) -> str:
     h = hashlib.sha256()
     path = Path(path)
     if path.suffix == ".onnx" and path.is_file():
-        from deploytool import onnx_external
+        from deploytool.modelfiles import onnx_external
 
         return onnx_external.content_hash(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -96,7 +96,7 @@ def size_on_disk(path: Path) -> int:
     """Bytes of a file (an .onnx with its external data) or of a directory's files."""
     path = Path(path)
     if path.suffix == ".onnx" and path.is_file():
-        from deploytool import onnx_external
+        from deploytool.modelfiles import onnx_external
 
         return onnx_external.size_on_disk(path)
     if path.is_file():

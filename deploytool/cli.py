@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from deploytool.errors import DeploytoolError
+from deploytool.run.flags import (non_negative_int, positive_int, positive_seconds,
+                                  user_model_args, user_model_fields)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -21,39 +23,6 @@ class _Parser(argparse.ArgumentParser):
         print(f"deploytool: error: {self.prog.removeprefix('deploytool ')}: {message}; "
               f"see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(2)
-
-
-def _number(kind: type, minimum: float, what: str, allow_equal: bool = True):
-    """An argparse type: a finite number of `kind` at least (or above) `minimum`."""
-    import math
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not math.isfinite(value) or value < minimum or (not allow_equal and value == minimum):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, 1, "a whole number >= 1")
-_non_negative_int = _number(int, 0, "a whole number >= 0")
-_positive_seconds = _number(float, 0.0, "a positive number of seconds", allow_equal=False)
-
-
-def _finite_float(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite non-zero number")
-    return value
 
 
 def _run_id(text: str) -> str:
@@ -83,27 +52,8 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
                    help=f"which twin to use (default: {framework_default})")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="official dataset files (MNIST IDX, CIFAR-10 batches) instead of the bundled data")
-    p.add_argument("--epochs", type=_positive_int, default=None,
+    p.add_argument("--epochs", type=positive_int, default=None,
                    help="override the manifest's epochs (changes the cache key)")
-
-
-def user_model_args(p: argparse.ArgumentParser) -> None:
-    """The flags of a user's own model file (migrate, study robustness): its test set and what the model cannot tell."""
-    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
-    p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
-                   help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
-    p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
-    p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
-    p.add_argument("--scale", type=_finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
-    p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
-    p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
-
-
-def user_model_fields(args: argparse.Namespace) -> dict:
-    """MigrateRequest's fields from user_model_args' flags."""
-    return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
-                labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
-                scale=args.scale, mean=_floats(args.mean, "--mean"), std=_floats(args.std, "--std"))
 
 
 def build_parser(studies: bool = True) -> argparse.ArgumentParser:
@@ -133,16 +83,16 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
             "deploytool train --model lenet5 --framework keras",
             "deploytool train --model resnet20 --framework torch --data-dir ~/data/cifar-10-batches-py")
     _model_args(p, "all")
-    p.add_argument("--threads", type=_positive_int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="intra-op and inter-op threads for both frameworks (default: 1; changes the cache key)")
 
     p = add("baseline", "measure the PC baseline: accuracy, latency, throughput, memory, size (trains if needed)",
             "deploytool baseline --model lenet5 --framework torch")
     _model_args(p, "all")
-    p.add_argument("--threads", type=_positive_int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="threads for training and for the baseline run, the same in both frameworks (default: 1)")
-    p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
-    p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
+    p.add_argument("--latency-samples", type=positive_int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
 
     p = add("migrate", "convert/quantize, run on the targets, compare with the PC baseline, store, report",
             "deploytool migrate --model lenet5 --target host --format tflite --quantize int8",
@@ -162,12 +112,12 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="",
                    help="which runtime where a target offers several for a format, e.g. litert,tensorflow-lite "
                         "(comma-separated, or all: side by side; default: each target's default)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="inference threads on every runtime (default: 1)")
-    p.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
-    p.add_argument("--latency-samples", type=_positive_int, default=None, help="samples timed at batch 1 (default: all)")
-    p.add_argument("--test-samples", type=_positive_int, default=None,
+    p.add_argument("--threads", type=positive_int, default=1, help="inference threads on every runtime (default: 1)")
+    p.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up inferences before timing (default: 10)")
+    p.add_argument("--latency-samples", type=positive_int, default=None, help="samples timed at batch 1 (default: all)")
+    p.add_argument("--test-samples", type=positive_int, default=None,
                    help="use only the first N test samples (default: all)")
-    p.add_argument("--timeout", type=_positive_seconds, default=600.0, help="seconds one combination may run (default: 600)")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds one combination may run (default: 600)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=PASS[,FAIL]",
                    help="override a manifest tolerance, e.g. agreement=0.99,0.97 or accuracy_drop_points=1,2")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
@@ -209,7 +159,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, help="a Dask scheduler tcp://HOST:8786 (default: an embedded "
                    "LocalCluster with this machine's host, Chromium and phones)")
     p.add_argument("--name", default=None, help="worker: its name (default: this host's name)")
-    p.add_argument("--no-worker-timeout", type=_positive_seconds, default=None,
+    p.add_argument("--no-worker-timeout", type=positive_seconds, default=None,
                    help="run: seconds a cell waits for a worker with its resource before it is `no_worker` (default 30)")
     p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="history: output format")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
@@ -303,7 +253,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from deploytool.baseline import run_baseline
+    from deploytool.run.baseline import run_baseline
 
     spec, dataset, results = _train_all(args)
     rows = []
@@ -329,7 +279,7 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from deploytool.compare import parse_tolerance_overrides
+    from deploytool.run.compare import parse_tolerance_overrides
     from deploytool.migrate import MigrateRequest, migrate
     from deploytool.targets import all_targets
 
@@ -352,20 +302,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _floats(text: str, flag: str) -> tuple[float, ...]:
-    import math
-
-    from deploytool.errors import UnknownOption
-
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise UnknownOption(f"{flag} {text!r}: expected numbers separated by commas, e.g. 0.485,0.456,0.406") from None
-    if not all(math.isfinite(v) for v in values) or (flag == "--std" and 0 in values):
-        raise UnknownOption(f"{flag} {text!r}: expected finite numbers" + (", none of them 0" if flag == "--std" else ""))
-    return values
-
-
 def _fmt(v, spec: str, scale: float = 1.0) -> str:
     return "-" if v is None else format(v * scale, spec)
 
@@ -385,7 +321,7 @@ def _print_results(results) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from deploytool.errors import UnknownOption
-    from deploytool.runs import rebuild_report
+    from deploytool.run.stored import rebuild_report
     from deploytool.store import open_store
     from deploytool.workspace import Workspace
 
@@ -400,7 +336,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = store.get_run(args.run)
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
-    paths, results = rebuild_report(run, store, ws)
+    if (run.get("request") or {}).get("study"):  # a study run (deploytool/study/): its points, not rows
+        from deploytool.study import get_study
+        from deploytool.study.base import StudyRun
+        from deploytool.study.report import write_study_report
+
+        srun = StudyRun.stored(run, ws, store)
+        paths, results = write_study_report(srun, get_study(srun.study).report(srun)), []
+    else:
+        paths, results = rebuild_report(run, store, ws)
     _print_results(results)
     print(f"report: {paths.html}")
     return 0
@@ -459,7 +403,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.dir is None:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")
     if not folder.is_dir():
-        from deploytool.upstream import write_finding
+        from deploytool.bugs.upstream import write_finding
 
         write_finding(f, ws.finding_dir(f["id"]))
     dest = args.dir.expanduser().absolute()

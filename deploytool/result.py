@@ -2,7 +2,10 @@
 target, device/backend, runtime) -> status, comparison, provenance. A typed
 value object; JSON exists only at the store and report boundary (`to_json` /
 `from_json`, schema `SCHEMA_VERSION`, older rows upgraded on read). A failed
-stage is a Result too.
+stage is a Result too. The row's value objects live here with it: `Combo`,
+`Measurement`, and the `Comparison` against the PC baseline (its `Check`s and
+`Flip`s; deploytool.run.compare computes it). A Comparison is truthy when its
+verdict is "pass".
 """
 
 from __future__ import annotations
@@ -14,9 +17,106 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact
-from deploytool.compare import Check, Comparison, Flip, format_tolerance, primary_memory  # noqa: F401 (re-exported)
+from deploytool.spec import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
+
+VERDICTS = ("pass", "degraded", "fail")
+# Memory figures in order of preference when one number must stand for a run;
+# each runtime names what it measured, and the ratio is only as honest as the
+# pair: the report prints which two figures were divided.
+MEMORY_PREFERENCE = (
+    "isolated_peak_rss_delta_bytes",
+    "process_peak_rss_delta_bytes",
+    "renderer_peak_rss_bytes",
+    "device_peak_rss_bytes",
+    "peak_memory_footprint_bytes",
+    "process_peak_rss_bytes",
+)
+
+
+# One sentence per figure, for the report's memory legend.
+MEMORY_MEANING = {
+    "isolated_peak_rss_delta_bytes": "peak resident memory of loading the model and running the whole test set, "
+                                     "above the memory of the runtime's own process once its framework was imported "
+                                     "and idle (the same alone or in a matrix; onnxruntime and LiteRT give Python no "
+                                     "allocator statistics of their own, so there is none beside it).",
+    "process_peak_rss_delta_bytes": "peak resident memory of loading and running the model above the memory just "
+                                    "before, inside the long-lived deploytool process: it includes whatever that row "
+                                    "was first to import, so it depends on the order of rows (rows measured before "
+                                    "issue 10).",
+    "process_peak_rss_bytes": "peak resident memory of the whole process that loaded and ran the model, framework "
+                              "included.",
+    "process_lifetime_peak_rss_bytes": "peak resident memory of the process over its whole life (the span's own "
+                                       "peak could not be isolated on this system).",
+    "renderer_peak_rss_bytes": "peak resident memory of the browser's renderer process that ran the page (a process "
+                               "figure: page, JavaScript library, model and inputs).",
+    "device_peak_rss_bytes": "peak resident memory of the process that ran the model on the phone.",
+    "peak_memory_footprint_bytes": "the peak memory footprint the TFLite benchmark reported on the phone.",
+}
+
+
+@dataclass(frozen=True)
+class Flip:
+    index: int
+    true_label: int
+    baseline_pred: int
+    target_pred: int
+
+
+@dataclass(frozen=True)
+class Check:
+    metric: str
+    value: float
+    pass_limit: float
+    fail_limit: float
+    outcome: str  # pass / degraded / fail
+
+    def describe(self) -> str:
+        return f"{self.metric} = {self.value:.6g} ({self.outcome}; {format_tolerance(self.metric, (self.pass_limit, self.fail_limit))})"
+
+
+def format_tolerance(metric: str, limits: tuple[float, float]) -> str:
+    """The one way a tolerance is written for a person: `pass if >= 0.99, fail below 0.97`."""
+    pass_limit, fail_limit = limits
+    if TOLERANCE_METRICS[metric] == "min":
+        return f"pass if >= {pass_limit:g}, fail below {fail_limit:g}"
+    return f"pass if <= {pass_limit:g}, fail above {fail_limit:g}"
+
+
+@dataclass
+class Comparison:
+    accuracy: float
+    baseline_accuracy: float
+    accuracy_delta_points: float  # target - baseline, in percentage points
+    agreement: float
+    flipped: list[Flip]
+    max_abs_error: float
+    mean_abs_error: float
+    latency_ratio_p50: float | None
+    latency_ratio_p90: float | None
+    memory_ratio: float | None
+    memory_figures: tuple[str, str] | None  # (target figure, baseline figure) that were divided
+    size_ratio: float | None
+    checks: list[Check] = field(default_factory=list)
+    verdict: str = "pass"
+
+    def __bool__(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def broken(self) -> list[Check]:
+        return [c for c in self.checks if c.outcome != "pass"]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def primary_memory(memory_bytes: dict[str, float]) -> tuple[str, float] | None:
+    for key in MEMORY_PREFERENCE:
+        if memory_bytes.get(key) is not None:
+            return key, float(memory_bytes[key])
+    return None
 
 
 class Status(str, Enum):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact
-from deploytool.compare import Check, Comparison, Flip
+from deploytool.result import Check, Comparison, Flip
 from deploytool.result import Combo, Measurement, Result
 
 COMBO = Combo("keras", "tflite", "int8", "host")

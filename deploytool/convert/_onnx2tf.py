@@ -69,7 +69,7 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     """
     import onnx2tf
 
-    from deploytool.onnx_external import copy_with_external
+    from deploytool.modelfiles.onnx_external import copy_with_external
 
     out_dir = Path(out_dir)
     # onnx2tf writes back into the model file it is given (shape inference, renamed outputs): give it a copy, with

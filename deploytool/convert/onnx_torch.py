@@ -30,9 +30,9 @@ MODES = {"none": Mode("float32, no quantization")}
 
 
 def load_program(path: Path):
-    """The ExportedProgram of a .pt2 file, read by deploytool.pt2: never torch.export.load, which
+    """The ExportedProgram of a .pt2 file, read by deploytool.modelfiles.pt2: never torch.export.load, which
     unpickles the archive's sample inputs with weights_only=False."""
-    from deploytool import pt2
+    from deploytool.modelfiles import pt2
 
     return pt2.load_program(path)
 

@@ -14,7 +14,7 @@ import numpy as np
 from deploytool import __version__
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, finish
-from deploytool.onnx_external import copy_with_external
+from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "copy"
 DIST = "deploytool"

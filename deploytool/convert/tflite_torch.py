@@ -62,7 +62,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     import torch
     from litert_torch.generative.quantize import quant_recipes
 
-    from deploytool.pt2 import load_program
+    from deploytool.modelfiles.pt2 import load_program
 
     module = load_program(source.path).module()
     sample = (torch.zeros((1, *source.input_shape), dtype=torch.float32),)

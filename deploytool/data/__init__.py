@@ -18,17 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from deploytool.data.raw import RawData
 from deploytool.errors import DataError, ShapeError
 from deploytool.spec import ModelSpec, Preprocess
-
-
-@dataclass(frozen=True)
-class RawData:
-    x_train: np.ndarray  # NHWC, any numeric dtype
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    origin: str
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.data import RawData
+from deploytool.data.raw import RawData
 from deploytool.errors import DataError
 
 _HOW = ("download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html, "

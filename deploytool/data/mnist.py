@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.data import RawData
+from deploytool.data.raw import RawData
 from deploytool.errors import DataError
 
 BUNDLED = Path(__file__).resolve().parent / "bundled" / "mnist10k.npz"

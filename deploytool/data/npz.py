@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.data import RawData
+from deploytool.data.raw import RawData
 from deploytool.errors import DataError
 
 MEMBERS = ("x", "y", "x_train", "y_train")

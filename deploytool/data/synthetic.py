@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploytool.data import RawData
+from deploytool.data.raw import RawData
 
 
 def digits(test_fraction: float = 0.2, seed: int = 0) -> RawData:

@@ -15,8 +15,8 @@ _LOCK = threading.Lock()
 
 def _context(request: dict[str, Any], workspace: str, target: str, device: str) -> Any:
     """The run's context on this worker, for the cell's own device only: the lab's other phones are elsewhere."""
-    from deploytool.context import RunContext
-    from deploytool.request import MigrateRequest
+    from deploytool.run.context import RunContext
+    from deploytool.run.request import MigrateRequest
     from deploytool.targets import get_target
     from deploytool.workspace import Workspace, stable_hash
 
@@ -42,10 +42,10 @@ def _converter(workspace: str, timeout_s: float) -> Any:
 
 def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Run one cell; returns the Result as JSON, naming the host and worker that measured it."""
-    from deploytool.bugreport import bundle_row
+    from deploytool.bugs.bundle import bundle_row
     from deploytool.provenance import host_identity, host_name
     from deploytool.result import Combo
-    from deploytool.runner import run_combination
+    from deploytool.run.runner import run_combination
     from deploytool.workspace import stable_hash
 
     with _LOCK:  # one cell at a time per worker process: the cores are the measurement's

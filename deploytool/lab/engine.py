@@ -22,7 +22,7 @@ def local_resources(browsers: int = 1) -> dict[str, float]:
     res: dict[str, float] = {"host": 1}
     try:
         from deploytool.devices.browser import find_chromium
-        from deploytool.runtimes.web import check_harness
+        from deploytool.devices.web_harness import check_harness
 
         find_chromium()
         check_harness()

@@ -124,7 +124,7 @@ def _point(r: Result, row: dict[str, Any], night: Night, night_dir: Path, here: 
 
 def lab_history(lab_name: str, ws: Workspace, store: Store, run_id: str, n: int = REPORT_NIGHTS) -> LabHistory:
     """The last `n` nights of a lab up to and including `run_id` (tonight), written after tonight's lab.json."""
-    from deploytool import runs
+    from deploytool.run import stored as runs
 
     stored = [r for r in lab_nights(store, lab_name) if r["run_id"] != run_id]
     tonight = store.get_run(run_id) or {"run_id": run_id, "request": {}}

@@ -32,7 +32,7 @@ class Regression:
     memory_max_relative: float = 0.10
     size_max_relative: float = 0.01
     # latency is not judged between rows whose machines' loads (other processes' CPUs) differ this much, or when
-    # either had fewer CPUs free than its threads (deploytool.regress.load_confounds)
+    # either had fewer CPUs free than its threads (deploytool.lab.regress.load_confounds)
     load_difference_cpus: float = 0.5
 
 

@@ -1,6 +1,6 @@
 """A lab night: plan the cells of a lab file, run them on Dask (each pinned to
 the worker that owns its resource), store each result as it arrives, and judge
-every cell against the last good night of the same cell (deploytool.regress);
+every cell against the last good night of the same cell (deploytool.lab.regress);
 latency against the last good night timed under a comparable machine load, and
 not at all (reported "unclear") when the load confounds it.
 Running a night again with the same name resumes it: cells already final are
@@ -24,7 +24,7 @@ from deploytool.store import Store
 from deploytool.workspace import Workspace, check_name, stable_hash
 
 if TYPE_CHECKING:
-    from deploytool.regress import MachineLoad
+    from deploytool.lab.regress import MachineLoad
 
 
 @dataclass
@@ -70,7 +70,7 @@ def run_id_of(lab: Lab, night: str) -> str:
 
 def model_request(lab: Lab, m: Any, threads: int) -> Any:
     """The migrate request of one lab model at one thread count (its cells are that request's rows)."""
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
 
     return MigrateRequest(model=m.name, frameworks=m.frameworks, formats=lab.formats, quantize=lab.quantize,
                           targets=lab.targets, target_options={k: dict(v) for k, v in lab.target_options.items()},
@@ -81,7 +81,7 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
 
 
 def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]]) -> list[Cell]:
-    from deploytool.context import RunContext
+    from deploytool.run.context import RunContext
     from deploytool.migrate import plan_matrix, requested_targets
     from deploytool.targets import get_target
 
@@ -157,7 +157,7 @@ def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: s
     from distributed.scheduler import KilledWorker, NoValidWorkerError
     from tqdm import tqdm
 
-    from deploytool import runs
+    from deploytool.run import stored as runs
     from deploytool.lab.cell import run_cell
 
     futures = {}
@@ -225,7 +225,7 @@ def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
 def row_load(r: Result) -> MachineLoad | None:
     """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
     before rows named their CPU count takes this machine's, when this machine measured it."""
-    from deploytool import regress
+    from deploytool.lab import regress
     from deploytool.provenance import host_name
 
     here = os.cpu_count() if r.environment.get("lab_host") == host_name() else None
@@ -236,7 +236,7 @@ def latency_reference(good: list[tuple[str, Result]], now: Result, difference_cp
     """The night tonight's latency is compared with: the last good night timed under a load comparable to
     tonight's; when none was (tonight is busy), the last good night timed on a quiet machine; else the last good
     night. `good` is oldest first and not empty."""
-    from deploytool import regress
+    from deploytool.lab import regress
 
     load = row_load(now)
     if load is None:
@@ -259,7 +259,8 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
                 load_aware: bool = True) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
     had recorded its machine's load (the lab before it did; the noise benchmark's "before")."""
-    from deploytool import regress, runs
+    from deploytool.lab import regress
+    from deploytool.run import stored as runs
 
     reg = lab.regression
     tonight = runs.stored_results(store, ws, run_id)
@@ -296,7 +297,7 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
 def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
     """The labels of the test set a lab model's cells ran on (the lab's data and --test-samples), for per-sample
     correctness (the outputs files hold the predictions)."""
-    from deploytool.context import RunContext
+    from deploytool.run.context import RunContext
 
     for m in lab.models:
         try:

@@ -86,9 +86,9 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
     """The run report of each request of the night (a model at a thread count) in runs/<model>-<hash>/ of the
     night's folder; returns each cell's link to it, relative to that folder. A report that cannot be written
     is one line in the log and no link: it never costs the lab report."""
-    from deploytool import runs
-    from deploytool.context import RunContext
-    from deploytool.request import MigrateRequest
+    from deploytool.run import stored as runs
+    from deploytool.run.context import RunContext
+    from deploytool.run.request import MigrateRequest
 
     folder = ws.report_dir(out.run_id)
     by_cell = {c.id: c for c in cells}

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.compare import format_tolerance, primary_memory
+from deploytool.result import format_tolerance, primary_memory
 from deploytool.report import html as _html
 from deploytool.report import text as _text
 from deploytool.result import Result

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from deploytool.compare import MEMORY_MEANING, format_tolerance
+from deploytool.result import MEMORY_MEANING, format_tolerance
 from deploytool.report import figures
 from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count,
                                     fmt_float, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
@@ -236,7 +236,7 @@ def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: di
 
 def _pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Converters of one source side by side (same format, quantization and place)."""
-    from deploytool.pairs import converter_pairs
+    from deploytool.report.pairs import converter_pairs
 
     return [{"pair": p, "sentence": p.sentence} for p in converter_pairs(rows)]
 

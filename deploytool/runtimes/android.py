@@ -126,7 +126,7 @@ class AndroidRuntime(Runtime):
 
     # ---- load ---------------------------------------------------------
     def _load(self, artifact: Artifact) -> None:
-        from deploytool.runtimes.tflite_io import read_io
+        from deploytool.modelfiles.tflite_io import read_io
 
         try:
             self._in, self._out = read_io(str(artifact.path))

@@ -15,7 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.tflite_io import TensorQuant, io_of
+from deploytool.modelfiles.tflite_io import TensorQuant, io_of
 
 _FLOATS = ("float32", "float16")
 

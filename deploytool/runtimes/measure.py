@@ -145,7 +145,7 @@ def cpu_busy_fraction(interval_s: float = LOAD_CHECK_S) -> float | None:
 
 def load_environment(busy_fraction: float | None, cpus: int | None = None) -> dict[str, Any]:
     """What a row records of the load its timing began under (the lab judges latency against it:
-    deploytool.regress.MachineLoad); nothing when it was not read. `cpus`: the CPUs of the machine that
+    deploytool.lab.regress.MachineLoad); nothing when it was not read. `cpus`: the CPUs of the machine that
     timed (a phone's), else this one's."""
     if busy_fraction is None:
         return {}

@@ -13,12 +13,12 @@ class TensorFlowLiteRuntime(LiteRTRuntime):
 
     @classmethod
     def import_framework(cls) -> None:
-        from deploytool.quiet import import_tensorflow
+        from deploytool.proc.quiet import import_tensorflow
 
         import_tensorflow().lite.Interpreter  # noqa: B018 (tf.lite is imported lazily)
 
     def _interpreter(self, path: str, threads: int):
-        from deploytool.quiet import import_tensorflow
+        from deploytool.proc.quiet import import_tensorflow
 
         import warnings
 

@@ -1,5 +1,5 @@
 """The PC baseline runtime for PyTorch-born models: a `.pt2` ExportedProgram
-read by deploytool.pt2 (no pickled code is executed), run in eager mode under
+read by deploytool.modelfiles.pt2 (no pickled code is executed), run in eager mode under
 inference_mode with an explicit intra-op thread count (one by default: on a
 busy small machine OpenMP spinning makes more threads slower)."""
 
@@ -12,8 +12,8 @@ from deploytool.runtimes.base import Outputs, Runtime
 
 
 def load_exported(path: str):
-    """The nn.Module of a .pt2 file, read by deploytool.pt2 (never unpickles code or sample inputs)."""
-    from deploytool.pt2 import load_program
+    """The nn.Module of a .pt2 file, read by deploytool.modelfiles.pt2 (never unpickles code or sample inputs)."""
+    from deploytool.modelfiles.pt2 import load_program
 
     return load_program(path).module()
 
@@ -24,7 +24,7 @@ class TorchRuntime(Runtime):
 
     @classmethod
     def import_framework(cls) -> None:
-        from deploytool.pt2 import import_reader
+        from deploytool.modelfiles.pt2 import import_reader
 
         import_reader()
 

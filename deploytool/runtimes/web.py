@@ -18,8 +18,6 @@ module must not compare outputs or touch the store.
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import time
 from contextlib import contextmanager
@@ -30,53 +28,14 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
+from deploytool.devices.web_harness import check_harness, library_versions
+from deploytool.errors import StageFailed, UnknownOption
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
 
-ENV_HARNESS_DIR = "DEPLOYTOOL_WEB_HARNESS"
 BACKENDS = ("wasm", "cpu", "webgl")
 DEFAULT_THREADS = 1
 OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size", "session")
-
-# npm package -> file the harness needs from it (a missing one means `npm ci` did not run)
-_LIBRARY_FILES = {
-    "@tensorflow/tfjs": "dist/tf.min.js",
-    "@tensorflow/tfjs-backend-wasm": "dist/tf-backend-wasm.min.js",
-    "@tensorflow/tfjs-backend-webgl": "package.json",
-    "@tensorflow/tfjs-tflite": "dist/tf-tflite.min.js",
-    "onnxruntime-web": "dist/ort.wasm.min.js",
-}
-
-
-def harness_dir() -> Path:
-    """web_harness/: $DEPLOYTOOL_WEB_HARNESS, else the one beside the package."""
-    env = os.environ.get(ENV_HARNESS_DIR)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "web_harness"
-
-
-def check_harness(root: Path | None = None) -> Path:
-    """The harness dir, or HarnessMissing saying how to install it."""
-    root = root or harness_dir()
-    if not (root / "index.html").is_file() or not (root / "harness.js").is_file():
-        raise HarnessMissing(f"the web harness page is missing in {root}: "
-                             f"set {ENV_HARNESS_DIR} to the repository's web_harness/ folder")
-    missing = [pkg for pkg, f in _LIBRARY_FILES.items() if not (root / "node_modules" / pkg / f).is_file()]
-    if missing:
-        raise HarnessMissing(f"{root}/node_modules lacks {', '.join(missing)}: "
-                             f"run `make setup` (cd web_harness && npm ci)")
-    return root
-
-
-def library_versions(root: Path) -> dict[str, str]:
-    out = {}
-    for pkg in _LIBRARY_FILES:
-        try:
-            out[pkg] = json.loads((root / "node_modules" / pkg / "package.json").read_text())["version"]
-        except (OSError, ValueError, KeyError):
-            out[pkg] = ""
-    return out
-
 
 def _one_line(text: str, limit: int = 600) -> str:
     text = str(text).split("Call log:")[0]
@@ -241,7 +200,7 @@ class WebRuntime(Runtime):
         return routes, f"{prefix}{name}"
 
     def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
-        from deploytool.runtimes.tflite_io import read_io
+        from deploytool.modelfiles.tflite_io import read_io
 
         try:
             ins, outs = read_io(str(artifact.path))
@@ -480,7 +439,7 @@ def _onnx_external_data(path: Path) -> list[str]:
     """Relative names of the files an ONNX model keeps its weights in
     (torch.onnx.export's default for dynamo=True writes `<name>.data`)."""
     from deploytool.errors import BadModelFile
-    from deploytool.onnx_external import external_locations
+    from deploytool.modelfiles.onnx_external import external_locations
 
     try:
         return external_locations(path)

@@ -29,7 +29,7 @@ class WebSession:
         """The harness server (page + libraries), started once."""
         if self._server is None:
             from deploytool.devices.harness_server import HarnessServer, library_routes
-            from deploytool.runtimes.web import check_harness
+            from deploytool.devices.web_harness import check_harness
 
             self.harness_root = check_harness(self.harness_root)
             self._server = HarnessServer(library_routes(self.harness_root)).start()

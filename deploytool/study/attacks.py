@@ -85,7 +85,7 @@ class Crafter:
 
     @staticmethod
     def _keras(artifact: Artifact, p: Preprocess, num_classes: int, threads: int):
-        from deploytool.quiet import import_tensorflow
+        from deploytool.proc.quiet import import_tensorflow
 
         tf = import_tensorflow()
         import keras
@@ -136,7 +136,7 @@ class Crafter:
         from art.estimators.classification import PyTorchClassifier
 
         torch.set_num_threads(threads)
-        from deploytool.pt2 import load_program
+        from deploytool.modelfiles.pt2 import load_program
 
         module = load_program(artifact.path).module()  # read without unpickling (deploytool/pt2.py)
         k = float(pixel_range(p) * p.scale)

@@ -118,7 +118,7 @@ def measure(study, spec, dataset, seeds: list[int], epochs: int, threads: int, p
 
     from deploytool.study.same_weights import compare_same_weights
     from deploytool.train import train
-    from deploytool.train_worker import TrainWorker
+    from deploytool.train.worker import TrainWorker
 
     done = study.points()
     todo = [(fw, s) for fw in FRAMEWORKS for s in seeds if f"train/{fw}/seed{s}" not in done]

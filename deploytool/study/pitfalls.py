@@ -91,7 +91,7 @@ class Plan:
         from deploytool.errors import UnknownOption
         from deploytool.spec import load_spec
         from deploytool.targets import expand
-        from deploytool.usermodel import is_model_file
+        from deploytool.run.usermodel import is_model_file
 
         if is_model_file(model):
             raise UnknownOption(f"{model}: the pitfalls study takes a model of the zoo (`deploytool models`): "
@@ -157,10 +157,10 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     """The int8-scaling mistake needs each int8-input artifact's own scale and zero point, so those artifacts are
     converted (or read from migrate's cache) before anything runs: ({segment name: fed tensor}, {artifact sha256:
     (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
-    from deploytool.context import Source
+    from deploytool.run.context import Source
     from deploytool.data.mistakes import INT8_UNSCALED, int8_unscaled
-    from deploytool.runner import convert_cached
-    from deploytool.runtimes.tflite_io import read_io
+    from deploytool.run.runner import convert_cached
+    from deploytool.modelfiles.tflite_io import read_io
 
     segments: dict[str, np.ndarray] = {}
     by_artifact: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -189,10 +189,10 @@ def measure(srun: Any, plan: Plan, request: dict[str, Any], progress: bool = Fal
     browser for all web rows, each PC model's baseline once. A point per framework is stored when its rows ran."""
     from dataclasses import replace
 
-    from deploytool.context import Source
+    from deploytool.run.context import Source
     from deploytool.convert.lanes import ConversionLanes
     from deploytool.migrate import prepare
-    from deploytool.runner import conversions_ahead, run_combination
+    from deploytool.run.runner import conversions_ahead, run_combination
     from deploytool.study.robust_sets import Stack, pc_baseline
     from deploytool.workspace import stable_hash
 

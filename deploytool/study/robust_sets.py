@@ -94,7 +94,7 @@ def pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
     """The PC model on a stack, in its own framework's runtime: the baseline of that stack's rows."""
     from dataclasses import asdict
 
-    from deploytool.baseline import Baseline
+    from deploytool.run.baseline import Baseline
     from deploytool.runtimes import make_runtime
 
     out_dir.mkdir(parents=True, exist_ok=True)

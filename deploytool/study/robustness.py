@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.errors import UnknownOption
-from deploytool.request import MigrateRequest
+from deploytool.run.request import MigrateRequest
 from deploytool.artifact import array_sha256
 from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, attack_grid, to_model_input
 from deploytool.study.robust_sets import CraftedSet, SetPlan
@@ -43,7 +43,7 @@ CRAFTABLE = ("keras", "torch")
 
 
 def add_cli(p) -> None:
-    from deploytool.cli import _positive_int, user_model_args
+    from deploytool.run.flags import positive_int, user_model_args
     from deploytool.targets import all_targets
 
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
@@ -56,9 +56,9 @@ def add_cli(p) -> None:
     p.add_argument("--attack", default="all", help=f"{', '.join(ATTACKS)} (comma-separated, or all; default: all)")
     p.add_argument("--eps", default=",".join(f"{e:g}" for e in DEFAULT_EPS),
                    help="L∞ budgets on the [0, 1] pixel scale, before normalisation (default: 0.05,0.1,0.2,0.3)")
-    p.add_argument("--samples", type=_positive_int, default=DEFAULT_SAMPLES,
+    p.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
                    help=f"the first N test samples are attacked (default: {DEFAULT_SAMPLES})")
-    p.add_argument("--threads", type=_positive_int, default=1, help="inference threads on every runtime (default: 1)")
+    p.add_argument("--threads", type=positive_int, default=1, help="inference threads on every runtime (default: 1)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one combination may run (default: 600)")
 
 
@@ -96,7 +96,7 @@ class RobustnessOutcome:
 
 def request_from_args(args) -> RobustnessRequest:
     """The request the command's flags describe (bench/bench_robustness.py builds the same one)."""
-    from deploytool.cli import _floats, user_model_fields
+    from deploytool.run.flags import floats, user_model_fields
     from deploytool.targets import all_targets
 
     migrate = MigrateRequest(
@@ -105,7 +105,7 @@ def request_from_args(args) -> RobustnessRequest:
         runtimes=(args.runtime,) if args.runtime else (), data_dir=args.data_dir, epochs=args.epochs,
         threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh, **user_model_fields(args))
     return RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),
-                             eps=_floats(args.eps, "--eps"), samples=args.samples)
+                             eps=floats(args.eps, "--eps"), samples=args.samples)
 
 
 def run(args) -> int:
@@ -140,12 +140,12 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
                progress: bool = True, log: Callable[[str], None] = print) -> RobustnessOutcome:
     from tqdm import tqdm
 
-    from deploytool import usermodel
-    from deploytool.context import Source
+    from deploytool.run import usermodel
+    from deploytool.run.context import Source
     from deploytool.convert.lanes import ConversionLanes
     from deploytool.migrate import prepare
     from deploytool.provenance import host_identity, package_version
-    from deploytool.runner import conversions_ahead, run_combination
+    from deploytool.run.runner import conversions_ahead, run_combination
     from deploytool.study.attacks import Crafter, load_or_craft
     from deploytool.study.base import StudyRun
     from deploytool.study.robust_sets import Stack, group_by_sets, pc_baseline

@@ -39,10 +39,10 @@ def logit_differences(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> dict[
 
 def compare_same_weights(spec, keras_path: Path, dataset, threads: int) -> dict[str, Any]:
     """Keras model -> PyTorch twin -> fresh Keras twin; the test set through each, compared with the original."""
-    from deploytool.threads import pin_tensorflow, pin_torch
+    from deploytool.proc.threads import pin_tensorflow, pin_torch
 
     facts = {"tensorflow": pin_tensorflow(threads), "torch": pin_torch(threads)}
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow().get_logger().setLevel("ERROR")  # predict() on a model per seed warns of retracing: expected
     import keras

@@ -182,7 +182,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
     from deploytool.targets import all_targets
 
     flags = {k: getattr(args, k) for k in ("threads", "batch", "train_batch", "train_threads", "lr", "optimizer",
@@ -227,7 +227,7 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
           log: Callable[[str], None] = print) -> SweepOutcome:
     from tqdm import tqdm
 
-    from deploytool.context import RunContext
+    from deploytool.run.context import RunContext
     from deploytool.migrate import requested_targets
     from deploytool.provenance import host_identity
     from deploytool.study.base import StudyRun
@@ -367,9 +367,9 @@ class _Inference:
             converter.close()
 
     def _artifact(self, unit: Unit, converter: Any):
-        from deploytool.context import Source
+        from deploytool.run.context import Source
         from deploytool.result import Combo
-        from deploytool.runner import convert_cached
+        from deploytool.run.runner import convert_cached
         from deploytool.train import train
 
         ctx = self.ctx

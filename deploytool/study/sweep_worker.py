@@ -24,7 +24,7 @@ TF_FORMATS = ("keras", "saved_model")
 
 
 def _pin_tensorflow_threads(threads: int) -> None:
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     tf = import_tensorflow()
     tf.config.threading.set_intra_op_parallelism_threads(threads)

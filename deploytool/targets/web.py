@@ -46,7 +46,7 @@ class WebTarget(Target):
         if not run:
             return Preflight()
         from deploytool.devices.browser import chromium_build, find_chromium
-        from deploytool.runtimes.web import check_harness
+        from deploytool.devices.web_harness import check_harness
 
         find_chromium()  # before anything runs: a missing browser is one line, not a column of failures
         check_harness()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import keras
 
-from deploytool.zoo import (
+from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
     BasicBlock,

@@ -14,7 +14,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from deploytool.zoo import (
+from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
     BasicBlock,

@@ -67,7 +67,7 @@ def _shared_models(lock_dir: Path) -> Path:
 
 def _kept_conversions() -> Path:
     """LeNet-5's converted artifacts kept between sessions, keyed by the converters' code and the trained models
-    they come from. Inside, each entry's own key (deploytool.runner.artifact_dir) adds the source's sha256, the
+    they come from. Inside, each entry's own key (deploytool.run.runner.artifact_dir) adds the source's sha256, the
     format, the quantization, the calibration set and the converter packages' versions. The host and web matrix
     fixtures fill it; conversions themselves are tested on tiny models in test_convert*.py and the contract tier,
     and an edit to a converter converts LeNet-5 again."""

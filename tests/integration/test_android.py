@@ -26,7 +26,7 @@ from deploytool.artifact import Artifact
 from deploytool.devices import adb
 from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
-from deploytool.runtimes.tflite_io import read_io
+from deploytool.modelfiles.tflite_io import read_io
 
 pytestmark = pytest.mark.android
 
@@ -103,7 +103,7 @@ def host_outputs(path: Path, x: np.ndarray, per_sample: bool = False) -> np.ndar
     """The same model in LiteRT on the host, quantizing and dequantizing by hand."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from deploytool.runtimes.tflite_io import read_io
+    from deploytool.modelfiles.tflite_io import read_io
 
     (tin,), (tout,) = read_io(str(path))
     it = Interpreter(model_path=str(path))

@@ -46,7 +46,7 @@ def test_runs_the_test_set_on_the_phone(models, which):
 
     from deploytool.artifact import Artifact
     from deploytool.runtimes.android import AndroidRuntime
-    from deploytool.runtimes.tflite_io import read_io
+    from deploytool.modelfiles.tflite_io import read_io
 
     path = getattr(models, which)
     art = Artifact(path=path, format="tflite", framework="keras", layout="NHWC", input_shape=(8, 8, 1), num_outputs=10)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.bugreport import write_bundle
+from deploytool.bugs.bundle import write_bundle
 from deploytool.result import Combo, Result
 from tests import results as factory
 from tests.integration.test_usermodel import onnx_model

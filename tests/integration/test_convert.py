@@ -21,7 +21,7 @@ from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
 from deploytool.runtimes.litert import LiteRTRuntime
 from deploytool.runtimes.onnxrt import OnnxRuntime
-from deploytool.runtimes.tflite_io import read_io
+from deploytool.modelfiles.tflite_io import read_io
 
 try:
     from .tiny_models import agreement, export_keras_saved_model, max_abs_diff

@@ -29,7 +29,7 @@ def fake():
 def test_a_target_registered_by_a_test_runs_through_migrate_report_localize_and_a_bundle(fake, lenet5_workspace):
     from deploytool.localize import localize_run
     from deploytool.migrate import MigrateRequest, migrate
-    from deploytool.runs import rebuild_report
+    from deploytool.run.stored import rebuild_report
     from deploytool.store import open_store
 
     ws, *_ = lenet5_workspace

@@ -60,12 +60,12 @@ class InProcess:
 def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize: str, run_id: str = "r"):
     """One row of `migrate --model FILE --format FMT --quantize Q --tolerance agreement=1.01` on the host, its bug
     bundle, and its localization attached to the bundle, as `migrate --localize` does (without the report)."""
-    from deploytool.bugreport import bundle_row
-    from deploytool.context import RunContext
+    from deploytool.bugs.bundle import bundle_row
+    from deploytool.run.context import RunContext
     from deploytool.localize import attach_to_bundle, localize
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
     from deploytool.result import Combo
-    from deploytool.runner import run_combination
+    from deploytool.run.runner import run_combination
     from deploytool.workspace import Workspace
 
     req = MigrateRequest(model=str(model), test_npz=npz, formats=(fmt,), quantize=(quantize,), latency_samples=2,
@@ -101,7 +101,7 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
     # the same row on a second night is the same finding, counted again; its folder is an onnxruntime issue
     # with the backend-test layout and the minimal cut
     from deploytool.store import Store
-    from deploytool.upstream import record_and_write
+    from deploytool.bugs.upstream import record_and_write
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp_path / "ws")
@@ -120,7 +120,7 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
 def test_a_user_tflite_row_is_traced_op_by_op(tmp_path, digits_npz):
     """A .tflite runs as given: one interpreter that keeps every tensor traces it. Its first CONV_2D holds
     the Keras model's first layer's output (the file was converted from it), so the trace reads real tensors."""
-    from deploytool.localize_file import trace
+    from deploytool.localize.file import trace
     from tests.contract.model_cache import ModelCache
 
     cache = ModelCache()

@@ -158,7 +158,7 @@ def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, 
     from collections import Counter
 
     from deploytool.cli import main
-    from deploytool.findings import failing_signatures
+    from deploytool.bugs.findings import failing_signatures
     from deploytool.migrate import MigrateRequest, migrate
 
     ws, *_ = lenet5_workspace

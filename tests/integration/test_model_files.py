@@ -137,7 +137,7 @@ def test_no_pickle_in_a_pt2_runs_code(clean_pt2, tmp_path, member):
     """torch.export.load runs each payload (so the file is a live threat); deploytool's loader runs none."""
     import torch
 
-    from deploytool import pt2
+    from deploytool.modelfiles import pt2
 
     marker = tmp_path / "PWNED"
     evil = EVIL[member](clean_pt2, tmp_path / f"evil_{member}.pt2", marker)
@@ -162,7 +162,7 @@ def test_no_pickle_in_a_pt2_runs_code(clean_pt2, tmp_path, member):
 
 def test_a_graph_that_calls_a_python_function_is_refused(clean_pt2, tmp_path):
     """The graph is data too: a node naming torch.os.getcwd instead of an operator never becomes a program."""
-    from deploytool import pt2
+    from deploytool.modelfiles import pt2
 
     with zipfile.ZipFile(clean_pt2) as z:
         text = z.read(next(n for n in z.namelist() if n.endswith("models/model.json"))).decode()
@@ -178,7 +178,7 @@ def test_pickled_tensor_weights_still_load(clean_pt2, tmp_path):
     weights_only=True and gives the same program."""
     import torch
 
-    from deploytool import pt2
+    from deploytool.modelfiles import pt2
 
     config = _config(clean_pt2, "model_weights_config.json")
     clean = pt2.load_program(clean_pt2)
@@ -196,9 +196,11 @@ def test_zoo_pt2_loads_with_identical_outputs(tmp_path):
     """The zoo's own export path (train.export_torch) reads back to the very same outputs as torch's loader."""
     import torch
 
-    from deploytool import pt2, zoo
+    from deploytool import zoo
+
+    from deploytool.modelfiles import pt2
     from deploytool.runtimes.torch import load_exported
-    from deploytool.train import export_torch
+    from deploytool.train.fit import export_torch
 
     torch.manual_seed(0)
     model = zoo.build_torch("lenet5", (28, 28, 1), 10).eval()
@@ -268,7 +270,7 @@ def test_a_corrupt_keras_file_is_named_as_such(digits_npz, tmp_path, damage):
 
 def test_migrate_a_keras3_saved_model_directory(digits_npz, tmp_path):
     """A SavedModel written by Keras 3's model.export(dir) is run by the PC baseline and both converters."""
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow()
     import keras

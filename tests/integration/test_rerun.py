@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def dynamic_range_tflite(path: Path) -> Path:
     """A tiny Dense classifier on 8x8x1 images, dynamic-range quantized by today's converter."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     tf = import_tensorflow()
     import keras

@@ -17,7 +17,7 @@ SETS = ("keras/fgsm@0.2", "keras/pgd@0.2")
 
 @pytest.fixture(scope="module")
 def study(lenet5_workspace):
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
     from deploytool.study.robustness import RobustnessRequest, robustness
 
     ws, *_ = lenet5_workspace

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.android, pytest.mark.slow]
 
 
 def test_the_sweep_runs_each_point_on_the_simulated_phone(lenet5_workspace, phone):  # noqa: F811
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
     from deploytool.study.sweep import sweep
     from deploytool.study.sweep_measure import PointBudget
 

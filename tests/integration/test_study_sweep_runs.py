@@ -17,7 +17,7 @@ GRID = {"threads": "1,2", "batch": "1,8", "train_threads": "1", "train_batch": "
 
 
 def _sweep(ws, part="infer"):
-    from deploytool.request import MigrateRequest
+    from deploytool.run.request import MigrateRequest
     from deploytool.study.sweep import sweep
     from deploytool.study.sweep_measure import PointBudget
 

@@ -97,7 +97,7 @@ def test_keras_trains_the_same_weights_with_several_steps_per_call(tmp_path, mon
 
     import keras
 
-    from deploytool import train as T
+    from deploytool.train import fit as T
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from deploytool.errors import BadModelFile, DataError, ShapeError
-from deploytool.usermodel import UserModelOptions, resolve
+from deploytool.run.usermodel import UserModelOptions, resolve
 from deploytool.workspace import Workspace
 
 

@@ -146,7 +146,7 @@ def test_tflite_int8_io_is_quantized_and_dequantized(models):
     assert out.environment["input_type"] == "int8" and out.environment["output_type"] == "int8"
     # Against the same int8 model on the host's LiteRT: the same integer
     # arithmetic, so at most one quantization step apart.
-    from deploytool.runtimes.tflite_io import read_io
+    from deploytool.modelfiles.tflite_io import read_io
 
     scale = read_io(str(models.tflite_int8.path))[1][0].scale
     host = web_models.litert_outputs(models.tflite_int8, models.inputs)

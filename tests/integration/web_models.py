@@ -112,7 +112,7 @@ def litert_outputs(artifact: Artifact, x: np.ndarray) -> np.ndarray:
     """The same TFLite model on the host's LiteRT, with the same I/O quantization."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from deploytool.runtimes.tflite_io import read_io
+    from deploytool.modelfiles.tflite_io import read_io
 
     ins, outs = read_io(str(artifact.path))
     it = Interpreter(model_path=str(artifact.path))

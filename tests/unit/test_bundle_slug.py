@@ -3,7 +3,7 @@ share one run's bugs/ folder, and the same failing combination of two models mus
 
 from __future__ import annotations
 
-from deploytool.bugreport import slug
+from deploytool.bugs.bundle import slug
 from deploytool.result import Combo, Result
 
 

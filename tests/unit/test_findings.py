@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from deploytool import findings
+from deploytool.bugs import findings
 from deploytool.result import Combo
 from deploytool.store import Store
-from deploytool.store_sqlite import SqliteStore
-from deploytool.upstream import write_finding
+from deploytool.store.sqlite import SqliteStore
+from deploytool.bugs.upstream import write_finding
 from tests import results as factory
 
 TFJS_LOAD = ("browser: Failed to create TFLiteWebModelRunner: INVALID_ARGUMENT: Can't initialize model (console: "

@@ -11,7 +11,7 @@ import pytest
 from deploytool.report.lines import Series, line_chart
 from deploytool.study.frameworks import fmt_mean_sd, framework_summary, mean_curve, mean_sd, seeded, seeds_for
 from deploytool.study.same_weights import logit_differences
-from deploytool.threads import busy_threads, cpu_percent, thread_cpu_seconds
+from deploytool.proc.threads import busy_threads, cpu_percent, thread_cpu_seconds
 
 
 def test_mean_and_sample_sd():

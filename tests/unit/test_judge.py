@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deploytool.baseline import Baseline
-from deploytool.judge import judge, measurement_of
+from deploytool.run.baseline import Baseline
+from deploytool.run.judge import judge, measurement_of
 from deploytool.result import Combo, Result, Status, Verdict
 from deploytool.runtimes.base import Outputs
 
@@ -84,7 +84,7 @@ def test_each_status_says_whether_it_is_final_and_failing(status, final, failing
 
 
 def test_a_load_failure_is_found_at_the_load_stage():
-    from deploytool.findings import stage_of
+    from deploytool.bugs.findings import stage_of
 
     r = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("tflite", "tflite", "none", "web"),
                status=Status.LOAD_FAILED, reason="browser: Failed to create TFLiteWebModelRunner")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deploytool import regress
-from deploytool.compare import compare
+from deploytool.lab import regress
+from deploytool.run.compare import compare
 from deploytool.lab.labfile import Regression
 from deploytool.lab.night import _compare, _on_the_trend, latency_reference
 from deploytool.result import Combo, Measurement, Result, Status

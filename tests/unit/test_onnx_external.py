@@ -10,7 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from deploytool import artifact, onnx_external
+from deploytool import artifact
+
+from deploytool.modelfiles import onnx_external
 from deploytool.errors import BadModelFile, StageFailed
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deploytool import onnx_proto
+from deploytool.modelfiles import onnx_proto
 from tests.unit.test_onnx_external import tiny_onnx
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_bytes_that_are_no_model_are_refused(tmp_path, data):
 
 def test_a_users_onnx_is_resolved_without_importing_onnx(tmp_path):
     path = tiny_onnx(tmp_path / "in" / "m.onnx", location="")
-    code = ("import sys\nfrom pathlib import Path\nfrom deploytool.usermodel import UserModelOptions, resolve\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom deploytool.run.usermodel import UserModelOptions, resolve\n"
             "from deploytool.workspace import Workspace\n"
             f"spec, art = resolve(Path({str(path)!r}), UserModelOptions(layout='NHWC'), Workspace.open({str(tmp_path / 'ws')!r}))\n"
             "print(spec.input_shape, art.layout, sorted(p.name for p in art.path.parent.iterdir()))\n"

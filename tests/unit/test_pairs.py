@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deploytool import findings
-from deploytool.pairs import converter_pairs, row_of
+from deploytool.bugs import findings
+from deploytool.report.pairs import converter_pairs, row_of
 from deploytool.result import Combo
 from deploytool.store import Store
 from tests import results as factory

@@ -77,7 +77,7 @@ def test_corner_crop_resize_keeps_the_size_and_moves_the_content():
 
 
 def test_int8_unscaled_quantizes_to_the_rounded_floats():
-    from deploytool.runtimes.tflite_io import TensorQuant
+    from deploytool.modelfiles.tflite_io import TensorQuant
 
     t = TensorQuant("in", "int8", (1, 4), 0.0127, -95)
     fed = np.array([[-0.42, 0.4, 1.6, 2.8]], np.float32)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deploytool import regress
+from deploytool.lab import regress
 
 RNG = np.random.default_rng(7)
 
@@ -143,7 +143,7 @@ def test_twenty_nights_with_load_alternating_raise_no_alert_but_did_before_loads
 
 
 def test_a_move_within_the_cells_night_to_night_spread_is_noise_and_a_30_percent_step_is_not():
-    from deploytool.regress import within_nightly_noise
+    from deploytool.lab.regress import within_nightly_noise
 
     # real idle LiteRT nightly medians (ms) of one unchanged cell, each night a new process
     nights = [0.0301, 0.0309, 0.0325, 0.0242, 0.0292, 0.0303]

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deploytool.baseline import Baseline
+from deploytool.run.baseline import Baseline
 from deploytool.artifact import Artifact
-from deploytool.compare import compare
+from deploytool.run.compare import compare
 from deploytool.report import ReportInput, summary_rows, write_report
 from deploytool.report import png, svg, text
 from deploytool.result import Combo, Measurement, Result, StageTimes

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from deploytool.compare import format_tolerance
+from deploytool.result import format_tolerance
 from deploytool.errors import UnknownOption
-from deploytool.request import MigrateRequest
+from deploytool.run.request import MigrateRequest
 from deploytool.result import SCHEMA_VERSION, Combo, Result, StageTimes
 from tests import results as factory
 
@@ -32,7 +32,7 @@ def test_labels():
 def test_one_tolerance_formatter():
     assert format_tolerance("agreement", (0.99, 0.97)) == "pass if >= 0.99, fail below 0.97"
     assert format_tolerance("max_abs_error", (0.001, 0.01)) == "pass if <= 0.001, fail above 0.01"
-    from deploytool.compare import judge
+    from deploytool.run.compare import judge
 
     assert judge("agreement", 0.98, (0.99, 0.97)).describe() == "agreement = 0.98 (degraded; pass if >= 0.99, fail below 0.97)"
 

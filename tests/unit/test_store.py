@@ -24,11 +24,11 @@ from deploytool import cli
 from deploytool.errors import StoreError
 from deploytool.report import ReportInput, summary_rows
 from deploytool.report import html, text
-from deploytool.compare import Check
+from deploytool.result import Check
 from deploytool.result import Combo, Result
 from tests import results as factory
 from deploytool.store import Store, mask_url, open_store
-from deploytool.store_sqlite import SqliteStore, sqlite_target
+from deploytool.store.sqlite import SqliteStore, sqlite_target
 from tests.conftest import run_cli
 
 

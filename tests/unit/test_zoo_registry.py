@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from deploytool import zoo
+from deploytool.zoo import plans
 from deploytool.errors import ShapeError, SpecError, UnknownModel
 
 HEAVY = ("tensorflow", "keras", "torch", "jax")
@@ -74,14 +75,14 @@ def test_unknown_architecture_message_lists_the_known_ones():
 def test_feature_map_before_flatten_matches_the_published_nets(arch, hwc, flattened):
     plan = zoo.layer_plan(arch, 10)
     shapes = zoo.trace_shapes(arch, plan, hwc)
-    flatten_at = next(i for i, op in enumerate(plan) if isinstance(op, zoo.Flatten))
+    flatten_at = next(i for i, op in enumerate(plan) if isinstance(op, plans.Flatten))
     assert shapes[flatten_at - 1] == flattened
     assert shapes[-1] == (10,)
 
 
 def test_resnet20_has_three_stages_of_three_blocks_ending_in_64_channels():
     plan = zoo.layer_plan("resnet20", 10)
-    blocks = [op for op in plan if isinstance(op, zoo.BasicBlock)]
+    blocks = [op for op in plan if isinstance(op, plans.BasicBlock)]
     assert [b.filters for b in blocks] == [16] * 3 + [32] * 3 + [64] * 3
     assert [b.stride for b in blocks] == [1, 1, 1, 2, 1, 1, 2, 1, 1]
     shapes = zoo.trace_shapes("resnet20", plan, (32, 32, 3))

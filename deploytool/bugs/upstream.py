@@ -113,7 +113,7 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
         lines += ["", "<details><summary>collect_env</summary>", "", "```", _collect_env(), "```", "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
     if "reproduce.py" in files:
-        from deploytool.bugreport import PACKAGES
+        from deploytool.bugs.bundle import PACKAGES
 
         ran = meta.get("versions") or {}
         packages = meta.get("packages") or {  # a bundle written before bundle.json named its packages
@@ -141,7 +141,7 @@ def _pct(v: Any) -> str:
 
 def record_and_write(store: Any, ws: Any, run_id: str, results: list[Any]) -> list[dict[str, Any]]:
     """Fold a run into the findings and (re)write the folder of every finding it touched."""
-    from deploytool.findings import record_run
+    from deploytool.bugs.findings import record_run
     from deploytool.provenance import host_facts
 
     touched = record_run(store, run_id, results, host_facts()["versions"])

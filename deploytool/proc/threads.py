@@ -30,7 +30,7 @@ def usable_cores() -> int:
 def pin_tensorflow(threads: int) -> dict[str, Any]:
     """Ask TensorFlow for `threads` intra-op and inter-op threads; returns what it has (0 = TF's default: one per
     usable core). `pinned` is False when TensorFlow already ran in this process with other counts."""
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     tf = import_tensorflow()
     pinned = True

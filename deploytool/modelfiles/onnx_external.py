@@ -18,7 +18,7 @@ from deploytool.errors import BadModelFile
 
 def _read_proto(path: Path):
     """The model's structure (no weights, no `import onnx`): its I/O and external locations."""
-    from deploytool import onnx_proto
+    from deploytool.modelfiles import onnx_proto
 
     try:
         return onnx_proto.read(path)

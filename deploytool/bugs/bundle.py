@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.onnx_external import copy_with_external
+from deploytool.modelfiles.onnx_external import copy_with_external
 from deploytool.result import Result, Status
 from deploytool.targets import get_target
 
 if TYPE_CHECKING:
-    from deploytool.context import RunContext
+    from deploytool.run.context import RunContext
     from deploytool.result import Combo
 
 SAMPLES = 16
@@ -34,7 +34,7 @@ BACKEND_TEST_SAMPLES = 4  # the backend-test folder keeps only the samples that 
 HOST_RUNTIME = {"tflite": ("litert", "ai-edge-litert"), "onnx": ("onnxruntime", "onnxruntime")}
 # what reproduce.py needs beyond numpy, by the runtime it uses (the backend-test folder's .pb files need onnx)
 PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx")}
-REPRODUCER = Path(__file__).with_name("bugreport_reproduce.py")
+REPRODUCER = Path(__file__).with_name("files") / "reproduce.py"
 
 
 def slug(result: Result) -> str:

@@ -47,7 +47,7 @@ class MigrateRequest:
 
     def __post_init__(self) -> None:
         # Files by absolute path: a stored request means the same from any directory.
-        from deploytool.usermodel import is_model_file
+        from deploytool.run.usermodel import is_model_file
 
         for name in ("data_dir", "test_npz"):
             value = getattr(self, name)

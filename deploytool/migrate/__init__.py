@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from deploytool import runs
-from deploytool.context import RunContext
+from deploytool.run import stored as runs
+from deploytool.run.context import RunContext
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.provenance import host_facts, host_identity
-from deploytool.request import MigrateRequest
+from deploytool.run.request import MigrateRequest
 from deploytool.result import Combo, Result
 from deploytool.store import Store, open_store
 from deploytool.targets import expand, get_target, selectable
@@ -31,8 +31,7 @@ from deploytool.workspace import Workspace, check_name, stable_hash
 # A run id is <model name, cut to this>-<12 hex> (or -<timestamp>-<8 hex> with --fresh): at most 64 characters.
 RUN_NAME_CHARS = 40
 
-__all__ = ["MigrateRequest", "RunOutcome", "migrate", "plan_matrix", "rebuild_report"]
-rebuild_report = runs.rebuild_report
+__all__ = ["MigrateRequest", "RunOutcome", "migrate", "plan_matrix"]
 
 
 @dataclass
@@ -169,8 +168,8 @@ class _Run:
                 converting += self._convert_ahead(converter, todo)
                 for combo in bar:
                     bar.set_postfix_str(combo.label, refresh=True)
-                    from deploytool.bugreport import bundle_row
-                    from deploytool.runner import run_combination
+                    from deploytool.bugs.bundle import bundle_row
+                    from deploytool.run.runner import run_combination
 
                     result = run_combination(ctx, converter, combo, run_id, keys[combo])
                     if result.failing:
@@ -189,7 +188,7 @@ class _Run:
             self._interrupted(run_id)
             raise
         except OSError as e:
-            from deploytool.runner import is_workspace_fault
+            from deploytool.run.runner import is_workspace_fault
 
             if not is_workspace_fault(ctx.ws, e):
                 raise
@@ -220,7 +219,7 @@ class _Run:
         left to its rows, which report it. Meanwhile the rows' runtime workers start."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
-        from deploytool.runner import conversions_ahead, runtimes_ahead
+        from deploytool.run.runner import conversions_ahead, runtimes_ahead
         from deploytool.runtimes.isolated import warm_workers
 
         frameworks = list(dict.fromkeys(c.framework for c in todo))
@@ -254,7 +253,7 @@ class _Run:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
         if not results:  # nothing measured now on a run folded before: no sighting, and nothing ran without one
             return
-        from deploytool.upstream import record_and_write
+        from deploytool.bugs.upstream import record_and_write
 
         try:
             touched = record_and_write(self.store, self.ctx.ws, run_id, results)

@@ -18,7 +18,6 @@ import contextlib
 import datetime as dt
 import math
 import os
-
 import re
 import time
 from typing import Any, Iterable, Iterator
@@ -519,12 +518,3 @@ def _finding_row(row: Any) -> dict[str, Any]:
     for k, empty in (("runs", []), ("versions", {}), ("last_versions", {}), ("examples", []), ("signature", {})):
         d[k] = d.get(k) or empty
     return d
-
-
-def open_store(url: str | None, default_url: str) -> Store:
-    """The store at `url` (else $DEPLOYTOOL_DB, else the workspace's SQLite file): a plain SQLite file through
-    the standard library (store_sqlite.py; SQLAlchemy is never imported for it), anything else through SQLAlchemy."""
-    url = url or os.environ.get("DEPLOYTOOL_DB") or default_url
-    from deploytool.store_sqlite import SqliteStore, sqlite_target
-
-    return SqliteStore(url) if sqlite_target(url) is not None else Store(url)

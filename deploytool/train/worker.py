@@ -20,7 +20,7 @@ _THREADS: dict[str, Any] = {}  # in the worker: what pinning the threads gave
 def _init(framework: str, threads: int, parent_pid: int) -> None:
     # the converter worker's guard: a worker holding a framework never outlives its caller
     from deploytool.convert.isolated import exit_when_parent_dies
-    from deploytool.threads import pin
+    from deploytool.proc.threads import pin
 
     exit_when_parent_dies(parent_pid)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the user's terminal shows the progress bars, not TF's logs
@@ -31,7 +31,7 @@ def _init(framework: str, threads: int, parent_pid: int) -> None:
 
 
 def _fit(spec, framework: str, dataset, epochs: int, path: str, progress: bool) -> dict[str, Any]:
-    from deploytool.train import fit_measured
+    from deploytool.train.fit import fit_measured
 
     return fit_measured(spec, framework, dataset, epochs, Path(path), progress, dict(_THREADS))
 

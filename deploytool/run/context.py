@@ -16,10 +16,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact, array_sha256
-from deploytool.baseline import Baseline, run_baseline
+from deploytool.run.baseline import Baseline, run_baseline
 from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError
-from deploytool.request import MigrateRequest
+from deploytool.run.request import MigrateRequest
 from deploytool.result import Combo
 from deploytool.spec import ModelSpec, load_spec
 from deploytool.targets import Position, Preflight, RunSettings, get_target
@@ -59,7 +59,7 @@ class RunContext:
               progress: bool = False, stored_identity: dict[str, dict[str, str]] | None = None) -> "RunContext":
         """`run=False`: for a stored run (report, localize) — no device or browser is looked for;
         `stored_identity` then gives each target's identity as it was recorded."""
-        from deploytool import usermodel
+        from deploytool.run import usermodel
 
         user_artifact = None
         if usermodel.is_model_file(req.model):

@@ -197,7 +197,7 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
 
 def record_run(store: Any, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[dict[str, Any]]:
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
-    from deploytool.pairs import converter_pairs, row_of
+    from deploytool.report.pairs import converter_pairs, row_of
 
     # a second converter of the same source that gets it right says which converter is at fault
     second_opinion = {e["label"]: p.sentence for p in converter_pairs([row_of(r) for r in results])

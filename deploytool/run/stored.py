@@ -9,9 +9,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from deploytool.context import RunContext
+from deploytool.run.context import RunContext
 from deploytool.provenance import host_facts
-from deploytool.request import MigrateRequest
+from deploytool.run.request import MigrateRequest
 from deploytool.result import Result
 from deploytool.store import Store
 from deploytool.workspace import Workspace
@@ -74,14 +74,7 @@ def _named_targets(req: MigrateRequest) -> list[str]:
 
 
 def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
-    """Write the report of a stored run again, from the database and the workspace."""
-    if (run.get("request") or {}).get("study"):  # a study run (deploytool/study/): its points, not rows
-        from deploytool.study import get_study
-        from deploytool.study.base import StudyRun
-        from deploytool.study.report import write_study_report
-
-        srun = StudyRun.stored(run, ws, store)
-        return write_study_report(srun, get_study(srun.study).report(srun)), []
+    """Write the report of a stored migrate run again, from the database and the workspace."""
     ctx = context_for_stored_run(run, ws)
     results = stored_results(store, ws, run["run_id"])
     return write_report(ctx, store, run["run_id"], results), results

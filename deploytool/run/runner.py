@@ -17,9 +17,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.context import RunContext, Source
+from deploytool.run.context import RunContext, Source
 from deploytool.errors import DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
-from deploytool.judge import judge
+from deploytool.run.judge import judge
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
 from deploytool.runtimes.base import Outputs
@@ -88,7 +88,7 @@ def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, sour
 def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type]:
     """The runtime classes `combos` of `framework` will run on, and the PC baseline's when it is not measured
     yet: what a run starts (and imports) while the conversions finish."""
-    from deploytool.baseline import cached_baseline
+    from deploytool.run.baseline import cached_baseline
     from deploytool.runtimes import runtime_class
 
     classes: list[type] = []

@@ -44,7 +44,7 @@ def freeze(path: Path) -> FrozenGraph:
 
     from deploytool.convert._tf import serving_function
     from deploytool.errors import BadModelFile
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow()
     try:

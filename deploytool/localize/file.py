@@ -93,7 +93,7 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from deploytool.runtimes.tflite_io import _from_detail
+    from deploytool.modelfiles.tflite_io import _from_detail
 
     with warnings.catch_warnings():  # "for debugging purposes only": localizing is debugging
         warnings.simplefilter("ignore", UserWarning)
@@ -133,7 +133,7 @@ def _keras_points(model: Any) -> list[Any]:
 
 
 def _load_keras(path: Path) -> Any:
-    from deploytool.quiet import import_tensorflow
+    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow()
     import keras
@@ -153,7 +153,7 @@ def _trace_keras(path: Path, x: np.ndarray) -> Trace:
 
 
 def _trace_saved_model(path: Path, x: np.ndarray) -> Trace:
-    from deploytool import localize_savedmodel
+    from deploytool.localize import savedmodel as localize_savedmodel
 
     return localize_savedmodel.trace(path, x)
 
@@ -181,7 +181,7 @@ class FileSource:
             path = out_dir / "cut.onnx"
             _onnx_cut(Path(self.artifact.path), point.name, path)
         elif self.artifact.format == "saved_model":
-            from deploytool import localize_savedmodel
+            from deploytool.localize import savedmodel as localize_savedmodel
 
             if self._frozen is None:  # frozen once, pruned at each cut
                 self._frozen = localize_savedmodel.freeze(Path(self.artifact.path))
@@ -223,12 +223,16 @@ def _onnx_cut(path: Path, tensor: str, dest: Path) -> None:
     onnx.save(model, str(dest))
 
 
+def rel_error(target: np.ndarray, reference: np.ndarray) -> float:
+    scale = float(np.abs(reference).max()) or 1.0
+    diff = np.abs(target.astype(np.float64) - reference)
+    return float(diff.max() / scale) if np.isfinite(diff).all() else float("inf")
+
+
 def aligned_rel_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, str]:
     """Relative error of `out` (N, k) against `ref` in its own shape; for a 4-D value also in the other
     channel order, since a converter may hand an intermediate back as NHWC where ONNX has NCHW (onnx2tf).
     Returns (error, the order it was compared in)."""
-    from deploytool.localize import rel_error
-
     n = len(ref)
     out = out.reshape(n, -1)
     best = (rel_error(out, ref.reshape(n, -1)), "")
@@ -243,8 +247,6 @@ def aligned_rel_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, str]:
 def compare_traces(source: Trace, converted: Trace) -> list[tuple[Point, float | None]]:
     """Each source value with its relative error in the converted model's trace (None: no value of that
     name and size there, e.g. fused away by a quantizer's graph optimization)."""
-    from deploytool.localize import rel_error
-
     out = []
     for name, (kind, ref) in source.items():
         got = converted.get(name)

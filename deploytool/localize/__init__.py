@@ -25,9 +25,9 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
-from deploytool.context import RunContext
+from deploytool.run.context import RunContext
 from deploytool.errors import StageFailed, UnknownOption
-from deploytool.localize_file import Point, aligned_rel_error, safe_name
+from deploytool.localize.file import Point, aligned_rel_error, safe_name
 from deploytool.result import Result
 from deploytool.targets import get_target
 
@@ -77,21 +77,15 @@ class Localization:
         return "\n".join(lines)
 
 
-def rel_error(target: np.ndarray, reference: np.ndarray) -> float:
-    scale = float(np.abs(reference).max()) or 1.0
-    diff = np.abs(target.astype(np.float64) - reference)
-    return float(diff.max() / scale) if np.isfinite(diff).all() else float("inf")
-
-
 def _cut_points(plan: tuple) -> list[tuple[int, Any]]:
-    from deploytool.zoo import Flatten
+    from deploytool.zoo.plans import Flatten
 
     # A cut after Flatten holds the same numbers as the cut before it, in another order.
     return [(i, op) for i, op in enumerate(plan) if not isinstance(op, Flatten)]
 
 
 def _keras_layer_name(op: Any) -> str:
-    from deploytool.zoo import BasicBlock
+    from deploytool.zoo.plans import BasicBlock
 
     return f"{op.name}_relu2" if isinstance(op, BasicBlock) else op.name
 
@@ -108,7 +102,7 @@ class _Source:
         self.plan = zoo.layer_plan(spec.architecture, spec.num_classes)
         self.spec = spec
         if framework == "keras":
-            from deploytool.quiet import import_tensorflow
+            from deploytool.proc.quiet import import_tensorflow
 
             import_tensorflow()
             import keras
@@ -139,7 +133,7 @@ class _Source:
         else:
             import torch
 
-            from deploytool.train import export_torch
+            from deploytool.train.fit import export_torch
             from deploytool.zoo.torch_models import ZooNet
 
             children = list(self.model.named_children())[: index + 1]
@@ -180,7 +174,7 @@ def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAM
     idx = list(dict.fromkeys(flipped[:samples] + list(range(len(ctx.dataset.x_test)))))[:samples]
     user = ctx.user_artifact
     if user is not None:
-        from deploytool.localize_file import FileSource
+        from deploytool.localize.file import FileSource
 
         x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], user.layout)
         if _traced_in_place(user, result):
@@ -244,7 +238,7 @@ def _traced_in_place(user: Artifact, result: Result) -> bool:
 def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np.ndarray, x_art: np.ndarray,
                        stop_at_first: bool) -> Localization:
     """`x`: the samples in the source's layout; `x_art`: the same in the row's file's layout."""
-    from deploytool.localize_file import compare_traces, trace
+    from deploytool.localize.file import compare_traces, trace
     from deploytool.targets import get_target
 
     user, art, c = ctx.user_artifact, result.artifact, result.combo
@@ -274,7 +268,7 @@ def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np
 def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray,
                         expected: np.ndarray, observed: np.ndarray) -> None:
     """The smallest failing piece of both files: each graph pruned to what computes `tensor`."""
-    from deploytool.localize_file import _onnx_cut
+    from deploytool.localize.file import _onnx_cut
 
     for name, model in (("source", user), ("converted", art)):
         (folder / name).mkdir(parents=True)
@@ -363,8 +357,8 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
 def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Result], converter: Any,
                       only: str | None = None, log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
-    from deploytool import runs
-    from deploytool.bugreport import bundle_row
+    from deploytool.run import stored as runs
+    from deploytool.bugs.bundle import bundle_row
 
     done: list[tuple[Result, Localization]] = []
     with ctx.sessions():  # the cuts of web rows share one browser (the run's, inside migrate)
@@ -391,7 +385,7 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
 def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = None,
                  log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
-    from deploytool import runs
+    from deploytool.run import stored as runs
     from deploytool.convert.isolated import IsolatedConverter
 
     ctx = runs.context_for_stored_run(run, ws)
@@ -408,7 +402,7 @@ def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = No
 
 def _refresh_findings(store: Any, ws: Any, bundles: set[str]) -> None:
     """Rewrite the folders of findings whose bundle just gained a localization (its minimal cut)."""
-    from deploytool.upstream import write_finding
+    from deploytool.bugs.upstream import write_finding
 
     for f in store.findings():
         if f.get("bundle") in bundles:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploytool.baseline import Baseline
-from deploytool.compare import Comparison, compare
+from deploytool.run.baseline import Baseline
+from deploytool.result import Comparison
+from deploytool.run.compare import compare
 from deploytool.result import Measurement
 from deploytool.runtimes.base import Outputs
 

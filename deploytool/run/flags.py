@@ -1,0 +1,70 @@
+"""The command-line flags a migrate request shares with the commands that build one (migrate, the studies):
+argparse types that refuse what cannot be meant (a thread count of 0, a NaN scale) with a one-line usage
+error, and the flags of a user's own model file with their reading into `MigrateRequest` fields."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from deploytool.errors import UnknownOption
+
+
+def number(kind: type, minimum: float, what: str, allow_equal: bool = True) -> Callable[[str], Any]:
+    """An argparse type: a finite number of `kind` at least (or above) `minimum`."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value) or value < minimum or (not allow_equal and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+positive_int = number(int, 1, "a whole number >= 1")
+non_negative_int = number(int, 0, "a whole number >= 0")
+positive_seconds = number(float, 0.0, "a positive number of seconds", allow_equal=False)
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite non-zero number")
+    return value
+
+
+def floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise UnknownOption(f"{flag} {text!r}: expected numbers separated by commas, e.g. 0.485,0.456,0.406") from None
+    if not all(math.isfinite(v) for v in values) or (flag == "--std" and 0 in values):
+        raise UnknownOption(f"{flag} {text!r}: expected finite numbers" + (", none of them 0" if flag == "--std" else ""))
+    return values
+
+
+def user_model_args(p: argparse.ArgumentParser) -> None:
+    """The flags of a user's own model file (migrate, study robustness): its test set and what the model cannot tell."""
+    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
+                   help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
+    p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
+    p.add_argument("--labels", default=None, help="a model file's class names, comma-separated (default: 0..C-1)")
+    p.add_argument("--scale", type=finite_float, default=1.0, help="a model file's preprocessing: x = (pixel*scale - mean)/std (default 1)")
+    p.add_argument("--mean", default="0", help="per-channel mean, comma-separated (default 0)")
+    p.add_argument("--std", default="1", help="per-channel std, comma-separated (default 1)")
+
+
+def user_model_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """MigrateRequest's fields from user_model_args' flags."""
+    return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
+                labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
+                scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"))
