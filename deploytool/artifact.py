@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from deploytool.modelfiles import onnx_external
+
 # Formats an artifact can have. "keras" and "torch" are the PC originals.
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
 
@@ -79,8 +81,6 @@ def content_hash(path: Path) -> str:
     h = hashlib.sha256()
     path = Path(path)
     if path.suffix == ".onnx" and path.is_file():
-        from deploytool.modelfiles import onnx_external
-
         return onnx_external.content_hash(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for f in files:
@@ -96,8 +96,6 @@ def size_on_disk(path: Path) -> int:
     """Bytes of a file (an .onnx with its external data) or of a directory's files."""
     path = Path(path)
     if path.suffix == ".onnx" and path.is_file():
-        from deploytool.modelfiles import onnx_external
-
         return onnx_external.size_on_disk(path)
     if path.is_file():
         return path.stat().st_size

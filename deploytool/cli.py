@@ -11,9 +11,28 @@ import os
 import sys
 from pathlib import Path
 
-from deploytool.errors import DeploytoolError
-from deploytool.run.flags import (non_negative_int, positive_int, positive_seconds,
-                                  user_model_args, user_model_fields)
+from deploytool import __version__
+from deploytool.bugs.upstream import write_finding
+from deploytool.data import load_dataset
+from deploytool.devices import adb
+from deploytool.errors import DeploytoolError, UnknownOption, WorkspaceError
+from deploytool.lab.engine import run_worker
+from deploytool.lab.labfile import load_lab
+from deploytool.lab.night import run_night
+from deploytool.localize import localize_run
+from deploytool.migrate import MigrateRequest, migrate
+from deploytool.run.baseline import run_baseline
+from deploytool.run.compare import parse_tolerance_overrides
+from deploytool.run.flags import non_negative_int, positive_int, positive_seconds, user_model_args, user_model_fields
+from deploytool.run.stored import rebuild_report
+from deploytool.spec import load_spec, manifest_paths, parse_spec
+from deploytool.store import open_store
+from deploytool.study import STUDIES, get_study
+from deploytool.study.base import StudyRun
+from deploytool.study.report import write_study_report
+from deploytool.targets import all_targets
+from deploytool.train import train
+from deploytool.workspace import Workspace, check_name
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,9 +45,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _run_id(text: str) -> str:
-    from deploytool.errors import WorkspaceError
-    from deploytool.workspace import check_name
-
     try:
         return check_name(text, "run id")
     except WorkspaceError as e:
@@ -66,7 +82,6 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_examples("deploytool migrate --model lenet5 --target host --format all --quantize all"),
     )
-    from deploytool import __version__
 
     parser.add_argument("--version", action="version", version=f"deploytool {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -105,7 +120,6 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--quantize", default="all",
                    help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
     user_model_args(p)
-    from deploytool.targets import all_targets
 
     for target in all_targets():
         target.add_cli_options(p)  # each target's own flags (--backend, --device, --delegate, ...)
@@ -180,14 +194,11 @@ def command_of(argv: list[str]) -> str | None:
 
 
 def _study_names() -> list[str]:
-    from deploytool.study import STUDIES
-
     return list(STUDIES)
 
 
 def _study_parsers(p: argparse.ArgumentParser) -> None:
     """`deploytool study NAME`: each study module adds its own flags (deploytool/study/__init__.py)."""
-    from deploytool.study import get_study
 
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
     for name in _study_names():
@@ -204,8 +215,6 @@ def _study_parsers(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from deploytool.spec import manifest_paths, parse_spec
-
     rows = []
     for path in manifest_paths():
         s = parse_spec(path)
@@ -221,11 +230,6 @@ def _frameworks(spec, choice: str) -> list[str]:
 
 
 def _train_all(args: argparse.Namespace):
-    from deploytool.data import load_dataset
-    from deploytool.spec import load_spec
-    from deploytool.train import train
-    from deploytool.workspace import Workspace
-
     spec = load_spec(args.model)
     ws = Workspace.open(args.workspace)
     dataset = load_dataset(spec, args.data_dir)
@@ -253,8 +257,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from deploytool.run.baseline import run_baseline
-
     spec, dataset, results = _train_all(args)
     rows = []
     for r in results:
@@ -279,10 +281,6 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from deploytool.run.compare import parse_tolerance_overrides
-    from deploytool.migrate import MigrateRequest, migrate
-    from deploytool.targets import all_targets
-
     req = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
@@ -320,11 +318,6 @@ def _print_results(results) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from deploytool.errors import UnknownOption
-    from deploytool.run.stored import rebuild_report
-    from deploytool.store import open_store
-    from deploytool.workspace import Workspace
-
     listing = args.list or not args.run
     ws = Workspace.open(args.workspace, writable=not listing)  # a listing only reads
     store = open_store(args.db, ws.default_db_url)
@@ -337,10 +330,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
     if (run.get("request") or {}).get("study"):  # a study run (deploytool/study/): its points, not rows
-        from deploytool.study import get_study
-        from deploytool.study.base import StudyRun
-        from deploytool.study.report import write_study_report
-
         srun = StudyRun.stored(run, ws, store)
         paths, results = write_study_report(srun, get_study(srun.study).report(srun)), []
     else:
@@ -351,11 +340,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
-    from deploytool.errors import UnknownOption
-    from deploytool.localize import localize_run
-    from deploytool.store import open_store
-    from deploytool.workspace import Workspace
-
     ws = Workspace.open(args.workspace)
     store = open_store(args.db, ws.default_db_url)
     run = store.get_run(args.run)
@@ -370,10 +354,6 @@ def cmd_localize(args: argparse.Namespace) -> int:
 def cmd_findings(args: argparse.Namespace) -> int:
     import json
     import shutil
-
-    from deploytool.errors import UnknownOption
-    from deploytool.store import open_store
-    from deploytool.workspace import Workspace
 
     ws = Workspace.open(args.workspace, writable=args.action == "export")
     store = open_store(args.db, ws.default_db_url)
@@ -403,8 +383,6 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.dir is None:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")
     if not folder.is_dir():
-        from deploytool.bugs.upstream import write_finding
-
         write_finding(f, ws.finding_dir(f["id"]))
     dest = args.dir.expanduser().absolute()
     if dest.exists() and any(dest.iterdir()):
@@ -417,13 +395,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 def cmd_lab(args: argparse.Namespace) -> int:
     import json
 
-    from deploytool.errors import UnknownOption
-    from deploytool.store import open_store
-    from deploytool.workspace import Workspace
-
     if args.action == "worker":
-        from deploytool.lab.engine import run_worker
-
         if not args.scheduler:
             raise UnknownOption("`lab worker` needs --scheduler tcp://HOST:8786 (start one with `dask scheduler`)")
         run_worker(args.scheduler, args.name)
@@ -447,8 +419,6 @@ def cmd_lab(args: argparse.Namespace) -> int:
         return 0
     if args.lab is None:
         raise UnknownOption("`lab run` needs a lab file, e.g. `deploytool lab run examples/lab.toml`")
-    from deploytool.lab.labfile import load_lab
-    from deploytool.lab.night import run_night
 
     lab = load_lab(args.lab)
     out = run_night(lab, ws, store, args.night, args.scheduler, progress=not args.quiet,
@@ -465,14 +435,10 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from deploytool.study import get_study
-
     return get_study(args.study).run(args)
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from deploytool.devices import adb
-
     print(adb.format_device_table(adb.describe_devices()))
     return 0
 

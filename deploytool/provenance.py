@@ -11,6 +11,8 @@ import sys
 from functools import lru_cache
 from typing import Any
 
+from deploytool import __version__
+
 PACKAGES = ("numpy", "tensorflow", "keras", "tf-keras", "torch", "tensorflowjs", "tf2onnx", "onnx",
             "onnxruntime", "ai-edge-litert", "litert-torch", "playwright", "adbutils")
 
@@ -103,8 +105,6 @@ def host_identity() -> str:
 
 
 def host_facts() -> dict[str, Any]:
-    from deploytool import __version__
-
     return {
         "deploytool": __version__,
         "host": host_name(),

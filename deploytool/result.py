@@ -124,7 +124,6 @@ class Status(str, Enum):
     Final: measuring again would give the same answer (a re-run of the same request reuses the row); the others
     (a phone unplugged, a time-out, a crash while running) are tried again. `load_failed` is a model the runtime
     refuses to load (unreadable, an op it lacks): deterministic, so final. Failing: the run's exit code is 1."""
-
     MEASURED = "measured"
     CONVERSION_FAILED = "conversion_failed"
     UNSUPPORTED = "unsupported"
@@ -160,7 +159,7 @@ FAILING_STATUSES = tuple(s.value for s in Status if s.failing)
 
 
 class Verdict(str, Enum):
-    """A measured row against its tolerances (compare.py decides; this names the outcomes)."""
+    """A measured row against its tolerances (deploytool.run.compare decides; this names the outcomes)."""
 
     PASS = "pass"
     DEGRADED = "degraded"

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deploytool import zoo
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
 from deploytool.workspace import check_name
 
@@ -147,8 +148,6 @@ class _Reader:
 
 
 def parse_spec(path: Path) -> ModelSpec:
-    from deploytool import zoo
-
     path = Path(path)
     try:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))

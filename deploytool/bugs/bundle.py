@@ -22,12 +22,13 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.modelfiles.onnx_external import copy_with_external
+from deploytool.provenance import host_facts
 from deploytool.result import Result, Status
-from deploytool.targets import get_target
+from deploytool.targets import Position, get_target
 
 if TYPE_CHECKING:
-    from deploytool.run.context import RunContext
     from deploytool.result import Combo
+    from deploytool.run.context import RunContext
 
 SAMPLES = 16
 BACKEND_TEST_SAMPLES = 4  # the backend-test folder keeps only the samples that show the fault
@@ -53,7 +54,6 @@ def _pick(result: Result, n_samples: int) -> np.ndarray:
 
 def _title(result: Result, art: dict[str, Any] | None, env: dict[str, Any]) -> str:
     c = result.combo
-    from deploytool.targets import Position
 
     where = get_target(c.target).runs_on(env, Position(c.device, c.backend))
     made_by = f"{art['converter']} {art['converter_version']}" if art else "the converter"
@@ -230,7 +230,6 @@ def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
     if src is None:
         return
     layout = result.artifact.layout if result.artifact is not None else src.artifact.layout
-    from deploytool.provenance import host_facts
 
     try:
         path = write_bundle(result, ctx.ws.report_dir(run_id) / "bugs",

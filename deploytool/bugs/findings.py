@@ -6,7 +6,7 @@ runtime faults), so the same bug over two nights or in two models is one
 finding. The store keeps first/last seen, occurrences, runs and the versions
 affected; a finding not seen since a package changed says so. Each finding
 writes an `issue.md` addressed to the project that owns the faulty part
-(upstream.py). Nothing here measures or changes a row."""
+(deploytool.bugs.upstream). Nothing here measures or changes a row."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from deploytool.report.pairs import converter_pairs, row_of
 from deploytool.result import Result, Status
+from deploytool.runtimes import default_runtime
+from deploytool.targets import get_target
 from deploytool.workspace import stable_hash
 
 # The project that owns a converter or runtime, by the name deploytool records for it.
@@ -115,7 +118,6 @@ def converter_of(result: Result) -> str:
 
 def runtime_of(result: Result) -> str:
     """The runtime that ran (or failed to run) the row: what it said of itself, else the registry's name for it."""
-    from deploytool.runtimes import default_runtime
 
     env = result.environment
     fmt = result.artifact.format if result.artifact is not None else ""
@@ -167,7 +169,6 @@ def title_of(sig: Signature, example: Result) -> str:
 def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
     """Each failing row with its signature. A measured row that fails off the host while the same
     (framework, format, quantize) passes on a target that judges itself is the runtime's fault."""
-    from deploytool.targets import get_target
 
     passes_on_reference = {(r.combo.framework, r.combo.format, r.combo.quantize) for r in results
                            if r.verdict is not None and str(r.verdict) == "pass" and get_target(r.combo.target).judges_itself}
@@ -197,7 +198,6 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
 
 def record_run(store: Any, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[dict[str, Any]]:
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
-    from deploytool.report.pairs import converter_pairs, row_of
 
     # a second converter of the same source that gets it right says which converter is at fault
     second_opinion = {e["label"]: p.sentence for p in converter_pairs([row_of(r) for r in results])

@@ -13,6 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from deploytool.bugs.bundle import PACKAGES
+from deploytool.bugs.findings import record_run
+from deploytool.provenance import host_facts
+
 BUNDLE_LIMIT_BYTES = 10 * 2**20
 # what each project's issue template asks for beyond the common fields
 TEMPLATE_ASKS = {
@@ -113,8 +117,6 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
         lines += ["", "<details><summary>collect_env</summary>", "", "```", _collect_env(), "```", "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
     if "reproduce.py" in files:
-        from deploytool.bugs.bundle import PACKAGES
-
         ran = meta.get("versions") or {}
         packages = meta.get("packages") or {  # a bundle written before bundle.json named its packages
             p: ran.get(p, "") for p in ("numpy", *PACKAGES.get(meta.get("host_runtime") or "", ()))}
@@ -141,8 +143,6 @@ def _pct(v: Any) -> str:
 
 def record_and_write(store: Any, ws: Any, run_id: str, results: list[Any]) -> list[dict[str, Any]]:
     """Fold a run into the findings and (re)write the folder of every finding it touched."""
-    from deploytool.bugs.findings import record_run
-    from deploytool.provenance import host_facts
 
     touched = record_run(store, run_id, results, host_facts()["versions"])
     for f in touched:

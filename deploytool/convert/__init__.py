@@ -16,8 +16,17 @@ from types import ModuleType
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
-from deploytool.convert import (onnx_quant, onnx_tf, onnx_torch, passthrough, tfjs, tfjs_onnx2tf, tflite_onnx2tf,
-                                tflite_tf, tflite_torch)
+from deploytool.convert import (
+    onnx_quant,
+    onnx_tf,
+    onnx_torch,
+    passthrough,
+    tfjs,
+    tfjs_onnx2tf,
+    tflite_onnx2tf,
+    tflite_tf,
+    tflite_torch,
+)
 from deploytool.convert._common import Mode
 from deploytool.errors import StageFailed, UnknownOption
 

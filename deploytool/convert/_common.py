@@ -13,6 +13,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
+from deploytool.provenance import package_version
 
 # A few hundred samples calibrate a small CNN as well as thousands do; the cap
 # keeps int8 conversion time flat whatever the training-split size.
@@ -39,7 +40,6 @@ def calibration_subset(calibration: np.ndarray | None, what: str) -> np.ndarray:
 def dist_version(dist: str) -> str:
     """The installed version of a converter's distribution (provenance's one reading of the installed
     packages, as every row's versions)."""
-    from deploytool.provenance import package_version
 
     return package_version(dist) or ""
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, array_sha256, content_hash
 from deploytool.convert._common import dist_version, onnx_input_name
+from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "onnx2tf"
 DIST = "onnx2tf"
@@ -68,8 +69,6 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     Returns the options that describe the run.
     """
     import onnx2tf
-
-    from deploytool.modelfiles.onnx_external import copy_with_external
 
     out_dir = Path(out_dir)
     # onnx2tf writes back into the model file it is given (shape inference, renamed outputs): give it a copy, with

@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.convert import convert
 from deploytool.errors import StageFailed
 
 # prctl(2) option: the signal the kernel sends us when our parent ends.
@@ -101,8 +102,6 @@ def _init_worker(log_path: str, parent_pid: int) -> None:
 
 
 def _convert(source: Artifact, fmt: str, quantize: str, out_dir: str, calibration: np.ndarray | None) -> Artifact:
-    from deploytool.convert import convert
-
     print(f"--- convert {source.path} -> {fmt}/{quantize}", flush=True)
     t0 = time.perf_counter()
     try:

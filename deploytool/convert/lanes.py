@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploytool.artifact import Artifact
+from deploytool.convert.isolated import IsolatedConverter
 from deploytool.workspace import fresh_dir
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ class ConversionLanes:
 
     def _lane(self, framework: str) -> "_Lane":
         if framework not in self._lanes:
-            from deploytool.convert.isolated import IsolatedConverter  # (multiprocessing: when a lane opens)
-
             name = "convert" if not self._lanes else f"convert-{framework}"
             log = self.log_dir / f"{name}-{self.run_id}.log"
             self._lanes[framework] = _Lane(IsolatedConverter(log, self.timeout_s), framework)

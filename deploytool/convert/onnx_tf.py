@@ -14,6 +14,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish
+from deploytool.convert._tf import saved_model_dir, serving_function
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"
@@ -26,8 +27,6 @@ MODES = {"none": Mode("float32, no quantization")}
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
     import tf2onnx
-
-    from deploytool.convert._tf import saved_model_dir, serving_function
 
     path = Path(out_dir) / "model.onnx"
     spec = (tf.TensorSpec((None, *source.input_shape), tf.float32, name="input"),)

@@ -18,6 +18,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish
+from deploytool.modelfiles import pt2
 
 CONVERTER = "torch.onnx"
 DIST = "torch"
@@ -32,7 +33,6 @@ MODES = {"none": Mode("float32, no quantization")}
 def load_program(path: Path):
     """The ExportedProgram of a .pt2 file, read by deploytool.modelfiles.pt2: never torch.export.load, which
     unpickles the archive's sample inputs with weights_only=False."""
-    from deploytool.modelfiles import pt2
 
     return pt2.load_program(path)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, dist_version, finish
+from deploytool.convert._tf import saved_model_dir
 
 CONVERTER = "tensorflowjs_converter"
 DIST = "tensorflowjs"
@@ -48,8 +49,6 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     # sys.stdout is not the real terminal/pipe (pytest capture, a progress bar's wrapper).
     os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
     from tensorflowjs.converters import converter
-
-    from deploytool.convert._tf import saved_model_dir
 
     out = Path(out_dir) / "tfjs"
     args = ["--input_format=tf_saved_model", "--output_format=tfjs_graph_model",

@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert import tflite_tf
-from deploytool.convert import _onnx2tf
+from deploytool.convert import _onnx2tf, tflite_tf
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 
 CONVERTER = _onnx2tf.CONVERTER

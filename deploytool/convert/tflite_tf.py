@@ -13,6 +13,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.convert._tf import saved_model_dir
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -36,8 +37,6 @@ UNSUPPORTED = {
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
-
-    from deploytool.convert._tf import saved_model_dir
 
     options: dict = {"from": "saved_model"}
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:

@@ -16,6 +16,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.modelfiles.pt2 import load_program
 
 CONVERTER = "litert-torch"
 DIST = "litert-torch"
@@ -61,8 +62,6 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     import litert_torch
     import torch
     from litert_torch.generative.quantize import quant_recipes
-
-    from deploytool.modelfiles.pt2 import load_program
 
     module = load_program(source.path).module()
     sample = (torch.zeros((1, *source.input_shape), dtype=torch.float32),)

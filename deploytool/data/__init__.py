@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deploytool.data import cifar, mnist, npz, synthetic
+from deploytool.data.check import preprocessing_warnings
 from deploytool.data.raw import RawData
 from deploytool.errors import DataError, ShapeError
 from deploytool.spec import ModelSpec, Preprocess
@@ -140,16 +142,12 @@ def _all_finite(x: np.ndarray, chunk: int = 1024) -> bool:
 
 def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
     if dataset == "mnist":
-        from deploytool.data import mnist
         return mnist.load(data_dir)
     if dataset == "cifar10":
-        from deploytool.data import cifar
         return cifar.load(data_dir)
     if dataset == "digits":
-        from deploytool.data import synthetic
         return synthetic.digits()
     if dataset == "synthetic":
-        from deploytool.data import synthetic
         return synthetic.generate(spec.input_shape, spec.num_classes, seed=spec.train.seed)
     raise DataError(f"unknown dataset {dataset!r}")
 
@@ -160,7 +158,6 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
     """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed, held in the
     model's layout. `data_layout`: how a user's .npz stores x (None: NHWC, or NCHW when unambiguous)."""
     if test_npz is not None:
-        from deploytool.data import npz
         raw = npz.load(test_npz)
         name = f"npz:{Path(test_npz).name}"
     else:
@@ -189,7 +186,6 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
         keep = spread_indices(len(x_test), limit_test)
         x_test, y_test = x_test[keep], y_test[keep]
     origin = raw.origin
-    from deploytool.data.check import preprocessing_warnings
 
     warnings = tuple(preprocessing_warnings(x_test, spec.preprocess))
     del raw  # the raw arrays go as soon as the preprocessed ones exist

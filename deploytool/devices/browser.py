@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.errors import HarnessMissing
+from deploytool.workspace import cache_home
 
 ENV_EXECUTABLE = "DEPLOYTOOL_CHROMIUM"
 # The real binary first: the /usr/bin/chromium wrapper adds Debian's flags and
@@ -112,8 +113,6 @@ def _binary_stamp(exe: Path) -> str | None:
 
 
 def _builds_file() -> Path:
-    from deploytool.workspace import cache_home
-
     return cache_home() / "chromium-builds.json"
 
 

@@ -9,16 +9,22 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from deploytool.bugs.bundle import bundle_row
+from deploytool.convert.isolated import IsolatedConverter
+from deploytool.provenance import host_identity, host_name
+from deploytool.result import Combo
+from deploytool.run.context import RunContext
+from deploytool.run.request import MigrateRequest
+from deploytool.run.runner import run_combination
+from deploytool.targets import get_target
+from deploytool.workspace import Workspace, stable_hash
+
 _CACHE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
 def _context(request: dict[str, Any], workspace: str, target: str, device: str) -> Any:
     """The run's context on this worker, for the cell's own device only: the lab's other phones are elsewhere."""
-    from deploytool.run.context import RunContext
-    from deploytool.run.request import MigrateRequest
-    from deploytool.targets import get_target
-    from deploytool.workspace import Workspace, stable_hash
 
     options = {**(request.get("target_options") or {})}
     options[target] = get_target(target).cell_options(dict(options.get(target) or {}), device)
@@ -32,8 +38,6 @@ def _context(request: dict[str, Any], workspace: str, target: str, device: str) 
 def _converter(workspace: str, timeout_s: float) -> Any:
     from pathlib import Path
 
-    from deploytool.convert.isolated import IsolatedConverter
-
     key = f"converter:{workspace}"
     if key not in _CACHE:
         _CACHE[key] = IsolatedConverter(Path(workspace) / "logs" / "lab-convert.log", timeout_s)
@@ -42,11 +46,6 @@ def _converter(workspace: str, timeout_s: float) -> Any:
 
 def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Run one cell; returns the Result as JSON, naming the host and worker that measured it."""
-    from deploytool.bugs.bundle import bundle_row
-    from deploytool.provenance import host_identity, host_name
-    from deploytool.result import Combo
-    from deploytool.run.runner import run_combination
-    from deploytool.workspace import stable_hash
 
     with _LOCK:  # one cell at a time per worker process: the cores are the measurement's
         combo = Combo(**cell["combo"])

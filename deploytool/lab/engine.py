@@ -11,7 +11,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
+from deploytool.devices import adb
+from deploytool.devices.browser import find_chromium
+from deploytool.devices.web_harness import check_harness
 from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
+from deploytool.provenance import host_name
+from deploytool.targets import all_targets
 
 NO_WORKER_TIMEOUT_S = 30.0  # a cell whose resource no worker has fails after this, instead of waiting forever
 
@@ -21,17 +26,12 @@ def local_resources(browsers: int = 1) -> dict[str, float]:
     web harness are installed; `android-<serial>` for each ready phone."""
     res: dict[str, float] = {"host": 1}
     try:
-        from deploytool.devices.browser import find_chromium
-        from deploytool.devices.web_harness import check_harness
-
         find_chromium()
         check_harness()
         res["chromium"] = max(1, browsers)
     except Exception:  # no browser here is a resource this worker lacks, not an error
         pass
     try:
-        from deploytool.devices import adb
-
         for serial in adb.select_devices(all_devices=True):
             res[f"android-{serial}"] = 1
     except (DeviceNotFound, DeviceError, OSError):
@@ -40,8 +40,6 @@ def local_resources(browsers: int = 1) -> dict[str, float]:
 
 
 def _facts(owned: set[str]) -> dict[str, dict[str, str]]:
-    from deploytool.targets import all_targets
-
     facts: dict[str, dict[str, str]] = {}
     for t in all_targets():
         facts.update(t.resource_facts(owned))
@@ -121,8 +119,6 @@ def run_worker(scheduler: str, name: str | None = None, browsers: int = 1, poll_
     import asyncio
 
     from distributed import Worker
-
-    from deploytool.provenance import host_name
 
     async def main() -> None:
         current = local_resources(browsers)

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.report.text import num
 from deploytool.result import Result
+from deploytool.run import stored
 from deploytool.store import Store
 from deploytool.workspace import Workspace
 
@@ -107,8 +109,6 @@ def _link(night_dir: Path, rel: str | None, here: Path) -> str | None:
 
 
 def _point(r: Result, row: dict[str, Any], night: Night, night_dir: Path, here: Path) -> NightPoint:
-    from deploytool.report.text import num
-
     m = r.metrics
     p25, p75 = _quartiles(r)
     outcome = _outcome(r, row)
@@ -124,18 +124,16 @@ def _point(r: Result, row: dict[str, Any], night: Night, night_dir: Path, here: 
 
 def lab_history(lab_name: str, ws: Workspace, store: Store, run_id: str, n: int = REPORT_NIGHTS) -> LabHistory:
     """The last `n` nights of a lab up to and including `run_id` (tonight), written after tonight's lab.json."""
-    from deploytool.run import stored as runs
-
-    stored = [r for r in lab_nights(store, lab_name) if r["run_id"] != run_id]
+    earlier = [r for r in lab_nights(store, lab_name) if r["run_id"] != run_id]
     tonight = store.get_run(run_id) or {"run_id": run_id, "request": {}}
-    chosen = (stored[-(n - 1):] if n > 1 else []) + [tonight]
+    chosen = (earlier[-(n - 1):] if n > 1 else []) + [tonight]
     nights = [Night(str((r.get("request") or {}).get("night") or r["run_id"]), r["run_id"]) for r in chosen]
     here = ws.report_dir(run_id)
     cells: dict[tuple[str, str], CellTrend] = {}
     for i, night in enumerate(nights):
         folder = ws.report_dir(night.run_id)
         rows = _night_rows(folder)
-        for r in runs.stored_results(store, ws, night.run_id):
+        for r in stored.stored_results(store, ws, night.run_id):
             key = (r.environment.get("lab_cell", ""), r.environment.get("lab_host", ""))
             row = rows.get(key, {})
             label = row.get("label") or r.environment.get("lab_label") or r.combo.label

@@ -10,7 +10,7 @@ from typing import Any
 
 from deploytool.errors import DeploytoolError, SpecError
 from deploytool.spec import TOLERANCE_METRICS, _Reader
-
+from deploytool.targets import get_target
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,6 @@ def load_lab(path: str | Path) -> Lab:
                                  "(lab, models, matrix, target_options, tolerance, regression)")
     target_options = {}
     for t, opts in (data.get("target_options") or {}).items():
-        from deploytool.targets import get_target
-
         try:
             get_target(t).options(opts)  # the target's typed options refuse unknown keys and bad values
         except DeploytoolError as e:

@@ -18,9 +18,19 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from deploytool.errors import DeploytoolError, UnknownOption
+from deploytool.lab import engine, regress
+from deploytool.lab.cell import run_cell
+from deploytool.lab.history import lab_nights
 from deploytool.lab.labfile import Lab, describe
+from deploytool.lab.outputs import write_night
+from deploytool.migrate import plan_matrix, requested_targets
+from deploytool.provenance import host_name
 from deploytool.result import Combo, Result, Status
+from deploytool.run import stored
+from deploytool.run.context import RunContext
+from deploytool.run.request import MigrateRequest
 from deploytool.store import Store
+from deploytool.targets import get_target
 from deploytool.workspace import Workspace, check_name, stable_hash
 
 if TYPE_CHECKING:
@@ -70,7 +80,6 @@ def run_id_of(lab: Lab, night: str) -> str:
 
 def model_request(lab: Lab, m: Any, threads: int) -> Any:
     """The migrate request of one lab model at one thread count (its cells are that request's rows)."""
-    from deploytool.run.request import MigrateRequest
 
     return MigrateRequest(model=m.name, frameworks=m.frameworks, formats=lab.formats, quantize=lab.quantize,
                           targets=lab.targets, target_options={k: dict(v) for k, v in lab.target_options.items()},
@@ -81,10 +90,6 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
 
 
 def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]]) -> list[Cell]:
-    from deploytool.run.context import RunContext
-    from deploytool.migrate import plan_matrix, requested_targets
-    from deploytool.targets import get_target
-
     cells: list[Cell] = []
     for m in lab.models:
         for threads in lab.threads:
@@ -115,8 +120,6 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
               no_worker_timeout_s: float | None = None) -> NightOutcome:
     from distributed import as_completed
 
-    from deploytool.lab import engine
-
     night = night or dt.date.today().isoformat()
     run_id = run_id_of(lab, night)
     t0 = time.perf_counter()
@@ -145,7 +148,6 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
             raise
         store.finish_run(run_id)
     out = NightOutcome(night, run_id, judged, len(cells) - len(todo), time.perf_counter() - t0)
-    from deploytool.lab.outputs import write_night
 
     out.paths = write_night(lab, out, ws, store, cells, log)
     return out
@@ -157,13 +159,10 @@ def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: s
     from distributed.scheduler import KilledWorker, NoValidWorkerError
     from tqdm import tqdm
 
-    from deploytool.run import stored as runs
-    from deploytool.lab.cell import run_cell
-
     futures = {}
     for cell in cells:
         if cell.unavailable:
-            runs.save(store, ws, _lost(cell, run_id, Status.NO_WORKER, cell.unavailable))
+            stored.save(store, ws, _lost(cell, run_id, Status.NO_WORKER, cell.unavailable))
             continue
         payload = {"cell": cell.id, "request": cell.request, "combo": cell.combo.__dict__, "run_id": run_id,
                    "workspace": str(ws.root)}
@@ -182,7 +181,7 @@ def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: s
                 r = _lost(cell, run_id, Status.NO_WORKER, f"no lab worker has the resource {cell.resource!r}")
             except FutureCancelledError as e:
                 r = _lost(cell, run_id, Status.WORKER_LOST, f"cancelled: {e}")
-            runs.save(store, ws, r)  # as it arrives: an interrupted night keeps what was measured
+            stored.save(store, ws, r)  # as it arrives: an interrupted night keeps what was measured
             bar.update(1)
             bar.set_postfix_str(cell.label[:60])
     finally:
@@ -212,8 +211,6 @@ def _interrupted(store: Store, run_id: str) -> None:
 
 # ------------------------------------------------------------------ judging against earlier nights
 def _previous_nights(store: Store, lab: Lab, run_id: str) -> list[dict[str, Any]]:
-    from deploytool.lab.history import lab_nights
-
     return [r for r in lab_nights(store, lab.name) if r["run_id"] != run_id]
 
 
@@ -225,8 +222,6 @@ def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
 def row_load(r: Result) -> MachineLoad | None:
     """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
     before rows named their CPU count takes this machine's, when this machine measured it."""
-    from deploytool.lab import regress
-    from deploytool.provenance import host_name
 
     here = os.cpu_count() if r.environment.get("lab_host") == host_name() else None
     return regress.MachineLoad.of(r.environment, here)
@@ -236,7 +231,6 @@ def latency_reference(good: list[tuple[str, Result]], now: Result, difference_cp
     """The night tonight's latency is compared with: the last good night timed under a load comparable to
     tonight's; when none was (tonight is busy), the last good night timed on a quiet machine; else the last good
     night. `good` is oldest first and not empty."""
-    from deploytool.lab import regress
 
     load = row_load(now)
     if load is None:
@@ -259,12 +253,10 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
                 load_aware: bool = True) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
     had recorded its machine's load (the lab before it did; the noise benchmark's "before")."""
-    from deploytool.lab import regress
-    from deploytool.run import stored as runs
 
     reg = lab.regression
-    tonight = runs.stored_results(store, ws, run_id)
-    earlier = [(n["run_id"], _by_cell(runs.stored_results(store, ws, n["run_id"])))
+    tonight = stored.stored_results(store, ws, run_id)
+    earlier = [(n["run_id"], _by_cell(stored.stored_results(store, ws, n["run_id"])))
                for n in _previous_nights(store, lab, run_id)]
     labels = {c.id: c.label for c in cells}
     truth: dict[str, np.ndarray] = {}
@@ -297,7 +289,6 @@ def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[
 def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
     """The labels of the test set a lab model's cells ran on (the lab's data and --test-samples), for per-sample
     correctness (the outputs files hold the predictions)."""
-    from deploytool.run.context import RunContext
 
     for m in lab.models:
         try:

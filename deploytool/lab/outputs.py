@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deploytool.errors import DeploytoolError, StageFailed
+from deploytool.lab.history import lab_history
 from deploytool.lab.labfile import Lab
+from deploytool.report.html import _environment
+from deploytool.report.lines import Series, line_chart
+from deploytool.report.svg import PALETTE
+from deploytool.run import stored
+from deploytool.run.context import RunContext
+from deploytool.run.request import MigrateRequest
 from deploytool.store import Store
 from deploytool.workspace import Workspace, stable_hash
 
@@ -86,9 +93,6 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
     """The run report of each request of the night (a model at a thread count) in runs/<model>-<hash>/ of the
     night's folder; returns each cell's link to it, relative to that folder. A report that cannot be written
     is one line in the log and no link: it never costs the lab report."""
-    from deploytool.run import stored as runs
-    from deploytool.run.context import RunContext
-    from deploytool.run.request import MigrateRequest
 
     folder = ws.report_dir(out.run_id)
     by_cell = {c.id: c for c in cells}
@@ -104,7 +108,7 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
         try:
             req = MigrateRequest.from_json(cell.request)
             ctx = RunContext.build(req, ws, targets=sorted({c.combo.target for c, _ in members}), run=False)
-            runs.write_report(ctx, store, out.run_id, [r for _, r in members], sub, measure_baselines=False)
+            stored.write_report(ctx, store, out.run_id, [r for _, r in members], sub, measure_baselines=False)
         except (DeploytoolError, StageFailed, OSError) as e:
             log(f"night {out.night}: no run report for {cell.model} ({str(e).splitlines()[0][:200]})")
             continue
@@ -118,9 +122,6 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
 def _page(lab: Lab, out: Any, ws: Workspace, store: Store, summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     from markupsafe import Markup
 
-    from deploytool.lab.history import lab_history
-    from deploytool.report.html import _environment
-
     hist = lab_history(lab.name, ws, store, out.run_id, lab.report_nights)
     trends = [Markup(trend_svgs(c, hist.nights)) for c in hist.cells]
     return _environment().get_template("lab.html.j2").render(
@@ -130,8 +131,6 @@ def _page(lab: Lab, out: Any, ws: Workspace, store: Store, summary: dict[str, An
 
 def trend_svgs(cell: Any, nights: list[Any]) -> str:
     """A cell's accuracy, p50 (with its p25..p75 band) and memory over the nights, one point per night it ran."""
-    from deploytool.report.lines import Series, line_chart
-    from deploytool.report.svg import PALETTE
 
     names = [n.name for n in nights]
 

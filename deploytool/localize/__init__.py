@@ -8,7 +8,7 @@ everywhere) from a runtime fault (right on the host, wrong on the target).
 The smallest failing cut is written into the row's bug bundle as a minimal
 reproducer. A user's model file has no plan: its own graph is cut instead,
 or, when the row's file has the source's format, both files are traced op by
-op (localize_file.py). This module orchestrates cuts; it reuses the
+op (deploytool.localize.file). This module orchestrates cuts; it reuses the
 pipeline's converter worker and runtimes and changes no stored result.
 """
 
@@ -16,20 +16,29 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import OrderedDict
 import tempfile
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from deploytool import convert, zoo
 from deploytool.artifact import Artifact, content_hash, size_on_disk
-from deploytool.run.context import RunContext
+from deploytool.bugs.bundle import bundle_row
+from deploytool.bugs.upstream import write_finding
+from deploytool.convert.isolated import IsolatedConverter
 from deploytool.errors import StageFailed, UnknownOption
-from deploytool.localize.file import Point, aligned_rel_error, safe_name
+from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.result import Result
-from deploytool.targets import get_target
+from deploytool.run import stored
+from deploytool.run.context import RunContext
+from deploytool.runtimes import make_runtime, runtimes_for
+from deploytool.targets import all_targets, get_target
+from deploytool.train.fit import export_torch
+from deploytool.zoo.plans import BasicBlock, Flatten
 
 SAMPLES = 32
 # Relative error (max |target - source| / max |source|) beyond which a layer's output is wrong.
@@ -78,15 +87,11 @@ class Localization:
 
 
 def _cut_points(plan: tuple) -> list[tuple[int, Any]]:
-    from deploytool.zoo.plans import Flatten
-
     # A cut after Flatten holds the same numbers as the cut before it, in another order.
     return [(i, op) for i, op in enumerate(plan) if not isinstance(op, Flatten)]
 
 
 def _keras_layer_name(op: Any) -> str:
-    from deploytool.zoo.plans import BasicBlock
-
     return f"{op.name}_relu2" if isinstance(op, BasicBlock) else op.name
 
 
@@ -94,16 +99,12 @@ class _Source:
     """The trained source model, loaded once, cut at any point of its plan."""
 
     def __init__(self, ctx: RunContext, framework: str):
-        from deploytool import zoo
-
         spec = ctx.spec
         self.framework = framework
         self.artifact = ctx.source(framework).artifact
         self.plan = zoo.layer_plan(spec.architecture, spec.num_classes)
         self.spec = spec
         if framework == "keras":
-            from deploytool.proc.quiet import import_tensorflow
-
             import_tensorflow()
             import keras
 
@@ -133,8 +134,7 @@ class _Source:
         else:
             import torch
 
-            from deploytool.train.fit import export_torch
-            from deploytool.zoo.torch_models import ZooNet
+            from deploytool.zoo.torch_models import ZooNet  # imports torch, like the line above
 
             children = list(self.model.named_children())[: index + 1]
             sub = ZooNet(self.spec.architecture, self.spec.input_shape, OrderedDict(children)).eval()
@@ -152,7 +152,6 @@ class _Source:
 
 def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
     """One quick untimed run of a cut on `target` (the row's target, or the host for the cross-check)."""
-    from deploytool.runtimes import make_runtime
 
     t = get_target(target)
     opts = t.single_run_options(ctx.target_runtime_options(target, ctx.position(combo)))
@@ -165,7 +164,6 @@ def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray)
 def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAMPLES,
              stop_at_first: bool = True) -> Localization:
     """`converter`: an IsolatedConverter (the cuts convert in the same worker as the run's models)."""
-    from deploytool import convert
 
     c = result.combo
     threshold = THRESHOLD.get(c.quantize, THRESHOLD_QUANTIZED)
@@ -174,8 +172,6 @@ def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAM
     idx = list(dict.fromkeys(flipped[:samples] + list(range(len(ctx.dataset.x_test)))))[:samples]
     user = ctx.user_artifact
     if user is not None:
-        from deploytool.localize.file import FileSource
-
         x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], user.layout)
         if _traced_in_place(user, result):
             x_art = ctx.dataset.in_layout(ctx.dataset.x_test[idx], result.artifact.layout)
@@ -227,7 +223,6 @@ def _traced_in_place(user: Artifact, result: Result) -> bool:
     """A row whose file has the source's own (traceable) format is compared op by op in one run of each file
     on the host: ONNX quantized by onnxruntime on the host, or a .tflite as given wherever it ran (a .tflite
     cannot be cut into smaller models)."""
-    from deploytool.targets import get_target
 
     art = result.artifact
     if art is None or art.format != user.format or user.format not in ("onnx", "tflite"):
@@ -238,8 +233,6 @@ def _traced_in_place(user: Artifact, result: Result) -> bool:
 def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np.ndarray, x_art: np.ndarray,
                        stop_at_first: bool) -> Localization:
     """`x`: the samples in the source's layout; `x_art`: the same in the row's file's layout."""
-    from deploytool.localize.file import compare_traces, trace
-    from deploytool.targets import get_target
 
     user, art, c = ctx.user_artifact, result.artifact, result.combo
     assert user is not None and art is not None
@@ -268,7 +261,6 @@ def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np
 def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray,
                         expected: np.ndarray, observed: np.ndarray) -> None:
     """The smallest failing piece of both files: each graph pruned to what computes `tensor`."""
-    from deploytool.localize.file import _onnx_cut
 
     for name, model in (("source", user), ("converted", art)):
         (folder / name).mkdir(parents=True)
@@ -297,8 +289,6 @@ def _verdict_traced(loc: Localization, traced: int, elsewhere: str) -> str:
 def _reference_target(target: str, artifact_format: str) -> str:
     """The target whose runtime cross-checks a cut: the host (the one that judges its own rows) when the
     row ran elsewhere and the host runs this format; "" when there is nothing to cross-check against."""
-    from deploytool.runtimes import runtimes_for
-    from deploytool.targets import all_targets
 
     for t in all_targets():
         if t.judges_itself and t.name != target and runtimes_for(t.name, artifact_format):
@@ -357,8 +347,6 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
 def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Result], converter: Any,
                       only: str | None = None, log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
-    from deploytool.run import stored as runs
-    from deploytool.bugs.bundle import bundle_row
 
     done: list[tuple[Result, Localization]] = []
     with ctx.sessions():  # the cuts of web rows share one browser (the run's, inside migrate)
@@ -373,7 +361,7 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
                 continue
             if not r.bundle:
                 bundle_row(ctx, r, run_id)
-                runs.save(store, ctx.ws, r)
+                stored.save(store, ctx.ws, r)
             if r.bundle:
                 attach_to_bundle(loc, Path(r.bundle))
             loc.discard()
@@ -385,24 +373,21 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
 def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = None,
                  log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
-    from deploytool.run import stored as runs
-    from deploytool.convert.isolated import IsolatedConverter
 
-    ctx = runs.context_for_stored_run(run, ws)
+    ctx = stored.context_for_stored_run(run, ws)
     run_id = run["run_id"]
     with IsolatedConverter(ws.root / "logs" / f"localize-{run_id}.log", ctx.req.timeout_s) as conv:
-        found = localize_failures(ctx, store, run_id, runs.stored_results(store, ws, run_id), conv, only, log)
+        found = localize_failures(ctx, store, run_id, stored.stored_results(store, ws, run_id), conv, only, log)
     if not found:
         raise UnknownOption(f"run {run_id} has no failing row" + (f" matching {only!r}" if only else "")
                             + " to localize; `deploytool report RUN` lists its rows")
-    runs.write_report(ctx, store, run_id, runs.stored_results(store, ws, run_id))
+    stored.write_report(ctx, store, run_id, stored.stored_results(store, ws, run_id))
     _refresh_findings(store, ws, {r.bundle for r, _ in found if r.bundle})
     return found
 
 
 def _refresh_findings(store: Any, ws: Any, bundles: set[str]) -> None:
     """Rewrite the folders of findings whose bundle just gained a localization (its minimal cut)."""
-    from deploytool.bugs.upstream import write_finding
 
     for f in store.findings():
         if f.get("bundle") in bundles:

@@ -4,7 +4,7 @@ SavedModel directory), which has no zoo layer plan: its own graph is the plan.
 node output exposed as a graph output, one onnxruntime session; TFLite: one
 interpreter that keeps all tensors; Keras: one functional model whose outputs
 are all its layers'; SavedModel: its frozen serving graph returning every op's
-output (localize_savedmodel.py). A row whose converted file has the source's
+output (savedmodel.py). A row whose converted file has the source's
 own format (a quantized .onnx, a .tflite as given) is compared tensor by
 tensor with the source's trace; a row converted to another format is cut
 (`FileSource.cut`: the ONNX graph up to one tensor, a Keras functional
@@ -24,6 +24,9 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import UnknownOption
+from deploytool.localize import savedmodel
+from deploytool.modelfiles.tflite_io import _from_detail
+from deploytool.proc.quiet import import_tensorflow
 
 # Ops that only move or relabel numbers (or make shapes): a cut there holds what the cut before it held.
 SKIP_ONNX = {"Shape", "Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
@@ -93,8 +96,6 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from deploytool.modelfiles.tflite_io import _from_detail
-
     with warnings.catch_warnings():  # "for debugging purposes only": localizing is debugging
         warnings.simplefilter("ignore", UserWarning)
         # Builtin kernels only: a delegate (XNNPACK) computes a partition's inner tensors where they are not kept.
@@ -133,8 +134,6 @@ def _keras_points(model: Any) -> list[Any]:
 
 
 def _load_keras(path: Path) -> Any:
-    from deploytool.proc.quiet import import_tensorflow
-
     import_tensorflow()
     import keras
 
@@ -153,9 +152,7 @@ def _trace_keras(path: Path, x: np.ndarray) -> Trace:
 
 
 def _trace_saved_model(path: Path, x: np.ndarray) -> Trace:
-    from deploytool.localize import savedmodel as localize_savedmodel
-
-    return localize_savedmodel.trace(path, x)
+    return savedmodel.trace(path, x)
 
 
 class FileSource:
@@ -181,12 +178,10 @@ class FileSource:
             path = out_dir / "cut.onnx"
             _onnx_cut(Path(self.artifact.path), point.name, path)
         elif self.artifact.format == "saved_model":
-            from deploytool.localize import savedmodel as localize_savedmodel
-
             if self._frozen is None:  # frozen once, pruned at each cut
-                self._frozen = localize_savedmodel.freeze(Path(self.artifact.path))
+                self._frozen = savedmodel.freeze(Path(self.artifact.path))
             path = out_dir / "cut_saved_model"
-            localize_savedmodel.cut(self._frozen, point.name, path)
+            savedmodel.cut(self._frozen, point.name, path)
         else:
             import keras
 

@@ -17,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.convert._tf import serving_function
+from deploytool.errors import BadModelFile
+from deploytool.proc.quiet import import_tensorflow
+
 # Ops that hold, move or relabel numbers, or compute shapes: a cut there holds what the cut before it held.
 SKIP_TF = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "Reshape", "Squeeze",
            "ExpandDims", "Shape", "ShapeN", "Size", "Rank", "StridedSlice", "Slice", "Pack", "Unpack", "Fill",
@@ -41,10 +45,6 @@ class FrozenGraph:
 
 def freeze(path: Path) -> FrozenGraph:
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    from deploytool.convert._tf import serving_function
-    from deploytool.errors import BadModelFile
-    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow()
     try:

@@ -1,6 +1,6 @@
 """The migrate run, end to end: check the request and every target's
 preflight, plan the matrix by asking the targets, then for each combination
-run it (runner.py), keep a bug bundle of a failing row, store the row as soon
+run it (deploytool.run.runner), keep a bug bundle of a failing row, store the row as soon
 as it exists — and finally report. A fault in one combination is that
 combination's result; the matrix goes on.
 
@@ -18,12 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from deploytool.run import stored as runs
-from deploytool.run.context import RunContext
+from deploytool import convert
+from deploytool.bugs.bundle import bundle_row
+from deploytool.bugs.upstream import record_and_write
+from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
+from deploytool.localize import localize_failures
 from deploytool.provenance import host_facts, host_identity
-from deploytool.run.request import MigrateRequest
 from deploytool.result import Combo, Result
+from deploytool.run import stored
+from deploytool.run.context import RunContext
+from deploytool.run.request import MigrateRequest
+from deploytool.run.runner import conversions_ahead, is_workspace_fault, run_combination, runtimes_ahead
+from deploytool.runtimes import check_runtime_names, runtimes_for
+from deploytool.runtimes.isolated import warm_workers
 from deploytool.store import Store, open_store
 from deploytool.targets import expand, get_target, selectable
 from deploytool.workspace import Workspace, check_name, stable_hash
@@ -57,8 +65,6 @@ def requested_targets(req: MigrateRequest) -> list[str]:
 
 def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
     """Every combination the request names, in a stable order, each target giving its own axes."""
-    from deploytool import convert
-    from deploytool.runtimes import check_runtime_names, runtimes_for
 
     req, spec = ctx.req, ctx.spec
     frameworks = expand(req.frameworks, spec.frameworks, "framework")
@@ -102,7 +108,6 @@ def _runtimes(chosen: list[str], offered: list[str]) -> list[str]:
 
 def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
     """A request whose every combination is impossible is a user mistake (exit 2), not a run of empty rows."""
-    from deploytool import convert
 
     reasons = []
     for c in {(c.framework, c.format, c.quantize) for c in combos}:
@@ -134,14 +139,12 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
 
 
 class _Run:
-    """One migrate run over its matrix; every side effect (store, bundle, report) goes through runs.py."""
+    """One migrate run over its matrix; every side effect (store, bundle, report) goes through deploytool.run.stored."""
 
     def __init__(self, ctx: RunContext, store: Store, log: Callable[[str], None]):
         self.ctx, self.store, self.log = ctx, store, log
 
     def run(self, combos: list[Combo], run_id: str, keys: dict[Combo, str]) -> RunOutcome:
-        from deploytool.convert.lanes import ConversionLanes
-
         ctx, store = self.ctx, self.store
         t_start = time.perf_counter()
         done = store.final_keys(run_id)
@@ -168,28 +171,22 @@ class _Run:
                 converting += self._convert_ahead(converter, todo)
                 for combo in bar:
                     bar.set_postfix_str(combo.label, refresh=True)
-                    from deploytool.bugs.bundle import bundle_row
-                    from deploytool.run.runner import run_combination
 
                     result = run_combination(ctx, converter, combo, run_id, keys[combo])
                     if result.failing:
                         bundle_row(ctx, result, run_id)
                     t = time.perf_counter()
-                    runs.save(store, ctx.ws, result)
+                    stored.save(store, ctx.ws, result)
                     result.times.store = time.perf_counter() - t
                     in_runtimes += result.times.runtime
                     converting += result.times.convert
                 if ctx.req.localize:
-                    from deploytool.localize import localize_failures
-
-                    localize_failures(ctx, store, run_id, runs.stored_results(store, ctx.ws, run_id), converter,
+                    localize_failures(ctx, store, run_id, stored.stored_results(store, ctx.ws, run_id), converter,
                                       log=self.log)
         except (KeyboardInterrupt, DeploytoolError):
             self._interrupted(run_id)
             raise
         except OSError as e:
-            from deploytool.run.runner import is_workspace_fault
-
             if not is_workspace_fault(ctx.ws, e):
                 raise
             self._interrupted(run_id)
@@ -202,12 +199,12 @@ class _Run:
         if not untouched:
             store.finish_run(run_id)
         order = {keys[c]: i for i, c in enumerate(combos)}
-        results = sorted((r for r in runs.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
+        results = sorted((r for r in stored.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])
         measured_now = {keys[c] for c in todo}
         self._findings(run_id, [r for r in results if not folded_before or r.combo_key in measured_now])
         t = time.perf_counter()
-        paths = runs.write_report(ctx, store, run_id, results)
+        paths = stored.write_report(ctx, store, run_id, results)
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
@@ -218,9 +215,6 @@ class _Run:
         while latency is timed; returns the seconds spent waiting for them. A source that fails to train is
         left to its rows, which report it. Meanwhile the rows' runtime workers start."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
-
-        from deploytool.run.runner import conversions_ahead, runtimes_ahead
-        from deploytool.runtimes.isolated import warm_workers
 
         frameworks = list(dict.fromkeys(c.framework for c in todo))
         # The twins train side by side, each in its own process pinned to its thread count (the models are those
@@ -253,7 +247,6 @@ class _Run:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
         if not results:  # nothing measured now on a run folded before: no sighting, and nothing ran without one
             return
-        from deploytool.bugs.upstream import record_and_write
 
         try:
             touched = record_and_write(self.store, self.ctx.ws, run_id, results)

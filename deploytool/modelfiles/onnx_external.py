@@ -14,12 +14,11 @@ import shutil
 from pathlib import Path, PurePosixPath
 
 from deploytool.errors import BadModelFile
+from deploytool.modelfiles import onnx_proto
 
 
 def _read_proto(path: Path):
     """The model's structure (no weights, no `import onnx`): its I/O and external locations."""
-    from deploytool.modelfiles import onnx_proto
-
     try:
         return onnx_proto.read(path)
     except (onnx_proto.ProtoError, OSError) as e:

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from deploytool.proc.quiet import import_tensorflow
+
 # A thread that did at least 1% of the span's CPU time counts as used. Small models spend most of their time in
 # Python on the main thread: a pool thread doing real kernels gets a few percent there (LeNet-1 on 512 digits,
 # 2 threads: 1.5-3.5% each), while a thread that only woke up did 0.4%.
@@ -30,7 +32,6 @@ def usable_cores() -> int:
 def pin_tensorflow(threads: int) -> dict[str, Any]:
     """Ask TensorFlow for `threads` intra-op and inter-op threads; returns what it has (0 = TF's default: one per
     usable core). `pinned` is False when TensorFlow already ran in this process with other counts."""
-    from deploytool.proc.quiet import import_tensorflow
 
     tf = import_tensorflow()
     pinned = True

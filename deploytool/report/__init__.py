@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.result import format_tolerance, primary_memory
 from deploytool.report import html as _html
 from deploytool.report import text as _text
-from deploytool.result import Result
+from deploytool.result import Result, format_tolerance, primary_memory
 
 __all__ = ["ReportInput", "ReportPaths", "write_report", "summary_rows"]
 
@@ -112,7 +111,7 @@ def summary_rows(inp: ReportInput) -> list[dict[str, Any]]:
             "tolerances": {k: list(v) for k, v in r.tolerances.items()},
             "notes": notes,
             "regression": _regressions(r, inp.history.get(r.combo_key)),
-            # the reproducer bundle (bugreport.py) lives beside the report, in bugs/<name>/
+            # the reproducer bundle (deploytool.bugs.bundle) lives beside the report, in bugs/<name>/
             "bundle": f"bugs/{Path(r.bundle).name}" if r.bundle else None,
             # what the detail sections show
             "artifact": art, "environment": dict(r.environment), "memory_by_name": memory,

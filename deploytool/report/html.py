@@ -18,10 +18,28 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from deploytool.result import MEMORY_MEANING, format_tolerance
+from deploytool import __version__
 from deploytool.report import figures
-from deploytool.report.text import (MISSING, SCHEMA_VERSION, clean, counts_of, first_line, fmt_bytes, fmt_count,
-                                    fmt_float, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num, outcome, overall)
+from deploytool.report.pairs import converter_pairs
+from deploytool.report.text import (
+    MISSING,
+    SCHEMA_VERSION,
+    clean,
+    counts_of,
+    first_line,
+    fmt_bytes,
+    fmt_count,
+    fmt_float,
+    fmt_ms,
+    fmt_pct,
+    fmt_points,
+    fmt_ratio,
+    num,
+    outcome,
+    overall,
+)
+from deploytool.result import FAILING_STATUSES, MEMORY_MEANING, format_tolerance
+from deploytool.workspace import cache_home
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
@@ -60,8 +78,6 @@ def _bytecode_cache(jinja2: Any) -> Any:
     """Compiled templates cached on disk (keyed by each template's source checksum): compiling them costs about
     0.6 s per process, a cached load a few ms. No cache where the cache folder cannot be written."""
     import os
-
-    from deploytool.workspace import cache_home
 
     root = cache_home() / f"jinja-{jinja2.__version__}"
     try:
@@ -223,8 +239,6 @@ def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[
 
 # ---------------------------------------------------------------- summary
 def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: dict[str, Any]) -> dict[str, Any]:
-    from deploytool.result import FAILING_STATUSES  # derived from Status.failing: the one rule
-
     attention = [{"row": v, "regression": "; ".join(v["regression"]),
                   "why": "; ".join(v["broken"]) if v["status"] == "measured" else first_line(v["reason"], 300)}
                  for v in views if v["failing"] or v["regression"]]
@@ -236,7 +250,6 @@ def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: di
 
 def _pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Converters of one source side by side (same format, quantization and place)."""
-    from deploytool.report.pairs import converter_pairs
 
     return [{"pair": p, "sentence": p.sentence} for p in converter_pairs(rows)]
 
@@ -290,8 +303,6 @@ def _check_view(c: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the page
 def render(inp: "ReportInput", rows: list[dict[str, Any]], started: float | None = None) -> str:
-    from deploytool import __version__
-
     t0 = started if started is not None else time.perf_counter()
     counts = counts_of(rows)
     versions = _versions(inp)

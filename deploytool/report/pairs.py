@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from deploytool.convert import ARTIFACT_FORMAT
+
 # agreement points between two passing converters beyond which the lower one is said to depart
 DEPART_POINTS = 1.0
 
@@ -52,8 +54,6 @@ def row_of(result: Any) -> dict[str, Any]:
 
 
 def converter_pairs(rows: list[dict[str, Any]]) -> list[ConverterPair]:
-    from deploytool.convert import ARTIFACT_FORMAT
-
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         fmt = (r.get("artifact") or {}).get("format") or ARTIFACT_FORMAT.get(r["format"], r["format"])

@@ -22,7 +22,6 @@ from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.isolated import load_and_run
 from deploytool.workspace import stable_hash
 
-
 # How the baseline is measured; a cached one measured otherwise (in the migrate process) is measured again.
 MEASURED_HOW = "own-process-v1"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deploytool.errors import UnknownOption
 from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip
 from deploytool.spec import TOLERANCE_METRICS, tolerance_problem
 
@@ -75,7 +76,6 @@ def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarra
 
 def parse_tolerance_overrides(items: list[str]) -> dict[str, tuple[float, float]]:
     """`--tolerance agreement=0.99,0.97` -> {"agreement": (0.99, 0.97)}; one value sets both limits."""
-    from deploytool.errors import UnknownOption
 
     out: dict[str, tuple[float, float]] = {}
     for item in items:

@@ -16,13 +16,16 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact, array_sha256
-from deploytool.run.baseline import Baseline, run_baseline
 from deploytool.data import Dataset, load_dataset
 from deploytool.errors import DataError
-from deploytool.run.request import MigrateRequest
 from deploytool.result import Combo
+from deploytool.run import usermodel
+from deploytool.run.baseline import Baseline, run_baseline
+from deploytool.run.request import MigrateRequest
+from deploytool.runtimes.isolated import runtime_workers
 from deploytool.spec import ModelSpec, load_spec
 from deploytool.targets import Position, Preflight, RunSettings, get_target
+from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash
 
 CALIBRATION_FROM_TEST = 200
@@ -59,7 +62,6 @@ class RunContext:
               progress: bool = False, stored_identity: dict[str, dict[str, str]] | None = None) -> "RunContext":
         """`run=False`: for a stored run (report, localize) — no device or browser is looked for;
         `stored_identity` then gives each target's identity as it was recorded."""
-        from deploytool.run import usermodel
 
         user_artifact = None
         if usermodel.is_model_file(req.model):
@@ -94,7 +96,6 @@ class RunContext:
     def source_id(self, framework: str) -> str:
         """The content identity of a source model before it exists: a user's file by its bytes, a zoo
         model by everything its training depends on (manifest, data, epochs, seed, framework versions)."""
-        from deploytool.train import train_key
 
         if self.user_artifact is not None:
             return self.user_artifact.sha256
@@ -105,8 +106,6 @@ class RunContext:
         if self.user_artifact is not None:
             return self.user_artifact
         if framework not in self._trained:
-            from deploytool.train import train
-
             self._trained[framework] = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
                                              progress=self.progress).get_artifact()
         return self._trained[framework]
@@ -135,7 +134,6 @@ class RunContext:
         if self._session_options is not None:
             yield
             return
-        from deploytool.runtimes.isolated import runtime_workers
 
         with ExitStack() as stack:
             stack.enter_context(runtime_workers())

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from deploytool.result import Comparison, Measurement
 from deploytool.run.baseline import Baseline
-from deploytool.result import Comparison
 from deploytool.run.compare import compare
-from deploytool.result import Measurement
 from deploytool.runtimes.base import Outputs
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.errors import UnknownOption
-from deploytool.targets import RunSettings
+from deploytool.run.usermodel import is_model_file
+from deploytool.targets import RunSettings, get_target
 
 
 @dataclass
@@ -47,7 +48,6 @@ class MigrateRequest:
 
     def __post_init__(self) -> None:
         # Files by absolute path: a stored request means the same from any directory.
-        from deploytool.run.usermodel import is_model_file
 
         for name in ("data_dir", "test_npz"):
             value = getattr(self, name)
@@ -63,7 +63,6 @@ class MigrateRequest:
 
     def options_for(self, target: str) -> Any:
         """The target's typed options (unknown keys refused)."""
-        from deploytool.targets import get_target
 
         return get_target(target).options(self.target_options.get(target))
 

@@ -16,13 +16,17 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from deploytool import convert
 from deploytool.artifact import Artifact
-from deploytool.run.context import RunContext, Source
 from deploytool.errors import DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
-from deploytool.run.judge import judge
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
+from deploytool.run.baseline import cached_baseline
+from deploytool.run.context import RunContext, Source
+from deploytool.run.judge import judge
+from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import Outputs
+from deploytool.runtimes.isolated import load_and_run
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
@@ -44,7 +48,6 @@ def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -
     if meta.exists():
         return Artifact.load(meta)
     fresh_dir(out)
-    from deploytool import convert
 
     if convert.plan(src.artifact.format, combo.format, combo.quantize).steps == ("passthrough",):
         # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
@@ -56,8 +59,6 @@ def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -
 def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type, tuple]]:
     """(combo, runtime class, conversion steps) of each of `framework`'s combos that has both (a refused row
     has neither: it reports itself)."""
-    from deploytool import convert
-    from deploytool.runtimes import runtime_class
 
     for c in combos:
         if c.framework != framework:
@@ -88,8 +89,6 @@ def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, sour
 def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type]:
     """The runtime classes `combos` of `framework` will run on, and the PC baseline's when it is not measured
     yet: what a run starts (and imports) while the conversions finish."""
-    from deploytool.run.baseline import cached_baseline
-    from deploytool.runtimes import runtime_class
 
     classes: list[type] = []
     req = ctx.req
@@ -105,7 +104,6 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
 
 def _same_as_baseline(ctx: RunContext, combo: Combo, cls: type, source: Artifact) -> bool:
     """The runtime and settings of the PC baseline: with the baseline's own file, baseline_reusable."""
-    from deploytool.runtimes import runtime_class
 
     if cls is not runtime_class("pc", source.format):
         return False
@@ -117,8 +115,6 @@ def _same_as_baseline(ctx: RunContext, combo: Combo, cls: type, source: Artifact
 def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: Source) -> bool:
     """The row would run the baseline's own file in the baseline's own runtime with the same settings
     (a user's .onnx / .tflite on the host): its outputs and latency are the baseline's, measured once."""
-    from deploytool.runtimes import runtime_class
-
     if artifact.sha256 != src.artifact.sha256 or artifact.format != src.artifact.format:
         return False
     return _same_as_baseline(ctx, combo, runtime_class(combo.target, artifact.format, combo.runtime), src.artifact)
@@ -136,9 +132,6 @@ def baseline_outputs(src: Source) -> Outputs:
 
 
 def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, key: str) -> Result:
-    from deploytool import convert
-    from deploytool.runtimes import runtime_class
-
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
     try:
@@ -154,8 +147,6 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
         if baseline_reusable(ctx, combo, r.artifact, src):
             outputs = baseline_outputs(src)
         else:
-            from deploytool.runtimes.isolated import load_and_run
-
             outputs = load_and_run(combo.target, r.artifact.format, combo.runtime, r.artifact,
                                    ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout),
                                    **ctx.runtime_options(combo))

@@ -9,11 +9,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from deploytool.run.context import RunContext
+from deploytool import report
 from deploytool.provenance import host_facts
-from deploytool.run.request import MigrateRequest
 from deploytool.result import Result
+from deploytool.run.context import RunContext
+from deploytool.run.request import MigrateRequest
 from deploytool.store import Store
+from deploytool.targets import expand, selectable
 from deploytool.workspace import Workspace
 
 _FILES = ("outputs_path", "latency_path", "bundle")
@@ -40,7 +42,6 @@ def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Resul
     """The run report of `results` into `out_dir` (default: the run's report folder). `measure_baselines=False`
     (the lab's driver, which measures nothing): only the baselines `ctx` already has; each row's comparison still
     carries its baseline's accuracy."""
-    from deploytool import report
 
     for fw in {r.combo.framework for r in results} if measure_baselines else ():
         ctx.source(fw)  # cached: the baseline is needed for the report even on a resumed run
@@ -68,8 +69,6 @@ def context_for_stored_run(run: dict[str, Any], ws: Workspace) -> RunContext:
 
 
 def _named_targets(req: MigrateRequest) -> list[str]:
-    from deploytool.targets import expand, selectable
-
     return expand(req.targets, selectable(), "target")
 
 

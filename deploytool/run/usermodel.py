@@ -12,9 +12,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploytool.modelfiles import onnx_external
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, ShapeError
+from deploytool.modelfiles import onnx_external, onnx_proto, pt2
+from deploytool.modelfiles.tflite_io import read_io
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
 from deploytool.workspace import Workspace, safe_segment
 
@@ -59,8 +61,6 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
     """(input shape with batch, output size) read from the model itself."""
     try:
         if fmt == "onnx":
-            from deploytool.modelfiles import onnx_proto
-
             # Read without `import onnx` (a second of start-up); onnxruntime, loading the baseline, is the judge.
             m = onnx_proto.read(path)
             onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
@@ -70,14 +70,11 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             out = m.outputs[0].dims
             return list(m.inputs[0].dims), int((out[-1] if out else 0) or 0)
         if fmt == "tflite":
-            from deploytool.modelfiles.tflite_io import read_io
-
             ins, outs = read_io(str(path))
             return list(ins[0].shape), int(outs[0].shape[-1])
         if fmt in ("keras", "saved_model"):
             if fmt == "keras":
                 _check_keras_archive(path)
-            from deploytool.proc.quiet import import_tensorflow
 
             tf = import_tensorflow()
 
@@ -92,8 +89,6 @@ def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
             out = next(iter(sig.structured_outputs.values()))
             return list(spec.shape), int(out.shape[-1])
         if fmt == "torch":
-            from deploytool.modelfiles import pt2
-
             # Shapes come from the graph's placeholders: the archive's sample inputs are never unpickled.
             program = pt2.load_program(path)
             return [None, *pt2.input_shape(program, path)[1:]], pt2.output_size(program, path)

@@ -29,11 +29,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
-from deploytool.devices.adb import (DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult,
-                                    select_devices)
+from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
+from deploytool.modelfiles.tflite_io import read_io
+from deploytool.runtimes import tflite_twin
 from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
 
@@ -126,8 +127,6 @@ class AndroidRuntime(Runtime):
 
     # ---- load ---------------------------------------------------------
     def _load(self, artifact: Artifact) -> None:
-        from deploytool.modelfiles.tflite_io import read_io
-
         try:
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
@@ -157,7 +156,6 @@ class AndroidRuntime(Runtime):
             self.run_dir = self.device.new_run_dir()
             self.model_name = artifact.path.name
             self.device.push(artifact.path, f"{self.run_dir}/{self.model_name}")
-        from deploytool.artifact import content_hash
 
         self._env = {
             **self.info.to_environment(),
@@ -248,7 +246,6 @@ class AndroidRuntime(Runtime):
     def _batch_twin(self, q: np.ndarray) -> tuple[str, int] | None:
         """A model whose batch of 1 is baked in would take one benchmark_model process per sample: push its
         batch-N twin (runtimes/tflite_twin.py) for the accuracy pass, once the host has checked it."""
-        from deploytool.runtimes import tflite_twin
 
         path = self.artifact.path
         if not tflite_twin.needs_twin(path):

@@ -9,16 +9,22 @@ they measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.runtimes.measure import (LOAD_CHECK_S, PeakRss, busy_note, cpu_busy_fraction, load_environment,
-                                         run_batched, time_batch1)
-
+from deploytool.runtimes.measure import (
+    LOAD_CHECK_S,
+    PeakRss,
+    busy_note,
+    cpu_busy_fraction,
+    load_environment,
+    run_batched,
+    time_batch1,
+)
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
 MIN_TIMED_SAMPLES = 10

@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
+from deploytool import runtimes
 from deploytool.artifact import Artifact
+from deploytool.convert.isolated import (
+    _submit_from_lasting_thread,
+    end_idle_pool,
+    exit_when_parent_dies,
+    kill_pool,
+    spawn_pool,
+)
 from deploytool.errors import StageFailed
 from deploytool.runtimes.base import Outputs
+from deploytool.runtimes.measure import release_free_memory
 
 if TYPE_CHECKING:  # the process machinery is imported when a worker is first needed (a cached run needs none)
     from concurrent.futures import ProcessPoolExecutor
@@ -39,8 +48,6 @@ _MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
 def _init_worker(ref: str, parent_pid: int) -> None:
-    from deploytool.convert.isolated import exit_when_parent_dies
-
     exit_when_parent_dies(parent_pid)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import warnings
@@ -69,7 +76,6 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: np.n
     lazily (thread pools, kernel registries, the code pages of the kernels this model uses), and
     that would be charged to whichever row came first in this worker.
     """
-    from deploytool.runtimes.measure import release_free_memory
 
     cls = _class(ref)
     # The priming run takes the measured run's code path (warm-up, K, the CPU-load check without its wait):
@@ -106,8 +112,6 @@ class RuntimeWorkers:
         self.started = 0  # workers spawned (a test counts them)
 
     def _pool(self, ref: str) -> ProcessPoolExecutor:
-        from deploytool.convert.isolated import spawn_pool
-
         if ref not in self._pools:
             self._pools[ref] = spawn_pool(_init_worker, (ref, os.getpid()))
             self.started += 1
@@ -116,22 +120,17 @@ class RuntimeWorkers:
     def warm(self, cls: type) -> None:
         """Start `cls`'s worker now (its framework imported), without waiting: a run starts its rows'
         workers while the conversions finish, so no row pays a framework's import."""
-        from deploytool.convert.isolated import _submit_from_lasting_thread
 
         ref = _ref(cls)
         if ref not in self._pools:
             _submit_from_lasting_thread(self._pool(ref), os.getpid)
 
     def _kill(self, ref: str) -> str:
-        from deploytool.convert.isolated import kill_pool
-
         return kill_pool(self._pools.pop(ref, None))
 
     def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
         from concurrent.futures import TimeoutError as FutureTimeout
         from concurrent.futures.process import BrokenProcessPool
-
-        from deploytool.convert.isolated import _submit_from_lasting_thread
 
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
@@ -147,8 +146,6 @@ class RuntimeWorkers:
                                                 f"the model ({how})") from None
 
     def close(self) -> None:
-        from deploytool.convert.isolated import end_idle_pool
-
         for ref in list(self._pools):
             end_idle_pool(self._pools.pop(ref))
 
@@ -189,7 +186,6 @@ def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs
                  **options: Any) -> Outputs:
     """One row's (or the baseline's) load + run: an in-process runtime in its own worker; a browser or a phone,
     which measure their own process, here."""
-    from deploytool import runtimes
 
     cls = runtimes.runtime_class(target, fmt, runtime)
     if cls.in_process:

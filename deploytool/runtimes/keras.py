@@ -12,6 +12,8 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import BadModelFile
+from deploytool.proc.quiet import import_tensorflow
+from deploytool.proc.threads import not_pinned_note, pin_tensorflow
 from deploytool.runtimes.base import Outputs, Runtime
 
 
@@ -21,15 +23,10 @@ class KerasRuntime(Runtime):
 
     @classmethod
     def import_framework(cls) -> None:
-        from deploytool.proc.quiet import import_tensorflow
-
         import_tensorflow()
         import keras  # noqa: F401
 
     def _load(self, artifact: Artifact) -> None:
-        from deploytool.proc.quiet import import_tensorflow
-        from deploytool.proc.threads import pin_tensorflow
-
         tf = import_tensorflow()
         self._threads = pin_tensorflow(int(self.options.get("threads", 1)))
 
@@ -57,8 +54,6 @@ class KerasRuntime(Runtime):
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: np.ndarray) -> Outputs:
-        from deploytool.proc.threads import not_pinned_note
-
         facts = self._threads
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}

@@ -1,7 +1,7 @@
 """The LiteRT host runtime: a .tflite artifact in the `ai_edge_litert`
 interpreter on this machine's CPU. Integer input/output tensors are quantized
 and dequantized here with the tensors' own scale and zero point
-(`tflite_io`), so callers always pass and get float32. Models with a free
+(`deploytool.modelfiles.tflite_io`), so callers always pass and get float32. Models with a free
 batch dimension are resized for the whole-set run; fixed-batch models (e.g.
 litert-torch's) are fed at their own batch. It never compares or stores.
 """
@@ -14,8 +14,8 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
-from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.modelfiles.tflite_io import TensorQuant, io_of
+from deploytool.runtimes.base import Outputs, Runtime
 
 _FLOATS = ("float32", "float16")
 

@@ -5,6 +5,7 @@ interpreter fault from a converter fault. Same I/O handling as LiteRT."""
 
 from __future__ import annotations
 
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.runtimes.litert import LiteRTRuntime
 
 
@@ -13,13 +14,9 @@ class TensorFlowLiteRuntime(LiteRTRuntime):
 
     @classmethod
     def import_framework(cls) -> None:
-        from deploytool.proc.quiet import import_tensorflow
-
         import_tensorflow().lite.Interpreter  # noqa: B018 (tf.lite is imported lazily)
 
     def _interpreter(self, path: str, threads: int):
-        from deploytool.proc.quiet import import_tensorflow
-
         import warnings
 
         tf = import_tensorflow()

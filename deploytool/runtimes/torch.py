@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.modelfiles.pt2 import import_reader, load_program
 from deploytool.runtimes.base import Outputs, Runtime
 
 
 def load_exported(path: str):
     """The nn.Module of a .pt2 file, read by deploytool.modelfiles.pt2 (never unpickles code or sample inputs)."""
-    from deploytool.modelfiles.pt2 import load_program
 
     return load_program(path).module()
 
@@ -24,8 +24,6 @@ class TorchRuntime(Runtime):
 
     @classmethod
     def import_framework(cls) -> None:
-        from deploytool.modelfiles.pt2 import import_reader
-
         import_reader()
 
     def _load(self, artifact: Artifact) -> None:

@@ -7,7 +7,7 @@ Each `load()`/`close()` is one fresh browser context in the browser of a
 target while a run is open) or one of its own. Tensors move as raw bytes over
 the loopback HTTP server (inputs served from memory and fetched by the page,
 outputs and latencies POSTed back); `page.evaluate` carries only small JSON.
-Full-int8 TFLite I/O is quantized and dequantized here with `tflite_io`, as
+Full-int8 TFLite I/O is quantized and dequantized here with `deploytool.modelfiles.tflite_io`, as
 on every other TFLite target. A fault in the page (an error, a crashed
 renderer, a model the browser cannot load, a run past `timeout_s`) becomes
 `StageFailed` with the browser's own message and ends the row's context; a
@@ -28,10 +28,14 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
-from deploytool.errors import StageFailed, UnknownOption
+from deploytool.errors import BadModelFile, StageFailed, UnknownOption
+from deploytool.modelfiles.onnx_external import external_locations
+from deploytool.modelfiles.tflite_io import read_io
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
+from deploytool.runtimes.web_session import WebSession
 
 BACKENDS = ("wasm", "cpu", "webgl")
 DEFAULT_THREADS = 1
@@ -92,7 +96,6 @@ class WebRuntime(Runtime):
                 or (self.latency_samples is not None and self.latency_samples < 1):
             raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
                                 "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
-        from deploytool.runtimes.web_session import WebSession
 
         session = options.get("session")
         if session is not None and not isinstance(session, WebSession):
@@ -119,9 +122,6 @@ class WebRuntime(Runtime):
 
     # ---- load
     def _load(self, artifact: Artifact) -> None:
-        from deploytool.devices.browser import find_chromium
-        from deploytool.runtimes.web_session import WebSession
-
         t_start = time.perf_counter()
         if artifact.format != "tfjs_graph" and self.backend != "wasm":
             raise StageFailed("unsupported", f"backend={self.backend} applies to TF.js models only; "
@@ -200,8 +200,6 @@ class WebRuntime(Runtime):
         return routes, f"{prefix}{name}"
 
     def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
-        from deploytool.modelfiles.tflite_io import read_io
-
         try:
             ins, outs = read_io(str(artifact.path))
         except Exception as e:  # a file LiteRT cannot read will not load in the page either
@@ -438,8 +436,6 @@ class WebRuntime(Runtime):
 def _onnx_external_data(path: Path) -> list[str]:
     """Relative names of the files an ONNX model keeps its weights in
     (torch.onnx.export's default for dynamo=True writes `<name>.data`)."""
-    from deploytool.errors import BadModelFile
-    from deploytool.modelfiles.onnx_external import external_locations
 
     try:
         return external_locations(path)

@@ -12,6 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from deploytool.devices.browser import Chromium, find_chromium
+from deploytool.devices.harness_server import HarnessServer, library_routes
+from deploytool.devices.web_harness import check_harness
+
 
 class WebSession:
     """Open with `with WebSession() as s:` (or call `close()`); `browser()` and `server()` start on first use."""
@@ -28,9 +32,6 @@ class WebSession:
     def server(self) -> Any:
         """The harness server (page + libraries), started once."""
         if self._server is None:
-            from deploytool.devices.harness_server import HarnessServer, library_routes
-            from deploytool.devices.web_harness import check_harness
-
             self.harness_root = check_harness(self.harness_root)
             self._server = HarnessServer(library_routes(self.harness_root)).start()
         return self._server
@@ -40,8 +41,6 @@ class WebSession:
         if self._browser is not None and not self._browser.connected:
             self.discard_browser()
         if self._browser is None:
-            from deploytool.devices.browser import Chromium, find_chromium
-
             executable = self.executable or find_chromium()
             self._browser = Chromium(executable).launch()
             self.launches += 1

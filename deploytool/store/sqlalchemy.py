@@ -231,7 +231,7 @@ class Store:
             sa.Column("created_at", sa.String(40)),
             sa.UniqueConstraint("run_id", "combo_key", name="uq_run_combo"),
         )
-        # one row per distinct bug (findings.py): its signature, where and when it was seen, what was installed
+        # one row per distinct bug (deploytool.bugs.findings): its signature, where and when it was seen, what was installed
         self.findings_table = sa.Table(
             "findings", md,
             sa.Column("id", sa.String(64), primary_key=True),

@@ -19,8 +19,18 @@ from urllib.parse import parse_qsl, urlencode
 from deploytool.errors import StoreError
 from deploytool.provenance import host_name
 from deploytool.result import FINAL_STATUSES, Result
-from deploytool.store.sqlalchemy import (METRIC_COLUMNS, SQLITE_BUSY_TIMEOUT_S, URL_HINT, Store, _finding_row, _jsonable,
-                              _now, _result_row, _sighting, mask_url)
+from deploytool.store.sqlalchemy import (
+    METRIC_COLUMNS,
+    SQLITE_BUSY_TIMEOUT_S,
+    URL_HINT,
+    Store,
+    _finding_row,
+    _jsonable,
+    _now,
+    _result_row,
+    _sighting,
+    mask_url,
+)
 
 # The tables exactly as SQLAlchemy creates them from Store's definitions on SQLite (a unit test holds the two
 # together): (column, SQL type, NOT NULL), then the table's constraints and its indexes.

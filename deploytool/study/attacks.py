@@ -18,6 +18,8 @@ import numpy as np
 
 from deploytool.artifact import Artifact, array_sha256
 from deploytool.errors import UnknownOption
+from deploytool.modelfiles.pt2 import load_program
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.provenance import package_version
 from deploytool.spec import Preprocess
 from deploytool.workspace import Workspace, stable_hash
@@ -85,8 +87,6 @@ class Crafter:
 
     @staticmethod
     def _keras(artifact: Artifact, p: Preprocess, num_classes: int, threads: int):
-        from deploytool.proc.quiet import import_tensorflow
-
         tf = import_tensorflow()
         import keras
         from art.estimators.classification import TensorFlowV2Classifier
@@ -124,7 +124,6 @@ class Crafter:
                     self._last = (np.array(x, copy=True),
                                   class_gradients(tf.convert_to_tensor(x, tf.float32)).numpy())
                 return self._last[1][:, int(label): int(label) + 1]
-
         h, w, c = artifact.input_shape
         return Classifier(model=forward, nb_classes=num_classes, input_shape=(h, w, c),
                           loss_object=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -136,9 +135,8 @@ class Crafter:
         from art.estimators.classification import PyTorchClassifier
 
         torch.set_num_threads(threads)
-        from deploytool.modelfiles.pt2 import load_program
 
-        module = load_program(artifact.path).module()  # read without unpickling (deploytool/pt2.py)
+        module = load_program(artifact.path).module()  # read without unpickling (deploytool.modelfiles.pt2)
         k = float(pixel_range(p) * p.scale)
         mean = torch.tensor(p.mean, dtype=torch.float32).reshape(1, -1, 1, 1)
         std = torch.tensor(p.std, dtype=torch.float32).reshape(1, -1, 1, 1)

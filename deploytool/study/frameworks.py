@@ -15,8 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.data import load_dataset
 from deploytool.errors import UnknownOption
-from deploytool.study.report import Section, Table
+from deploytool.provenance import package_version
+from deploytool.report.lines import Series, line_chart
+from deploytool.spec import load_spec
+from deploytool.study.base import StudyRun
+from deploytool.study.report import Section, Table, write_study_report
+from deploytool.study.same_weights import compare_same_weights
+from deploytool.train import train
+from deploytool.train.worker import TrainWorker
 
 HELP = ("Keras vs PyTorch under the same training settings over N seeds (accuracy mean ± sd, time per epoch, CPU use, "
         "peak memory, loss/accuracy curves) and with the same weights (per-sample prediction differences)")
@@ -116,10 +124,6 @@ def measure(study, spec, dataset, seeds: list[int], epochs: int, threads: int, p
     """Every point not stored yet; returns the keys measured now (none on a complete resume)."""
     from tqdm import tqdm
 
-    from deploytool.study.same_weights import compare_same_weights
-    from deploytool.train import train
-    from deploytool.train.worker import TrainWorker
-
     done = study.points()
     todo = [(fw, s) for fw in FRAMEWORKS for s in seeds if f"train/{fw}/seed{s}" not in done]
     todo += [("same", s) for s in seeds if f"same_weights/seed{s}" not in done]
@@ -150,12 +154,6 @@ def measure(study, spec, dataset, seeds: list[int], epochs: int, threads: int, p
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploytool.data import load_dataset
-    from deploytool.provenance import package_version
-    from deploytool.spec import load_spec
-    from deploytool.study.base import StudyRun
-    from deploytool.study.report import write_study_report
-
     spec = load_spec(args.model)
     missing = [fw for fw in FRAMEWORKS if fw not in spec.frameworks]
     if missing:
@@ -241,8 +239,6 @@ def _summary_section(train: dict[str, list[dict[str, Any]]]) -> Section:
 
 
 def _curves_section(train: dict[str, list[dict[str, Any]]]) -> Section:
-    from deploytool.report.lines import Series, line_chart
-
     figures, data = [], {}
     for metric, label in (("loss", "training loss"), ("accuracy", "training accuracy"),
                           ("test_accuracy", "test accuracy")):

@@ -18,7 +18,24 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.study.report import Section, Table
+from deploytool.artifact import array_sha256
+from deploytool.convert.lanes import ConversionLanes
+from deploytool.data import _as_nhwc, load_dataset, load_raw
+from deploytool.data.check import preprocessing_warnings
+from deploytool.data.mistakes import INT8_UNSCALED, MISTAKES, NAMES, int8_unscaled, preprocess
+from deploytool.errors import UnknownOption
+from deploytool.migrate import MigrateRequest, prepare
+from deploytool.modelfiles.tflite_io import read_io
+from deploytool.report.svg import Cell, heatmap
+from deploytool.run.context import Source
+from deploytool.run.runner import conversions_ahead, convert_cached, run_combination
+from deploytool.run.usermodel import is_model_file
+from deploytool.spec import load_spec
+from deploytool.study.base import StudyRun
+from deploytool.study.report import Section, Table, write_study_report
+from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, pc_baseline
+from deploytool.targets import all_targets, expand
+from deploytool.workspace import stable_hash
 
 HELP = ("what one preprocessing mistake at a time (no normalisation, 0–255 range, swapped height/width or "
         "layout, BGR, off-centre crop, int8 scaling skipped) costs on the PC model and every migrated artifact")
@@ -37,8 +54,6 @@ SEED = "seed 003, MLModelScope (Dakkak et al. 2018)"
 
 
 def add_cli(p: argparse.ArgumentParser) -> None:
-    from deploytool.targets import all_targets
-
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
     p.add_argument("--format", default="tflite,onnx,tfjs",
                    help="formats to migrate to, as for migrate (default: tflite,onnx,tfjs)")
@@ -52,11 +67,6 @@ def add_cli(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploytool.errors import UnknownOption
-    from deploytool.study.base import StudyRun
-    from deploytool.study.report import write_study_report
-    from deploytool.targets import all_targets
-
     if args.samples < 1:
         raise UnknownOption(f"--samples {args.samples}: must be >= 1")
     plan = Plan.build(args.model, args.framework, args.data_dir, args.epochs, args.samples)
@@ -87,12 +97,6 @@ class Plan:
 
     @classmethod
     def build(cls, model: str, framework: str, data_dir: Any, epochs: int | None, samples: int) -> "Plan":
-        from deploytool.data import _as_nhwc, load_dataset, load_raw
-        from deploytool.errors import UnknownOption
-        from deploytool.spec import load_spec
-        from deploytool.targets import expand
-        from deploytool.run.usermodel import is_model_file
-
         if is_model_file(model):
             raise UnknownOption(f"{model}: the pitfalls study takes a model of the zoo (`deploytool models`): "
                                 "it needs the raw images and the preprocessing the model was trained with")
@@ -111,8 +115,6 @@ class Plan:
     def segments(self) -> tuple[list[tuple[str, np.ndarray]], dict[str, str], dict[str, bool]]:
         """([(name, fed tensor)] starting with "clean"; mistake -> why not applicable;
         mistake -> whether migrate's pitfall check warns on the data a user would hand over)."""
-        from deploytool.data.check import preprocessing_warnings
-        from deploytool.data.mistakes import MISTAKES, preprocess
 
         p, shape = self.spec.preprocess, self.spec.input_shape
         out, skipped, caught = [("clean", preprocess(self.raw_x, p))], {}, {}
@@ -136,7 +138,6 @@ def spread(total: int, n: int) -> np.ndarray:
 def _request(plan: Plan, request: dict[str, Any]) -> Any:
     """migrate's request for the study's matrix (the zoo model, its cached conversions and runtimes). Latency is
     not this study's question: no warm-up, one timed sample per row."""
-    from deploytool.migrate import MigrateRequest
 
     # the manifest the study was given (a zoo name resolves to its file; a user's .toml is not in the zoo)
     return MigrateRequest(model=plan.spec.source or plan.spec.name, frameworks=tuple(plan.frameworks), formats=(request["formats"],),
@@ -147,8 +148,6 @@ def _request(plan: Plan, request: dict[str, Any]) -> Any:
 
 def _segment(name: str, x: np.ndarray) -> Any:
     """One segment as a set robust_sets can stack, named by its content."""
-    from deploytool.artifact import array_sha256
-    from deploytool.study.robust_sets import CraftedSet, SetPlan
 
     return CraftedSet(SetPlan(name, None, None), x, np.ascontiguousarray(x, np.float32), {"sha256": array_sha256(x)})
 
@@ -157,10 +156,6 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     """The int8-scaling mistake needs each int8-input artifact's own scale and zero point, so those artifacts are
     converted (or read from migrate's cache) before anything runs: ({segment name: fed tensor}, {artifact sha256:
     (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
-    from deploytool.run.context import Source
-    from deploytool.data.mistakes import INT8_UNSCALED, int8_unscaled
-    from deploytool.run.runner import convert_cached
-    from deploytool.modelfiles.tflite_io import read_io
 
     segments: dict[str, np.ndarray] = {}
     by_artifact: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -188,13 +183,6 @@ def measure(srun: Any, plan: Plan, request: dict[str, Any], progress: bool = Fal
     set (robust_sets.Stack: one model load, one browser page, split back by offsets), in one migrate context: one
     browser for all web rows, each PC model's baseline once. A point per framework is stored when its rows ran."""
     from dataclasses import replace
-
-    from deploytool.run.context import Source
-    from deploytool.convert.lanes import ConversionLanes
-    from deploytool.migrate import prepare
-    from deploytool.run.runner import conversions_ahead, run_combination
-    from deploytool.study.robust_sets import Stack, pc_baseline
-    from deploytool.workspace import stable_hash
 
     done = srun.points()
     todo = [fw for fw in plan.frameworks if f"rows/{fw}" not in done]
@@ -238,7 +226,6 @@ def _scores(preds: dict[str, np.ndarray], y: np.ndarray, names: list[str]) -> di
 def _row(r: Any, stack: Any, y: np.ndarray, names: list[str], by_artifact: dict[str, tuple[str, dict]]) -> dict:
     """One row: its status, and its accuracy per segment when it ran (the int8 copy made for its own artifact
     scored as "int8_unscaled")."""
-    from deploytool.data.mistakes import INT8_UNSCALED
 
     c = r.combo
     row = {"label": c.label, "framework": c.framework, "format": c.format, "quantize": c.quantize,
@@ -260,7 +247,6 @@ def _row(r: Any, stack: Any, y: np.ndarray, names: list[str], by_artifact: dict[
 def drops(points: dict[str, dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], Any], dict]:
     """(row labels, mistake names, (label, mistake) -> accuracy drop in points or a reason string, extras).
     A row's drop is its clean accuracy minus its accuracy on the mistaken copy, both on the same samples."""
-    from deploytool.data.mistakes import NAMES
 
     labels: list[str] = []
     cells: dict[tuple[str, str], Any] = {}
@@ -303,14 +289,10 @@ def _cell_text(v: Any) -> str:
 
 
 def _titles() -> dict[str, str]:
-    from deploytool.data.mistakes import INT8_UNSCALED, MISTAKES
-
     return {**{m.name: m.title for m in MISTAKES}, INT8_UNSCALED[0]: INT8_UNSCALED[1]}
 
 
 def report(srun: Any) -> list[Section]:
-    from deploytool.report.svg import heatmap
-
     points = srun.points()
     labels, names, cells, extra = drops(points)
     titles = _titles()
@@ -347,8 +329,6 @@ def report(srun: Any) -> list[Section]:
 
 
 def _heat(v: Any) -> Any:
-    from deploytool.report.svg import Cell
-
     if not isinstance(v, float):
         return Cell("#eeeeee", "n/a" if v == "n/a" else "", str(v or "not measured")) if v else None
     t = max(0.0, min(1.0, v / 80.0))

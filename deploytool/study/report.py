@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deploytool import __version__
+from deploytool.provenance import host_facts
+from deploytool.report import _write
+from deploytool.report.html import _CSP, _environment, _script_hash, _static
+from deploytool.report.text import _finite, _md
+
 if TYPE_CHECKING:
     from deploytool.study.base import StudyRun
 
@@ -48,8 +54,6 @@ def _cell(v: Any) -> str:
 
 
 def _markdown(run: "StudyRun", sections: list[Section]) -> str:
-    from deploytool.report.text import _md
-
     lines = [f"# {run.study} study: {run.model}", "", f"run `{run.run_id}`", ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
@@ -67,8 +71,6 @@ def _markdown(run: "StudyRun", sections: list[Section]) -> str:
 
 
 def _json(run: "StudyRun", sections: list[Section], host: dict[str, Any]) -> dict[str, Any]:
-    from deploytool.report.text import _finite
-
     return _finite({"study": run.study, "run_id": run.run_id, "model": run.model, "request": run.request,
                     "host": host, "sections": [{"id": s.id, "title": s.title, "text": s.text, "data": s.data,
                                                 "tables": [{"caption": t.caption, "columns": list(t.columns),
@@ -79,11 +81,6 @@ def _json(run: "StudyRun", sections: list[Section], host: dict[str, Any]) -> dic
 def write_study_report(run: "StudyRun", sections: list[Section]) -> StudyReportPaths:
     """Write report.html, report.json and summary.md of a study run into its report folder."""
     from markupsafe import Markup
-
-    from deploytool import __version__
-    from deploytool.provenance import host_facts
-    from deploytool.report import _write
-    from deploytool.report.html import _CSP, _environment, _script_hash, _static
 
     t0 = time.perf_counter()
     out = run.report_dir

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from deploytool.report.lines import Series, line_chart
+from deploytool.report.svg import PALETTE, image_grid
 from deploytool.study.report import Section, Table
 from deploytool.study.robust_metrics import accuracy, agreement, attack_success_rate, fools_one_not_other
 
@@ -58,9 +60,6 @@ def _eps_cell(r: dict[str, Any]) -> str:
 
 
 def _charts(recs: list[dict[str, Any]]) -> list[str]:
-    from deploytool.report.lines import Series, line_chart
-    from deploytool.report.svg import PALETTE
-
     figures = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
@@ -84,8 +83,6 @@ def _charts(recs: list[dict[str, Any]]) -> list[str]:
 
 
 def _gallery(recs: list[dict[str, Any]]) -> str:
-    from deploytool.report.svg import image_grid
-
     images = []
     for r in recs:
         for uri, w, h, caption in r["gallery"]:

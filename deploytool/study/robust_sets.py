@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.run.baseline import Baseline
+from deploytool.runtimes import make_runtime
 from deploytool.study.attacks import AttackSpec
-
+from deploytool.workspace import stable_hash
 
 # Runtimes answer a set in batches (host runtimes 256 samples, the browser 64), and some answers depend on the
 # batch: ONNX dynamic quantization takes each batch's activation range. So each set is padded to a multiple of
@@ -64,7 +66,6 @@ class Stack:
     def dataset(self, base, y: np.ndarray, layout: str):
         """`base` with these sets as its test set; held like Dataset.x_test: indexed NHWC, stored in the
         model's layout (apply_preprocess's contract). Its sha256 names the sets by content."""
-        from deploytool.workspace import stable_hash
 
         idx = self.index
         x = np.concatenate([s.x_model[idx] for s in self.sets])
@@ -93,9 +94,6 @@ def group_by_sets(needed: dict[Any, tuple[str, ...]], pc_needed: tuple[str, ...]
 def pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
     """The PC model on a stack, in its own framework's runtime: the baseline of that stack's rows."""
     from dataclasses import asdict
-
-    from deploytool.run.baseline import Baseline
-    from deploytool.runtimes import make_runtime
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with make_runtime("pc", artifact.format, warmup_runs=0, latency_samples=1, threads=ctx.req.threads) as rt:

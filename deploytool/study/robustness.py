@@ -22,11 +22,32 @@ from typing import Any, Callable
 
 import numpy as np
 
-from deploytool.errors import UnknownOption
-from deploytool.run.request import MigrateRequest
 from deploytool.artifact import array_sha256
-from deploytool.study.attacks import ATTACKS, DEFAULT_EPS, AttackSpec, attack_grid, to_model_input
-from deploytool.study.robust_sets import CraftedSet, SetPlan
+from deploytool.convert.lanes import ConversionLanes
+from deploytool.errors import UnknownOption
+from deploytool.migrate import prepare
+from deploytool.provenance import host_identity, package_version
+from deploytool.report.png import thumbnail_uri
+from deploytool.run import usermodel
+from deploytool.run.context import Source
+from deploytool.run.flags import floats, positive_int, user_model_args, user_model_fields
+from deploytool.run.request import MigrateRequest
+from deploytool.run.runner import conversions_ahead, run_combination
+from deploytool.study.attacks import (
+    ATTACKS,
+    DEFAULT_EPS,
+    AttackSpec,
+    Crafter,
+    attack_grid,
+    load_or_craft,
+    to_model_input,
+)
+from deploytool.study.base import StudyRun
+from deploytool.study.report import write_study_report
+from deploytool.study.robust_report import report as sections
+from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets, pc_baseline
+from deploytool.targets import all_targets
+from deploytool.workspace import Workspace, stable_hash
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
         "run on every migrated artifact and target")
@@ -43,9 +64,6 @@ CRAFTABLE = ("keras", "torch")
 
 
 def add_cli(p) -> None:
-    from deploytool.run.flags import positive_int, user_model_args
-    from deploytool.targets import all_targets
-
     p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all", help="as for migrate: tflite, tfjs, onnx, ... (comma-separated, or all)")
     p.add_argument("--quantize", default="all", help="as for migrate: none, fp16, dynamic, int8, ... (or all)")
@@ -96,8 +114,6 @@ class RobustnessOutcome:
 
 def request_from_args(args) -> RobustnessRequest:
     """The request the command's flags describe (bench/bench_robustness.py builds the same one)."""
-    from deploytool.run.flags import floats, user_model_fields
-    from deploytool.targets import all_targets
 
     migrate = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
@@ -120,14 +136,11 @@ def run(args) -> int:
 
 def report(srun) -> list:
     """The study's report sections from its stored points (`deploytool report RUN`; robust_report.py)."""
-    from deploytool.study.robust_report import report as sections
 
     return sections(srun)
 
 
 def _thumbnails(x01: np.ndarray, indices: list[int], captions: list[str]) -> list[list[Any]]:
-    from deploytool.report.png import thumbnail_uri
-
     out = []
     for i, caption in zip(indices, captions):
         img = x01[i]
@@ -139,18 +152,6 @@ def _thumbnails(x01: np.ndarray, indices: list[int], captions: list[str]) -> lis
 def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_url: str | None = None,
                progress: bool = True, log: Callable[[str], None] = print) -> RobustnessOutcome:
     from tqdm import tqdm
-
-    from deploytool.run import usermodel
-    from deploytool.run.context import Source
-    from deploytool.convert.lanes import ConversionLanes
-    from deploytool.migrate import prepare
-    from deploytool.provenance import host_identity, package_version
-    from deploytool.run.runner import conversions_ahead, run_combination
-    from deploytool.study.attacks import Crafter, load_or_craft
-    from deploytool.study.base import StudyRun
-    from deploytool.study.robust_sets import Stack, group_by_sets, pc_baseline
-    from deploytool.study.report import write_study_report
-    from deploytool.workspace import Workspace, stable_hash
 
     t_start = time.perf_counter()
     if usermodel.is_model_file(req.migrate.model):

@@ -10,6 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from deploytool import zoo
+from deploytool.proc.quiet import import_tensorflow
+from deploytool.proc.threads import pin_tensorflow, pin_torch
+
 LISTED = 20  # differing samples (and largest per-sample differences) listed in a point
 
 
@@ -39,16 +43,12 @@ def logit_differences(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> dict[
 
 def compare_same_weights(spec, keras_path: Path, dataset, threads: int) -> dict[str, Any]:
     """Keras model -> PyTorch twin -> fresh Keras twin; the test set through each, compared with the original."""
-    from deploytool.proc.threads import pin_tensorflow, pin_torch
 
     facts = {"tensorflow": pin_tensorflow(threads), "torch": pin_torch(threads)}
-    from deploytool.proc.quiet import import_tensorflow
 
     import_tensorflow().get_logger().setLevel("ERROR")  # predict() on a model per seed warns of retracing: expected
     import keras
     import torch
-
-    from deploytool import zoo
 
     x, y = dataset.x_test, dataset.y_test
     kmodel = keras.saving.load_model(keras_path, compile=False)

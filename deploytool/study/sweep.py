@@ -24,8 +24,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from deploytool.errors import DeploytoolError, UnknownOption
+from deploytool import convert
+from deploytool.convert.isolated import IsolatedConverter
+from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
+from deploytool.migrate import requested_targets
+from deploytool.provenance import host_identity
+from deploytool.result import Combo
+from deploytool.run.context import RunContext, Source
+from deploytool.run.request import MigrateRequest
+from deploytool.run.runner import convert_cached
+from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
+from deploytool.spec import OPTIMIZERS, TrainSpec
+from deploytool.study.base import StudyRun
+from deploytool.study.report import write_study_report
 from deploytool.study.sweep_measure import PointBudget
+from deploytool.study.sweep_report import sections
+from deploytool.study.sweep_worker import TF_FORMATS
+from deploytool.targets import Position, RunSettings, all_targets, expand, get_target
+from deploytool.train import train
+from deploytool.workspace import Workspace
 
 HELP = ("what threads and batch size cost at inference on every runtime (p50/p90 per sample, throughput, "
         "memory, CPU), and batch size x threads x learning rate in training")
@@ -67,7 +84,6 @@ def _numbers(text: Any, kind: type, flag: str) -> tuple:
 def resolve_grid(flags: dict[str, Any], manifest: dict[str, Any], train_defaults: Any, cores: int) -> Grid:
     """The grid from the flags, else the manifest's [sweep] table, else the defaults: threads 1..cores, batches
     1/8/32/256, and one training point at the manifest's batch size and learning rate on one thread."""
-    from deploytool.spec import OPTIMIZERS
 
     unknown = sorted(set(manifest) - set(_MANIFEST_KEYS))
     if unknown:
@@ -156,8 +172,6 @@ def train_summary(raw: dict[str, Any], target_accuracy: float | None) -> dict[st
 
 # -- the CLI ---------------------------------------------------------------------------------------------
 def add_cli(p: argparse.ArgumentParser) -> None:
-    from deploytool.targets import all_targets
-
     p.add_argument("--target", default="host", help="host, web, android (comma-separated; default: host)")
     p.add_argument("--runtimes", default=",".join(RUNTIMES),
                    help=f"runtimes to sweep, of {', '.join(RUNTIMES)} (default: all those the targets offer)")
@@ -182,9 +196,6 @@ def add_cli(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploytool.run.request import MigrateRequest
-    from deploytool.targets import all_targets
-
     flags = {k: getattr(args, k) for k in ("threads", "batch", "train_batch", "train_threads", "lr", "optimizer",
                                            "train_epochs", "train_samples", "target_accuracy")}
     if args.samples < 1 or not args.max_seconds > 0:
@@ -227,14 +238,6 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
           log: Callable[[str], None] = print) -> SweepOutcome:
     from tqdm import tqdm
 
-    from deploytool.run.context import RunContext
-    from deploytool.migrate import requested_targets
-    from deploytool.provenance import host_identity
-    from deploytool.study.base import StudyRun
-    from deploytool.study.report import write_study_report
-    from deploytool.targets import expand
-    from deploytool.workspace import Workspace
-
     t0 = time.perf_counter()
     budget = budget or PointBudget()
     unknown = [r for r in runtimes if r not in RUNTIMES]
@@ -242,7 +245,6 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
         raise UnknownOption(f"unknown runtime {unknown[0]!r}; the sweep runs {', '.join(RUNTIMES)}")
     if part not in PARTS:
         raise UnknownOption(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
-    from deploytool.spec import TrainSpec
 
     resolve_grid(flags, {}, TrainSpec(1, 1, "adam", 1.0, 0), 1)  # the flags alone, before anything loads
     ws = Workspace.open(workspace)
@@ -291,7 +293,6 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
     finally:
         bar.close()
     srun.finish()
-    from deploytool.study.sweep_report import sections
 
     points = srun.points()
     paths = write_study_report(srun, sections(srun.run_id, request, points))
@@ -300,16 +301,10 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
 
 
 def report(srun: Any) -> list:
-    from deploytool.study.sweep_report import sections
-
     return sections(srun.run_id, srun.request, srun.points())
 
 
 def plan_units(ctx: Any, frameworks: list[str], runtimes: tuple[str, ...]) -> list[Unit]:
-    from deploytool import convert
-    from deploytool.runtimes import runtimes_for
-    from deploytool.targets import get_target
-
     units = []
     for fw in frameworks:
         source_format = ctx.user_artifact.format if ctx.user_artifact is not None else fw
@@ -336,9 +331,6 @@ class _Inference:
         self.tmp = srun.ws.root / "tmp" / f"sweep-{srun.run_id}"
 
     def run(self, todo: list[tuple[Unit, int, int]], save: Callable[[str, dict[str, Any]], None]) -> None:
-        from deploytool.convert.isolated import IsolatedConverter
-        from deploytool.runtimes import runtime_class
-
         self.tmp.mkdir(parents=True, exist_ok=True)
         by_unit: dict[Unit, dict[int, list[int]]] = {}
         for u, t, b in todo:
@@ -367,11 +359,6 @@ class _Inference:
             converter.close()
 
     def _artifact(self, unit: Unit, converter: Any):
-        from deploytool.run.context import Source
-        from deploytool.result import Combo
-        from deploytool.run.runner import convert_cached
-        from deploytool.train import train
-
         ctx = self.ctx
         if ctx.user_artifact is not None:
             source = ctx.user_artifact
@@ -394,8 +381,6 @@ class _Inference:
         return path
 
     def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save) -> None:
-        from deploytool.study.sweep_worker import TF_FORMATS
-
         # TensorFlow sizes its pools once per process: one child per thread count; others: one child for all
         groups = ([[[t, b]] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
                   else [[[t, b] for t, b in per_thread.items()]])
@@ -416,10 +401,6 @@ class _Inference:
         """A browser or a phone: one whole-set run per point (batch 1's latencies are per sample; larger batches
         give throughput, and the mean per sample from it)."""
         import numpy as np
-
-        from deploytool.errors import StageFailed
-        from deploytool.runtimes import make_runtime, runtime_class
-        from deploytool.targets import Position, RunSettings
 
         x = np.load(self._inputs(artifact.layout), allow_pickle=False)
         batch_option = whole_set_batch_option(runtime_class(unit.target, artifact.format, unit.runtime))

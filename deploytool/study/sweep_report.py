@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from deploytool.report.lines import DASHES, Series, line_chart
+from deploytool.report.svg import PALETTE
 from deploytool.study.report import Section, Table
 from deploytool.study.sweep_measure import speedup
 
@@ -63,9 +65,6 @@ def _value(p: dict[str, Any], metric: str) -> float | None:
 
 
 def _series(points: list[dict[str, Any]], metric: str):
-    from deploytool.report.lines import DASHES, Series
-    from deploytool.report.svg import PALETTE
-
     units = list(dict.fromkeys(p["unit"] for p in points))
     threads = sorted({p["threads"] for p in points})
     out = []
@@ -79,8 +78,6 @@ def _series(points: list[dict[str, Any]], metric: str):
 
 
 def _inference(measured: list[dict[str, Any]]) -> list[Section]:
-    from deploytool.report.lines import line_chart
-
     rows = tuple((p["label"], p["threads"], p["batch"], p.get("p50_ms_per_sample"), p.get("p90_ms_per_sample"),
                   p.get("mean_ms_per_sample"), p.get("throughput_sps"), _mb(peak_memory_bytes(p.get("memory_bytes"))),
                   p.get("cpu_percent")) for p in measured)
@@ -112,9 +109,6 @@ def _inference(measured: list[dict[str, Any]]) -> list[Section]:
 
 def _training(measured: list[dict[str, Any]], target: float | None) -> Section:
     import itertools
-
-    from deploytool.report.lines import DASHES, Series, line_chart
-    from deploytool.report.svg import PALETTE
 
     rows, series = [], []
     for i, p in enumerate(measured):

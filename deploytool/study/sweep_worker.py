@@ -19,13 +19,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from deploytool import train as trainer
+from deploytool.artifact import Artifact
+from deploytool.convert.isolated import exit_when_parent_dies
+from deploytool.data import load_dataset
+from deploytool.errors import StageFailed
+from deploytool.proc.quiet import import_tensorflow
+from deploytool.runtimes import make_runtime
+from deploytool.runtimes.measure import PeakRss
+from deploytool.spec import load_spec
+from deploytool.study.sweep_measure import PointBudget, cpu_seconds, point_stats, time_point
+
 # TensorFlow's pools are sized when it starts: a format it runs gets its thread count before anything imports it.
 TF_FORMATS = ("keras", "saved_model")
 
 
 def _pin_tensorflow_threads(threads: int) -> None:
-    from deploytool.proc.quiet import import_tensorflow
-
     tf = import_tensorflow()
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -33,12 +42,6 @@ def _pin_tensorflow_threads(threads: int) -> None:
 
 def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
     import numpy as np
-
-    from deploytool.artifact import Artifact
-    from deploytool.errors import StageFailed
-    from deploytool.runtimes import make_runtime
-    from deploytool.runtimes.measure import PeakRss
-    from deploytool.study.sweep_measure import PointBudget, point_stats, time_point
 
     artifact = Artifact.from_json(job["artifact"])
     inputs = np.load(job["inputs"], allow_pickle=False)
@@ -78,12 +81,6 @@ def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def train(job: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
-
-    from deploytool import train as trainer
-    from deploytool.data import load_dataset
-    from deploytool.runtimes.measure import PeakRss
-    from deploytool.spec import load_spec
-    from deploytool.study.sweep_measure import cpu_seconds
 
     fw, threads = job["framework"], int(job["threads"])
     if fw == "keras":
@@ -125,8 +122,6 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from deploytool.convert.isolated import exit_when_parent_dies
-
     exit_when_parent_dies(os.getppid())  # nobody would read a result once the sweep is gone
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     job = json.loads(Path(argv[0]).read_text())

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploytool.devices import selectors
+from deploytool.devices import adb, selectors
 from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
@@ -57,7 +57,6 @@ class AndroidTarget(Target):
     def preflight(self, options: Any, *, run: bool = True) -> Preflight:
         if not run:
             return Preflight(devices=tuple(options.devices))
-        from deploytool.devices import adb
 
         kinds = {selectors.parse(d)[0] for d in options.devices}
         if not options.devices:
@@ -92,7 +91,6 @@ class AndroidTarget(Target):
 
     def resource_facts(self, resources: set[str]) -> dict[str, dict[str, str]]:
         """The model and ABI of each phone this worker owns, from its properties (one getprop each)."""
-        from deploytool.devices import adb
 
         facts = {}
         for r in sorted(resources):

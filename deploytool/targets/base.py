@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, ContextManager
 
 from deploytool.errors import UnknownOption
+from deploytool.runtimes import formats_on
 
 
 class TargetOptions:
@@ -94,8 +95,6 @@ class Target:
 
     # -- the matrix ------------------------------------------------------------
     def formats(self) -> tuple[str, ...]:
-        from deploytool.runtimes import formats_on
-
         return formats_on(self.name)
 
     def positions(self, options: TargetOptions, preflight: Preflight, artifact_format: str) -> list[Position]:

@@ -10,6 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from deploytool.devices.browser import chromium_build, find_chromium
+from deploytool.devices.web_harness import check_harness
+from deploytool.runtimes.web_session import WebSession
+from deploytool.targets import expand
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
 BACKENDS = ("wasm", "cpu", "webgl")
@@ -20,8 +24,6 @@ class WebOptions(TargetOptions):
     backends: tuple[str, ...] = ("wasm",)
 
     def __post_init__(self) -> None:
-        from deploytool.targets import expand
-
         object.__setattr__(self, "backends", tuple(expand(self.backends, BACKENDS, "web backend")))
 
 
@@ -45,8 +47,6 @@ class WebTarget(Target):
     def preflight(self, options: Any, *, run: bool = True) -> Preflight:
         if not run:
             return Preflight()
-        from deploytool.devices.browser import chromium_build, find_chromium
-        from deploytool.devices.web_harness import check_harness
 
         find_chromium()  # before anything runs: a missing browser is one line, not a column of failures
         check_harness()
@@ -54,8 +54,6 @@ class WebTarget(Target):
 
     @contextmanager
     def session(self, options: Any, preflight: Preflight) -> Iterator[dict[str, Any]]:
-        from deploytool.runtimes.web_session import WebSession
-
         with WebSession() as shared:  # launches Chromium when the first row asks for it
             yield {"session": shared}
 

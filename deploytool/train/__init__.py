@@ -21,9 +21,10 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.data import Dataset
 from deploytool.errors import UnknownOption
+from deploytool.proc.threads import cpu_percent
 from deploytool.provenance import host_facts, package_version
 from deploytool.spec import FRAMEWORKS, ModelSpec
-from deploytool.proc.threads import cpu_percent
+from deploytool.train.worker import TrainWorker
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 if TYPE_CHECKING:
@@ -82,7 +83,6 @@ def train(spec: ModelSpec, framework: str, dataset: Dataset, ws: Workspace, epoc
           progress: bool = True, threads: int = 1, worker: "TrainWorker | None" = None) -> TrainResult:
     """Train (or reuse the cached model for exactly these inputs) in a spawned process pinned to `threads`
     intra-op and inter-op threads; `worker` (same framework and threads) trains several models in one process."""
-    from deploytool.train.worker import TrainWorker
 
     if framework not in FRAMEWORKS:
         raise UnknownOption(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")

@@ -14,6 +14,7 @@ import numpy as np
 
 from deploytool import zoo
 from deploytool.data import Dataset
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import busy_threads, thread_cpu_seconds
 from deploytool.runtimes.measure import PeakRss
 from deploytool.spec import ModelSpec
@@ -53,8 +54,6 @@ KERAS_STEPS_PER_CALL = 25
 
 def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
                after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
-    from deploytool.proc.quiet import import_tensorflow
-
     import_tensorflow()
     import keras
 
@@ -84,7 +83,6 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
             self.bar.update(batch + 1 - self.bar.n)
             if logs and "loss" in logs:
                 self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
-
         def on_epoch_end(self, epoch, logs=None):
             seconds.append(time.perf_counter() - self.t0)
             self.bar.close()

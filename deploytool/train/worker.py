@@ -12,15 +12,22 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from deploytool.convert.isolated import (
+    _submit_from_lasting_thread,
+    end_idle_pool,
+    exit_when_parent_dies,
+    kill_pool,
+    spawn_pool,
+)
 from deploytool.errors import TrainingFailed
+from deploytool.proc.threads import pin
+from deploytool.train.fit import fit_measured
 
 _THREADS: dict[str, Any] = {}  # in the worker: what pinning the threads gave
 
 
 def _init(framework: str, threads: int, parent_pid: int) -> None:
     # the converter worker's guard: a worker holding a framework never outlives its caller
-    from deploytool.convert.isolated import exit_when_parent_dies
-    from deploytool.proc.threads import pin
 
     exit_when_parent_dies(parent_pid)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the user's terminal shows the progress bars, not TF's logs
@@ -31,8 +38,6 @@ def _init(framework: str, threads: int, parent_pid: int) -> None:
 
 
 def _fit(spec, framework: str, dataset, epochs: int, path: str, progress: bool) -> dict[str, Any]:
-    from deploytool.train.fit import fit_measured
-
     return fit_measured(spec, framework, dataset, epochs, Path(path), progress, dict(_THREADS))
 
 
@@ -44,8 +49,6 @@ class TrainWorker:
         self._pool: ProcessPoolExecutor | None = None
 
     def fit(self, spec, dataset, epochs: int, path: Path, progress: bool) -> dict[str, Any]:
-        from deploytool.convert.isolated import _submit_from_lasting_thread, kill_pool, spawn_pool
-
         if self._pool is None:
             self._pool = spawn_pool(_init, (self.framework, self.threads, os.getpid()))
         try:
@@ -59,8 +62,6 @@ class TrainWorker:
                                  "model") from None
 
     def close(self) -> None:
-        from deploytool.convert.isolated import end_idle_pool
-
         pool, self._pool = self._pool, None
         end_idle_pool(pool)
 

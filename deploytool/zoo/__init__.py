@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import sys
 
+from deploytool.proc.quiet import import_tensorflow
 from deploytool.zoo.plans import ARCHITECTURES, BN_EPSILON, BN_MOMENTUM_KERAS, _checked_plan, layer_plan, trace_shapes
 
-# ---- public API (heavy imports happen below this line, inside functions) ------
+# ---- public API ------------------------------------------------------------------
+# keras_models, torch_models and transfer import Keras and PyTorch when they load: they are imported inside the
+# functions that build or copy a model, like the frameworks themselves.
 
 
 def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     """A keras.Model named `arch`: NHWC float32 input named "input", logits out."""
     plan = _checked_plan(arch, input_hwc, num_classes)
-    from deploytool.proc.quiet import import_tensorflow
-
     import_tensorflow()
     from deploytool.zoo import keras_models
 

@@ -86,7 +86,7 @@ class ModelCache:
         self.root = Path(root or cache_root())
         self._versions = _versions()
         self._convert_code = _code_sha256(ROOT / "deploytool" / "convert", ROOT / "deploytool" / "artifact.py",
-                                          ROOT / "deploytool" / "onnx_external.py")
+                                          ROOT / "deploytool" / "modelfiles" / "onnx_external.py")
         self._converter = None
         self._memo: dict[tuple, Artifact | StageFailed] = {}
         self.built: list[str] = []  # entries made (not found) in this session: cold vs warm

@@ -36,8 +36,8 @@ def _kept_models() -> Path:
 
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
-    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "train.py", root / "deploytool" / "spec.py",
-                     root / "deploytool" / "train_worker.py", root / "deploytool" / "threads.py",
+    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
+                     root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
                      *(root / "deploytool" / "zoo").glob("*.py"), *(root / "deploytool" / "data").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
     return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
@@ -77,8 +77,8 @@ def _kept_conversions() -> Path:
 
     root = Path(__file__).resolve().parents[2] / "deploytool"
     h = hashlib.sha256(_kept_models().name.encode())
-    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", root / "runner.py", root / "pt2.py",
-                     root / "onnx_external.py", root / "onnx_proto.py", root / "usermodel.py"]):
+    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", root / "run" / "runner.py",
+                     *(root / "modelfiles").glob("*.py"), root / "run" / "usermodel.py"]):
         h.update(f.name.encode() + f.read_bytes())
     return test_cache_home() / f"lenet5-converted-{h.hexdigest()[:16]}"
 

@@ -36,9 +36,9 @@ def test_the_rows_runtimes_once_each_and_the_baseline_runtime_when_not_measured(
 
 
 def test_a_measured_baseline_needs_no_worker(tmp_path, monkeypatch):
-    import deploytool.run.baseline
+    import deploytool.run.runner
 
-    monkeypatch.setattr(deploytool.run.baseline, "cached_baseline", lambda *a, **k: object())
+    monkeypatch.setattr(deploytool.run.runner, "cached_baseline", lambda *a, **k: object())
     got = runtimes_ahead(_ctx(), COMBOS, "keras", _source(tmp_path))
     assert runtime_class("pc", "keras") not in got and runtime_class("host", "tflite") in got
 
@@ -46,9 +46,9 @@ def test_a_measured_baseline_needs_no_worker(tmp_path, monkeypatch):
 def test_a_users_own_file_on_the_baselines_runtime_starts_no_worker(tmp_path, monkeypatch):
     """A user's .onnx on the host reuses its baseline's measurement (baseline_reusable): once that is
     measured, nothing runs, so no worker starts (it cost a user-model run 0.2 s)."""
-    import deploytool.run.baseline
+    import deploytool.run.runner
 
-    monkeypatch.setattr(deploytool.run.baseline, "cached_baseline", lambda *a, **k: object())
+    monkeypatch.setattr(deploytool.run.runner, "cached_baseline", lambda *a, **k: object())
     ctx = _ctx()
     ctx.runtime_options = lambda combo: {"threads": 1, "warmup_runs": 10, "latency_samples": None}
     onnx = Artifact(format="onnx", framework="onnx", path=tmp_path / "m.onnx", sha256="0" * 64, size_bytes=1,
