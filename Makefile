@@ -44,9 +44,10 @@ demo: setup
 	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE); \
 	  rc=$$?; if [ $$rc -eq 1 ]; then echo "demo: some combinations fail (see the report above)"; fi; [ $$rc -le 1 ]
 
-# ruff (configured in pyproject.toml) on the package and the tests, then every test.
+# ruff, then import-linter: the layers and no import cycles (both configured in pyproject.toml).
 lint: python
 	$(BIN)/ruff check deploytool tests
+	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 # Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).
 test: setup lint
