@@ -25,8 +25,8 @@ from android_sim.adbd import DEFAULT_PROPS
 from deploytool.artifact import Artifact
 from deploytool.devices import adb
 from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
-from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
 from deploytool.modelfiles.tflite_io import read_io
+from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
 
 pytestmark = pytest.mark.android
 

@@ -45,8 +45,8 @@ def test_runs_the_test_set_on_the_phone(models, which):
     from ai_edge_litert.interpreter import Interpreter
 
     from deploytool.artifact import Artifact
-    from deploytool.runtimes.android import AndroidRuntime
     from deploytool.modelfiles.tflite_io import read_io
+    from deploytool.runtimes.android import AndroidRuntime
 
     path = getattr(models, which)
     art = Artifact(path=path, format="tflite", framework="keras", layout="NHWC", input_shape=(8, 8, 1), num_outputs=10)

@@ -8,12 +8,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from deploytool.artifact import Artifact
 from deploytool.bugs.bundle import write_bundle
 from deploytool.result import Combo, Result
 from tests import results as factory
 from tests.integration.test_usermodel import onnx_model
+
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 
 
 def _result(status: str, artifact: dict | None, outputs_path: str = "", flipped=()) -> Result:

@@ -14,6 +14,8 @@ from tests.android_sim import BENCHMARK_MODEL_DOUBLE
 from tests.contract import registry_cases as cases
 from tests.contract.runtime_contract import N_SAMPLES, check_lifecycle, check_refuses_bad_options, runtime_options
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 PARAMS = [pytest.param(key, id=cases.key_id(key), marks=getattr(pytest.mark, mark))
           for target, mark in cases.DEVICE_SUITES.items() for key in cases.device_keys(target)]
 

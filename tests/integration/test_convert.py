@@ -19,9 +19,9 @@ import pytest
 from deploytool import convert as C
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
+from deploytool.modelfiles.tflite_io import read_io
 from deploytool.runtimes.litert import LiteRTRuntime
 from deploytool.runtimes.onnxrt import OnnxRuntime
-from deploytool.modelfiles.tflite_io import read_io
 
 try:
     from .tiny_models import agreement, export_keras_saved_model, max_abs_diff
@@ -44,7 +44,6 @@ def sources():
     tiers, with the source model's own outputs on the test split as the reference."""
     from deploytool.runtimes import make_runtime
     from tests.contract.model_cache import N_TRAIN, ModelCache, digits_in
-
     from tests.integration.tiny_models import Source, digits
 
     cache = ModelCache()

@@ -18,6 +18,8 @@ import pytest
 from tests import fake_target
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 
 @pytest.fixture
 def fake():

@@ -18,6 +18,8 @@ import pytest
 from tests import fake_target, lab_double
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 LAB = """
 [lab]
 name = "t"

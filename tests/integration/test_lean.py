@@ -15,6 +15,8 @@ import pytest
 from deploytool.runtimes.measure import readings_for
 from tests.integration.test_usermodel import onnx_model
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 N, WARMUP = 300, 3
 
 

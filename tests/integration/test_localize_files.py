@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 STRICT = {"agreement": (1.01, 1.01)}  # no row can pass: what `--tolerance agreement=1.01` forces
 
 
@@ -61,10 +63,10 @@ def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize:
     """One row of `migrate --model FILE --format FMT --quantize Q --tolerance agreement=1.01` on the host, its bug
     bundle, and its localization attached to the bundle, as `migrate --localize` does (without the report)."""
     from deploytool.bugs.bundle import bundle_row
-    from deploytool.run.context import RunContext
     from deploytool.localize import attach_to_bundle, localize
-    from deploytool.run.request import MigrateRequest
     from deploytool.result import Combo
+    from deploytool.run.context import RunContext
+    from deploytool.run.request import MigrateRequest
     from deploytool.run.runner import run_combination
     from deploytool.workspace import Workspace
 
@@ -100,8 +102,8 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
 
     # the same row on a second night is the same finding, counted again; its folder is an onnxruntime issue
     # with the backend-test layout and the minimal cut
-    from deploytool.store import Store
     from deploytool.bugs.upstream import record_and_write
+    from deploytool.store import Store
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp_path / "ws")

@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def web_run(lenet5_workspace, keep_conversions):
-    from deploytool.migrate import MigrateRequest, migrate
-
     from browser_launches import BrowserLaunches
+
+    from deploytool.migrate import MigrateRequest, migrate
 
     ws, *_ = lenet5_workspace
     # the formats of `--format all` but onnx2tf's second TFLite route (its browser rows: test_usermodel.py)
@@ -157,8 +157,8 @@ def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, 
     import json
     from collections import Counter
 
-    from deploytool.cli import main
     from deploytool.bugs.findings import failing_signatures
+    from deploytool.cli import main
     from deploytool.migrate import MigrateRequest, migrate
 
     ws, *_ = lenet5_workspace

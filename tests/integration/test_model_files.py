@@ -18,6 +18,8 @@ import pytest
 from deploytool.errors import BadModelFile
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 
 class TouchOnUnpickle:
     """Unpickling this runs Path(marker).touch(): the stand-in for any code a pickle can run."""
@@ -197,7 +199,6 @@ def test_zoo_pt2_loads_with_identical_outputs(tmp_path):
     import torch
 
     from deploytool import zoo
-
     from deploytool.modelfiles import pt2
     from deploytool.runtimes.torch import load_exported
     from deploytool.train.fit import export_torch

@@ -42,10 +42,10 @@ def user_inputs(folder: Path, n: int = 64) -> tuple[Path, Path]:
 
 def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(tmp_path, monkeypatch):
     from deploytool import runtimes
-    from deploytool.runtimes import isolated
     from deploytool.convert.isolated import IsolatedConverter
     from deploytool.devices.browser import Chromium
     from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.runtimes import isolated
 
     model, data = user_inputs(tmp_path / "in")
     req = MigrateRequest(model=str(model), test_npz=data, scale=1 / 255, targets=("host", "web"),

@@ -6,8 +6,12 @@ test_store_postgres.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from deploytool.store import Store
 from tests.store_hammer import check_last_write_wins, hammer
+
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 
 WRITERS, KEYS, SAVES = 4, 10, 60
 

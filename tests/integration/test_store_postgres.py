@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from deploytool.errors import StoreError
-from tests import results as factory
 from deploytool.result import Combo, Result
 from deploytool.store import Store
+from tests import results as factory
 from tests.conftest import run_cli
 from tests.store_hammer import check_last_write_wins, hammer
 

@@ -108,8 +108,8 @@ def test_keras_training_with_two_threads_uses_more_threads_than_with_one(study):
 def test_the_keras_runtime_records_its_threads_and_says_when_tensorflow_ran_already(study):
     from deploytool.artifact import Artifact
     from deploytool.proc.quiet import import_tensorflow
-    from deploytool.runtimes.keras import KerasRuntime
     from deploytool.proc.threads import usable_cores
+    from deploytool.runtimes.keras import KerasRuntime
 
     ws, _, _ = study
     art = next(a for a in map(Artifact.load, sorted((ws.root / "models").rglob("artifact.json")))

@@ -97,9 +97,9 @@ def test_keras_trains_the_same_weights_with_several_steps_per_call(tmp_path, mon
 
     import keras
 
-    from deploytool.train import fit as T
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
+    from deploytool.train import fit as T
 
     spec = load_spec("lenet1")
     ds = load_dataset(spec)

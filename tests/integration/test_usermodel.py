@@ -11,6 +11,8 @@ from deploytool.errors import BadModelFile, DataError, ShapeError
 from deploytool.run.usermodel import UserModelOptions, resolve
 from deploytool.workspace import Workspace
 
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
 
 def onnx_model(path, input_dims, external: bool = False):
     import onnx

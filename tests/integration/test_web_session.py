@@ -13,9 +13,9 @@ import time
 import numpy as np
 import psutil
 import pytest
-
 import web_models
 from browser_launches import BrowserLaunches, kill_renderers
+
 from deploytool.errors import StageFailed
 from deploytool.runtimes.web import WebRuntime
 from deploytool.runtimes.web_session import WebSession
