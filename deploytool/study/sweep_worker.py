@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from deploytool import train as trainer
 from deploytool.artifact import Artifact
 from deploytool.convert.isolated import exit_when_parent_dies
 from deploytool.data import load_dataset
@@ -29,6 +28,8 @@ from deploytool.runtimes import make_runtime
 from deploytool.runtimes.measure import PeakRss
 from deploytool.spec import load_spec
 from deploytool.study.sweep_measure import PointBudget, cpu_seconds, point_stats, time_point
+from deploytool.train import FILE_NAMES
+from deploytool.train.fit import fit_keras, fit_torch
 
 # TensorFlow's pools are sized when it starts: a format it runs gets its thread count before anything imports it.
 TF_FORMATS = ("keras", "saved_model")
@@ -107,12 +108,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         cpu_per_epoch.append(cpu_seconds() - marks["cpu"])
         accuracy.append(float(np.mean(np.asarray(predict(ds.x_test)).argmax(1) == ds.y_test)))
 
-    fit = trainer._fit_keras if fw == "keras" else trainer._fit_torch
+    fit = fit_keras if fw == "keras" else fit_torch
     extra = {} if fw == "keras" else {"threads": threads}
     peak = PeakRss().start()
     with tempfile.TemporaryDirectory(prefix="sweep-train-") as tmp:
         t0 = time.perf_counter()
-        _, _, _, seconds, _, _ = fit(spec, ds, epochs, Path(tmp) / trainer.FILE_NAMES[fw], False,
+        _, _, _, seconds, _, _ = fit(spec, ds, epochs, Path(tmp) / FILE_NAMES[fw], False,
                                   after_epoch=after_epoch, before_epoch=before_epoch, **extra)
         wall = time.perf_counter() - t0
     memory = peak.stop()

@@ -24,7 +24,7 @@ def fit_measured(spec: ModelSpec, framework: str, dataset: Dataset, epochs: int,
                  threads: dict[str, Any]) -> dict[str, Any]:
     """In the training process (deploytool.train.worker): fit and save the model, measuring the fit alone —
     wall and CPU time, peak RSS, the threads that did the work."""
-    fit = _fit_keras if framework == "keras" else _fit_torch
+    fit = fit_keras if framework == "keras" else fit_torch
     peak = PeakRss().start()
     per_thread0 = thread_cpu_seconds()
     cpu0, wall0 = os.times(), time.perf_counter()
@@ -52,7 +52,7 @@ AfterEpoch = Callable[[int, Callable[[np.ndarray], np.ndarray]], None]
 KERAS_STEPS_PER_CALL = 25
 
 
-def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
+def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
                after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
     import_tensorflow()
     import keras
@@ -99,7 +99,7 @@ def _fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: 
     return path, "NHWC", tuple(spec.input_shape), seconds, history, logits
 
 
-def _fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
+def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
                after_epoch: AfterEpoch | None = None, threads: int | None = None,
                before_epoch: BeforeEpoch | None = None):
     import torch

@@ -108,7 +108,7 @@ def test_keras_trains_the_same_weights_with_several_steps_per_call(tmp_path, mon
     weights = {}
     for per_call in (1, T.KERAS_STEPS_PER_CALL):
         monkeypatch.setattr(T, "KERAS_STEPS_PER_CALL", per_call)
-        path, *_ = T._fit_keras(spec, ds, 2, tmp_path / f"m{per_call}.keras", progress=False)
+        path, *_ = T.fit_keras(spec, ds, 2, tmp_path / f"m{per_call}.keras", progress=False)
         weights[per_call] = keras.models.load_model(path).get_weights()
     assert T.KERAS_STEPS_PER_CALL > 1
     a, b = weights.values()
