@@ -84,6 +84,21 @@ def format_tolerance(metric: str, limits: tuple[float, float]) -> str:
     return f"pass if <= {pass_limit:g}, fail above {fail_limit:g}"
 
 
+@dataclass(frozen=True)
+class OutputComparison:
+    """One output of the model against the same output of the PC baseline. `rel_error` is the largest absolute
+    error over the output's range (its largest |baseline value|); `cosine_*` are over the per-sample cosine
+    similarities of the flattened output (two all-zero samples agree: 1; one all-zero against another: 0)."""
+
+    name: str
+    shape: tuple[int, ...]  # one sample's
+    max_abs_error: float
+    mean_abs_error: float
+    rel_error: float
+    cosine_min: float
+    cosine_mean: float
+
+
 @dataclass
 class Comparison:
     accuracy: float
@@ -100,6 +115,19 @@ class Comparison:
     size_ratio: float | None
     checks: list[Check] = field(default_factory=list)
     verdict: str = "pass"
+    # classification (accuracy, agreement, flips on the first output), regression (MAE/RMSE against the labels)
+    # or raw (no labels: agreement and error against the baseline's outputs only)
+    task: str = "classification"
+    outputs: list[OutputComparison] = field(default_factory=list)  # every output, in the model's order
+    cosine_min: float | None = None  # the smallest over outputs (None: rows measured before outputs were compared)
+    rel_error: float | None = None  # the largest over outputs
+    top5_agreement: float | None = None  # classification with >= 10 classes: baseline's top-1 in target's top-5
+    mae: float | None = None  # regression: against the labels
+    rmse: float | None = None
+    baseline_mae: float | None = None
+    baseline_rmse: float | None = None
+    mae_increase: float | None = None  # (target - baseline) / baseline: 0.05 is 5% worse
+    rmse_increase: float | None = None
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -333,6 +361,7 @@ def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
          for k, v in d.items()}
     d["flipped"] = [Flip(**f) for f in d.get("flipped") or []]
     d["checks"] = [Check(**c) for c in d.get("checks") or []]
+    d["outputs"] = [OutputComparison(**{**o, "shape": tuple(o.get("shape") or ())}) for o in d.get("outputs") or []]
     if d.get("memory_figures") is not None:
         d["memory_figures"] = tuple(d["memory_figures"])
     return Comparison(**d)
@@ -340,7 +369,8 @@ def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
 
 _FLOAT_FIELDS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "max_abs_error",
                  "mean_abs_error")
-_RATIO_FIELDS = ("latency_ratio_p50", "latency_ratio_p90", "memory_ratio", "size_ratio")
+_RATIO_FIELDS = ("latency_ratio_p50", "latency_ratio_p90", "memory_ratio", "size_ratio", "cosine_min", "rel_error",
+                 "top5_agreement", "mae", "rmse", "baseline_mae", "baseline_rmse", "mae_increase", "rmse_increase")
 
 
 def _float_or_none(v: Any) -> Any:

@@ -32,8 +32,14 @@ DATASETS = ("mnist", "cifar10", "digits", "synthetic")
 TOLERANCE_METRICS = {
     "accuracy_drop_points": "max",  # baseline accuracy - target accuracy, in points
     "agreement": "min",  # share of samples whose top-1 equals the baseline's
-    "max_abs_error": "max",  # largest |output - baseline output|
+    "max_abs_error": "max",  # largest |output - baseline output|, over every output
+    "top5_agreement": "min",  # share of samples whose baseline top-1 is among the target's top 5 (>= 10 classes)
+    "cosine_min": "min",  # smallest per-sample cosine similarity to the baseline's output, over every output
+    "rel_error": "max",  # largest |output - baseline output| over the output's range, over every output
+    "mae_increase": "max",  # regression: (target MAE - baseline MAE) / baseline MAE against the labels
+    "rmse_increase": "max",  # regression: the same for the RMSE
 }
+TASKS = ("classification", "regression", "raw")
 TOLERANCE_GROUPS = ("none", "quantized")
 
 
@@ -91,6 +97,15 @@ class ModelSpec:
 DEFAULT_TOLERANCES = {
     "none": {"accuracy_drop_points": (0.0, 0.5), "agreement": (1.0, 0.99), "max_abs_error": (1e-4, 1e-2)},
     "quantized": {"accuracy_drop_points": (1.0, 3.0), "agreement": (0.98, 0.95)},
+}
+# By task: a classifier as above; a regressor by its error against the labels and the baseline's outputs
+# (relative: its outputs have any scale); raw outputs (no labels) by their likeness to the baseline's.
+TASK_TOLERANCES = {
+    "classification": DEFAULT_TOLERANCES,
+    "regression": {"none": {"rmse_increase": (0.001, 0.01), "rel_error": (1e-4, 1e-2)},
+                   "quantized": {"rmse_increase": (0.05, 0.20), "cosine_min": (0.99, 0.95)}},
+    "raw": {"none": {"rel_error": (1e-4, 1e-2), "cosine_min": (0.9999, 0.999)},
+            "quantized": {"cosine_min": (0.99, 0.95), "rel_error": (0.05, 0.20)}},
 }
 
 

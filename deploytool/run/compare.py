@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from deploytool.errors import UnknownOption
-from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip
+from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip, OutputComparison
 from deploytool.spec import TOLERANCE_METRICS, tolerance_problem
 
 
@@ -37,41 +37,167 @@ def memory_pair(target: dict[str, float], baseline: dict[str, float]) -> str | N
     return None
 
 
+def cosine_per_sample(target: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each sample's flattened output with the reference's; two all-zero samples agree
+    (1.0), an all-zero sample against a non-zero one does not (0.0), and a non-finite value gives NaN."""
+    t = np.asarray(target, np.float64).reshape(len(target), -1)
+    r = np.asarray(reference, np.float64).reshape(len(reference), -1)
+    norms = np.linalg.norm(t, axis=1) * np.linalg.norm(r, axis=1)
+    dots = np.einsum("ij,ij->i", t, r)
+    both_zero = (np.linalg.norm(t, axis=1) == 0) & (np.linalg.norm(r, axis=1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), np.where(both_zero, 1.0, 0.0))
+    finite = np.isfinite(t).all(1) & np.isfinite(r).all(1)
+    return np.where(finite, np.clip(cos, -1.0, 1.0), np.nan)
+
+
+def output_comparison(name: str, target: np.ndarray, reference: np.ndarray) -> OutputComparison:
+    """One output against the baseline's: absolute, range-relative and cosine agreement."""
+    t = np.asarray(target, np.float64)
+    r = np.asarray(reference, np.float64)
+    if t.shape != r.shape:
+        raise ValueError(f"output {name!r} has shape {t.shape[1:]}, the baseline's {r.shape[1:]}")
+    err = np.abs(t - r)
+    finite = np.isfinite(err)
+    max_err = float(err.max()) if err.size and finite.all() else (float("inf") if err.size else 0.0)
+    mean_err = float(err[finite].mean()) if finite.any() else (float("inf") if err.size else 0.0)
+    scale = float(np.abs(r[np.isfinite(r)]).max()) if np.isfinite(r).any() else 0.0
+    cos = cosine_per_sample(t, r)
+    return OutputComparison(name=name, shape=tuple(int(d) for d in t.shape[1:]), max_abs_error=max_err,
+                            mean_abs_error=mean_err, rel_error=max_err / (scale or 1.0),
+                            cosine_min=float(np.nanmin(cos)) if np.isfinite(cos).all() else float("nan"),
+                            cosine_mean=float(cos.mean()) if np.isfinite(cos).all() else float("nan"))
+
+
+def top_k_agreement(target: np.ndarray, reference: np.ndarray, k: int = 5) -> float:
+    """Share of samples whose reference top-1 class is among the target's top k."""
+    t = np.asarray(target).reshape(len(target), -1)
+    best = np.asarray(reference).reshape(len(reference), -1).argmax(1)
+    top = np.argpartition(-t, kth=min(k, t.shape[1]) - 1, axis=1)[:, :k]
+    return float(np.mean((top == best[:, None]).any(1)))
+
+
+def regression_errors(predicted: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """(MAE, RMSE) of predictions against float labels of the same number of values per sample."""
+    p = np.asarray(predicted, np.float64).reshape(len(labels), -1)
+    y = np.asarray(labels, np.float64).reshape(len(labels), -1)
+    if p.shape != y.shape:
+        raise ValueError(f"the output has {p.shape[1]} values per sample, the labels {y.shape[1]}")
+    d = p - y
+    return float(np.abs(d).mean()), float(np.sqrt(np.mean(d * d)))
+
+
+def _increase(value: float, baseline: float) -> float:
+    if baseline == 0:
+        return 0.0 if value == 0 else float("inf")
+    return (value - baseline) / baseline
+
+
+def infer_task(y: np.ndarray | None, first_output_shape: tuple[int, ...]) -> str:
+    """Integer labels: classification; float labels: regression; no labels: classification when the first
+    output is one score per class (N, C >= 2), else raw."""
+    if y is not None and len(y):
+        return "classification" if np.issubdtype(np.asarray(y).dtype, np.integer) else "regression"
+    return "classification" if len(first_output_shape) == 1 and first_output_shape[0] >= 2 else "raw"
+
+
 def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray,
             tolerances: dict[str, tuple[float, float]], *,
             latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
             baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,
             memory_bytes: dict[str, float] | None = None, baseline_memory_bytes: dict[str, float] | None = None,
-            size_bytes: int | None = None, baseline_size_bytes: int | None = None) -> Comparison:
-    outputs = np.asarray(outputs, np.float32).reshape(len(y_true), -1)
-    base = np.asarray(baseline_outputs, np.float32).reshape(len(y_true), -1)
-    if outputs.shape != base.shape:
-        raise ValueError(f"outputs {outputs.shape} and baseline {base.shape} differ in shape")
-    pred, base_pred = outputs.argmax(1), base.argmax(1)
-    acc, base_acc = float(np.mean(pred == y_true)), float(np.mean(base_pred == y_true))
-    flipped_idx = np.flatnonzero(pred != base_pred)
-    err = np.abs(outputs.astype(np.float64) - base)
-    finite = np.isfinite(err)
-    max_err = float(err.max()) if finite.all() else float("inf")
-    mean_err = float(err[finite].mean()) if finite.any() else float("inf")
+            size_bytes: int | None = None, baseline_size_bytes: int | None = None,
+            task: str = "classification") -> Comparison:
+    """One output (a classifier's scores, as every image model here has): `compare_outputs` of that output."""
+    n = len(y_true) if y_true is not None and len(y_true) else len(baseline_outputs)
+    return compare_outputs({"output": np.asarray(outputs).reshape(n, -1)},
+                           {"output": np.asarray(baseline_outputs).reshape(n, -1)}, y_true, tolerances,
+                           task=task, latency_p50_ms=latency_p50_ms, latency_p90_ms=latency_p90_ms,
+                           baseline_p50_ms=baseline_p50_ms, baseline_p90_ms=baseline_p90_ms,
+                           memory_bytes=memory_bytes, baseline_memory_bytes=baseline_memory_bytes,
+                           size_bytes=size_bytes, baseline_size_bytes=baseline_size_bytes)
+
+
+def compare_outputs(outputs: dict[str, np.ndarray], baseline: dict[str, np.ndarray], y_true: np.ndarray | None,
+                    tolerances: dict[str, tuple[float, float]], *, task: str,
+                    latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
+                    baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,
+                    memory_bytes: dict[str, float] | None = None,
+                    baseline_memory_bytes: dict[str, float] | None = None,
+                    size_bytes: int | None = None, baseline_size_bytes: int | None = None) -> Comparison:
+    """Every output against the baseline's (in the baseline's order); the task's metrics on the first output:
+    accuracy, agreement and flips for a classifier (accuracy only with labels), MAE/RMSE and their increase
+    for a regressor. Checks only the metrics `tolerances` name, so a row is judged as its task asks."""
+    names = list(baseline)
+    missing = [n for n in names if n not in outputs]
+    if missing:
+        raise ValueError(f"the target produced no output {missing[0]!r} (it produced {sorted(outputs)})")
+    per_output = [output_comparison(n, outputs[n], baseline[n]) for n in names]
+    first, base_first = outputs[names[0]], baseline[names[0]]
+    n = len(base_first)
+    t2 = np.asarray(first, np.float32).reshape(n, -1)
+    b2 = np.asarray(base_first, np.float32).reshape(n, -1)
+    labelled = y_true is not None and len(y_true) == n
+    nan = float("nan")
+    acc = base_acc = agreement = nan
+    flips: list[Flip] = []
+    top5 = mae = rmse = base_mae = base_rmse = None
+    if task == "classification":
+        pred, base_pred = t2.argmax(1), b2.argmax(1)
+        agreement = float(np.mean(pred == base_pred))
+        y = np.asarray(y_true) if labelled else np.full(n, -1)
+        if labelled:
+            acc, base_acc = float(np.mean(pred == y)), float(np.mean(base_pred == y))
+        flips = [Flip(int(i), int(y[i]), int(base_pred[i]), int(pred[i])) for i in np.flatnonzero(pred != base_pred)]
+        if t2.shape[1] >= 10:
+            top5 = top_k_agreement(t2, b2, 5)
+    elif task == "regression" and labelled:
+        mae, rmse = regression_errors(t2, np.asarray(y_true))
+        base_mae, base_rmse = regression_errors(b2, np.asarray(y_true))
     mem_key = memory_pair(memory_bytes or {}, baseline_memory_bytes or {})
+    cosines = [o.cosine_min for o in per_output]
     c = Comparison(
         accuracy=acc, baseline_accuracy=base_acc, accuracy_delta_points=100.0 * (acc - base_acc),
-        agreement=float(np.mean(pred == base_pred)),
-        flipped=[Flip(int(i), int(y_true[i]), int(base_pred[i]), int(pred[i])) for i in flipped_idx],
-        max_abs_error=max_err, mean_abs_error=mean_err,
+        agreement=agreement, flipped=flips,
+        max_abs_error=max(o.max_abs_error for o in per_output),
+        mean_abs_error=float(np.mean([o.mean_abs_error for o in per_output])),
         latency_ratio_p50=_ratio(latency_p50_ms, baseline_p50_ms),
         latency_ratio_p90=_ratio(latency_p90_ms, baseline_p90_ms),
-        memory_ratio=_ratio(memory_bytes[mem_key], baseline_memory_bytes[mem_key]) if mem_key else None,
+        memory_ratio=_ratio(memory_bytes[mem_key], baseline_memory_bytes[mem_key])
+        if mem_key and memory_bytes and baseline_memory_bytes else None,
         memory_figures=(mem_key, mem_key) if mem_key else None,
         size_ratio=_ratio(size_bytes, baseline_size_bytes),
+        task=task, outputs=per_output,
+        cosine_min=float("nan") if any(np.isnan(cosines)) else min(cosines),
+        rel_error=max(o.rel_error for o in per_output), top5_agreement=top5,
+        mae=mae, rmse=rmse, baseline_mae=base_mae, baseline_rmse=base_rmse,
+        mae_increase=_increase(mae, base_mae) if mae is not None and base_mae is not None else None,
+        rmse_increase=_increase(rmse, base_rmse) if rmse is not None and base_rmse is not None else None,
     )
-    values = {"accuracy_drop_points": -c.accuracy_delta_points, "agreement": c.agreement,
-              "max_abs_error": c.max_abs_error}
-    c.checks = [judge(m, values[m], lim) for m, lim in tolerances.items()]
+    c.checks = _checks(c, tolerances)
     outcomes = {ch.outcome for ch in c.checks}
     c.verdict = "fail" if "fail" in outcomes else ("degraded" if "degraded" in outcomes else "pass")
     return c
+
+
+def _checks(c: Comparison, tolerances: dict[str, tuple[float, float]]) -> list[Check]:
+    """A check per tolerance whose metric this row has (no accuracy without labels, no top-5 below 10 classes,
+    no MAE increase without regression labels); a NaN value (a non-finite output) fails its check."""
+    values = {"accuracy_drop_points": -c.accuracy_delta_points, "agreement": c.agreement,
+              "max_abs_error": c.max_abs_error, "top5_agreement": c.top5_agreement, "cosine_min": c.cosine_min,
+              "rel_error": c.rel_error, "mae_increase": c.mae_increase, "rmse_increase": c.rmse_increase}
+    out = []
+    for metric, lim in tolerances.items():
+        v = values.get(metric)
+        if v is None or (metric in _LABEL_METRICS and np.isnan(v) and c.task == "classification"
+                         and np.isnan(c.accuracy)):
+            continue
+        out.append(judge(metric, float("inf") if np.isnan(v) and TOLERANCE_METRICS[metric] == "max" else
+                         (float("-inf") if np.isnan(v) else v), lim))
+    return out
+
+
+_LABEL_METRICS = ("accuracy_drop_points",)
 
 
 def parse_tolerance_overrides(items: list[str]) -> dict[str, tuple[float, float]]:

@@ -1,0 +1,131 @@
+"""A model's I/O signature as a value: its named inputs (dtype, shape with unknown dims, and what kind of data
+each one takes: image, sequence, tokens or features) and its named outputs (dtype, shape). Every stage takes
+the signature instead of assuming "one 4-D float input, one logits output". This module holds the value and
+the rules that infer an input's kind; reading it out of a model file is deploytool.modelfiles.read_signature's.
+It never loads a framework."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+KINDS = ("image", "sequence", "tokens", "features")
+# numpy dtype names an input may have (what the runtimes and converters here can feed)
+FLOAT_DTYPES = ("float32", "float16", "float64")
+INT_DTYPES = ("int64", "int32", "int8", "uint8", "int16", "bool")
+
+Dims = tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output: `shape` starts with the batch dimension; None is a dimension the model leaves open
+    (the batch, a sequence length). `kind` is set for inputs only."""
+
+    name: str
+    dtype: str
+    shape: Dims
+    kind: str = ""
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def sample_shape(self) -> Dims:
+        """The shape of one sample: without the batch dimension."""
+        return self.shape[1:]
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TensorSpec":
+        return cls(str(d["name"]), str(d["dtype"]), tuple(None if v is None else int(v) for v in d["shape"]),
+                   str(d.get("kind", "")))
+
+    def describe(self) -> str:
+        """`input_ids: int64 [N, 16] (tokens)`."""
+        dims = ", ".join("N" if i == 0 and v is None else ("?" if v is None else str(v))
+                         for i, v in enumerate(self.shape))
+        return f"{self.name}: {self.dtype} [{dims}]" + (f" ({self.kind})" if self.kind else "")
+
+
+@dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.outputs)
+
+    @property
+    def single_image(self) -> bool:
+        """One image input and one output: the path every stage took before signatures existed."""
+        return len(self.inputs) == 1 and self.inputs[0].kind == "image" and len(self.outputs) == 1
+
+    @property
+    def all_float_inputs(self) -> bool:
+        return all(t.is_float for t in self.inputs)
+
+    def input(self, name: str) -> TensorSpec:
+        for t in self.inputs:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Signature":
+        return cls(tuple(TensorSpec.from_json(t) for t in d.get("inputs") or ()),
+                   tuple(TensorSpec.from_json(t) for t in d.get("outputs") or ()))
+
+    def describe(self) -> str:
+        return ("inputs " + "; ".join(t.describe() for t in self.inputs) + " -> outputs "
+                + "; ".join(t.describe() for t in self.outputs))
+
+
+def dtype_name(dtype: Any) -> str:
+    """A numpy dtype name for a dtype given as numpy, a framework's dtype object or a string."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    name = name.removeprefix("torch.").removeprefix("tf.").removeprefix("<dtype: '").removesuffix("'>")
+    try:
+        return np.dtype(name).name
+    except TypeError:
+        return name
+
+
+def infer_kind(name: str, dtype: str, shape: Dims) -> str:
+    """What kind of data an input takes, from its dtype, rank and name: integer ids are tokens (and masks), a
+    4-D float tensor is an image, 3-D a sequence (N, steps, features), 2-D features (N, F)."""
+    if dtype not in FLOAT_DTYPES:
+        return "tokens"
+    if len(shape) == 4:
+        return "image"
+    if len(shape) == 3:
+        return "sequence"
+    return "features"
+
+
+def spec_of(name: str, dtype: Any, shape: Any, kind: str | None = None) -> TensorSpec:
+    """A TensorSpec from a reader's raw facts: dims 0 or negative (ONNX's symbolic, TFLite's -1) are unknown."""
+    dims: Dims = tuple(None if d is None or int(d) <= 0 else int(d) for d in shape)
+    dt = dtype_name(dtype)
+    return TensorSpec(name, dt, dims, kind if kind is not None else infer_kind(name, dt, dims))
+
+
+def output_spec(name: str, dtype: Any, shape: Any) -> TensorSpec:
+    return spec_of(name, dtype, shape, kind="")
