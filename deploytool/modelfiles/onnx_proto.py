@@ -22,7 +22,10 @@ _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION, _TENSOR_NAME = 13, 14, 8
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _VALUE_NAME, _VALUE_TYPE = 1, 2
-_TYPE_TENSOR, _TENSOR_TYPE_SHAPE, _SHAPE_DIM, _DIM_VALUE = 1, 2, 1, 1
+_TYPE_TENSOR, _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE, _SHAPE_DIM, _DIM_VALUE = 1, 1, 2, 1, 1
+# TensorProto.DataType -> numpy dtype name (the types a graph input or output of ours can have)
+ELEM_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+              10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
 
@@ -87,6 +90,7 @@ def _text(v: memoryview | None) -> str:
 class ValueInfo:
     name: str
     dims: tuple[int | None, ...]  # None: a symbolic or unknown dimension
+    dtype: str = ""  # numpy dtype name of a tensor's elements ("" when the graph does not say)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,9 @@ def _value_info(buf: memoryview) -> ValueInfo:
     for dim in _all(shape, _SHAPE_DIM) if shape is not None else []:
         value = _one(dim, _DIM_VALUE)
         dims.append(value or None)
-    return ValueInfo(_text(_one(buf, _VALUE_NAME)), tuple(dims))
+    elem = _one(tensor_type, _TENSOR_TYPE_ELEM) if tensor_type is not None else None
+    dtype = ELEM_TYPES.get(elem, f"onnx type {elem}") if isinstance(elem, int) else ""
+    return ValueInfo(_text(_one(buf, _VALUE_NAME)), tuple(dims), dtype)
 
 
 def _tensor_location(tensor: memoryview) -> str | None:

@@ -100,6 +100,10 @@ class Signature:
 
 def dtype_name(dtype: Any) -> str:
     """A numpy dtype name for a dtype given as numpy, a framework's dtype object or a string."""
+    try:
+        return np.dtype(dtype).name  # numpy dtypes and scalar types, and names numpy knows
+    except TypeError:
+        pass
     name = getattr(dtype, "name", None) or str(dtype)
     name = name.removeprefix("torch.").removeprefix("tf.").removeprefix("<dtype: '").removesuffix("'>")
     try:

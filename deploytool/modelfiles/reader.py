@@ -1,0 +1,111 @@
+"""Read a model file's I/O `Signature`: `.onnx` (from its protobuf, without onnx), `.tflite` (LiteRT's
+interpreter: its signature's names, the tensors' dtypes and shape signatures), `.keras` and SavedModel
+directories (Keras and TensorFlow, imported here and only here), and torch.export `.pt2` (the graph's
+placeholders; the archive's pickled sample inputs are never read). Names are the source's own: a converter that
+renames tensors (TFLite's `serving_default_x:0`) is mapped back by `canonical_name`. It reads; it never runs a
+model and never decides what a signature means for the data (deploytool.data does)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from deploytool.modelfiles import onnx_proto, pt2
+from deploytool.modelfiles.signature import Signature, TensorSpec, output_spec, spec_of
+from deploytool.proc.quiet import import_tensorflow
+
+_TFLITE_NAME = re.compile(r"^(?:serving_default_)?(?P<name>.+?)(?::\d+)?$")
+
+
+def canonical_name(name: str) -> str:
+    """A tensor's name without the decorations converters add: `serving_default_input_ids:0` -> `input_ids`."""
+    m = _TFLITE_NAME.match(name)
+    return m.group("name") if m else name
+
+
+def read_signature(path: Path, fmt: str) -> Signature:
+    """The signature of the model at `path` in format `fmt` (onnx, tflite, keras, saved_model, torch)."""
+    readers = {"onnx": _onnx, "tflite": _tflite, "keras": _keras, "saved_model": _saved_model, "torch": _pt2}
+    if fmt not in readers:
+        raise ValueError(f"no signature reader for {fmt} models")
+    return readers[fmt](Path(path))
+
+
+def _onnx(path: Path) -> Signature:
+    m = onnx_proto.read(path)
+    return Signature(tuple(spec_of(v.name, v.dtype or "float32", v.dims) for v in m.inputs),
+                     tuple(output_spec(v.name, v.dtype or "float32", v.dims) for v in m.outputs))
+
+
+def _tflite(path: Path) -> Signature:
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(path))
+    runners = interpreter.get_signature_list()
+    names: dict[int, str] = {}
+    if len(runners) == 1:  # the signature's own names (a converted Keras model's input names), by tensor index
+        runner = interpreter.get_signature_runner(next(iter(runners)))
+        for kind in (runner.get_input_details(), runner.get_output_details()):
+            names.update({int(d["index"]): name for name, d in kind.items()})
+
+    def spec(d: dict[str, Any], out: bool) -> TensorSpec:
+        shape = d.get("shape_signature")
+        shape = shape if shape is not None and len(shape) else d["shape"]
+        name = names.get(int(d["index"]), canonical_name(d["name"]))
+        dims = [None, *[int(s) for s in shape[1:]]] if len(shape) else []
+        return output_spec(name, d["dtype"], dims) if out else spec_of(name, d["dtype"], dims)
+
+    return Signature(tuple(spec(d, False) for d in interpreter.get_input_details()),
+                     tuple(spec(d, True) for d in interpreter.get_output_details()))
+
+
+def _keras(path: Path) -> Signature:
+    import_tensorflow()
+    import keras
+
+    model = keras.saving.load_model(path, compile=False)
+    return keras_signature(model)
+
+
+def keras_signature(model: Any) -> Signature:
+    """The signature of a loaded Keras model (the zoo's twins are read the same way)."""
+    def dims(t: Any) -> list[int | None]:
+        return [None, *list(t.shape)[1:]]
+
+    outs = model.outputs if isinstance(model.outputs, (list, tuple)) else [model.outputs]
+    names = list(getattr(model, "output_names", None) or [])
+    return Signature(tuple(spec_of(_keras_name(t), t.dtype, dims(t)) for t in model.inputs),
+                     tuple(output_spec(names[i] if i < len(names) else _keras_name(t), t.dtype, dims(t))
+                           for i, t in enumerate(outs)))
+
+
+def _keras_name(t: Any) -> str:
+    name = str(getattr(t, "name", "") or "")
+    return name.split(":")[0] if name else "input"
+
+
+def _saved_model(path: Path) -> Signature:
+    tf = import_tensorflow()
+    loaded = tf.saved_model.load(str(path))
+    sig = loaded.signatures["serving_default"]
+    ins = sig.structured_input_signature[1]
+    outs = sig.structured_outputs
+    return Signature(tuple(spec_of(n, s.dtype.name, [None, *list(s.shape)[1:]]) for n, s in ins.items()),
+                     tuple(output_spec(n, s.dtype.name, [None, *list(s.shape)[1:]]) for n, s in outs.items()))
+
+
+def _pt2(path: Path) -> Signature:
+    program = pt2.load_program(path)
+    nodes = {n.name: n for n in program.graph.nodes}
+    sig = program.graph_signature
+
+    def spec(name: str, out: bool) -> TensorSpec:
+        val = nodes[name].meta.get("val")
+        dims = [d if isinstance(d, int) else None for d in val.shape] if val is not None else []
+        dims = [None, *dims[1:]] if dims else dims
+        dtype = str(val.dtype).removeprefix("torch.") if val is not None else "float32"
+        return output_spec(name, dtype, dims) if out else spec_of(name, dtype, dims)
+
+    return Signature(tuple(spec(n, False) for n in sig.user_inputs),
+                     tuple(spec(n, True) for n in sig.user_outputs if n in nodes))
