@@ -1,0 +1,111 @@
+"""`Feed`: the named arrays a model takes (or gives) for a batch of samples — one per input, in the model's
+order, each with its own dtype (token ids stay int64, masks int32, images float32). It slices like one array:
+`len(feed)` is the number of samples and `feed[i:j]` (or `feed[indices]`) the same samples of every array, so
+the measuring loops that take batches of one array take a Feed unchanged. A value; it never converts dtypes
+or layouts on its own (`cast` and `map` say so when asked)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+
+class Feed:
+    __slots__ = ("_arrays",)
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        if not arrays:
+            raise ValueError("a Feed holds at least one array")
+        lengths = {name: len(a) for name, a in arrays.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"the arrays of one feed must hold the same number of samples, got {lengths}")
+        self._arrays = dict(arrays)
+
+    @classmethod
+    def one(cls, name: str, array: np.ndarray) -> "Feed":
+        return cls({name: array})
+
+    @classmethod
+    def concat(cls, feeds: list["Feed"]) -> "Feed":
+        names = feeds[0].names
+        return cls({n: np.concatenate([f[n] for f in feeds], axis=0) for n in names})
+
+    # -- a batch of samples ---------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(next(iter(self._arrays.values())))
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self._arrays[key]
+        return Feed({n: a[key] for n, a in self._arrays.items()})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._arrays
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Feed) and self.names == other.names
+                and all(np.array_equal(self[n], other[n]) and self[n].dtype == other[n].dtype for n in self.names))
+
+    def __repr__(self) -> str:
+        return "Feed(" + ", ".join(f"{n}: {a.dtype}{list(a.shape)}" for n, a in self._arrays.items()) + ")"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._arrays)
+
+    def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        return iter(self._arrays.items())
+
+    def arrays(self) -> list[np.ndarray]:
+        return list(self._arrays.values())
+
+    @property
+    def first(self) -> np.ndarray:
+        return next(iter(self._arrays.values()))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._arrays.values())
+
+    # -- explicit changes -------------------------------------------------------------------
+    def map(self, fn: Callable[[str, np.ndarray], np.ndarray]) -> "Feed":
+        return Feed({n: fn(n, a) for n, a in self._arrays.items()})
+
+    def contiguous(self) -> "Feed":
+        return self.map(lambda _, a: np.ascontiguousarray(a))
+
+    def renamed(self, names: dict[str, str]) -> "Feed":
+        return Feed({names.get(n, n): a for n, a in self._arrays.items()})
+
+    def flat(self) -> np.ndarray:
+        """Every array's values per sample, side by side as float32 (N, total): the form a row's outputs are
+        stored in (deploytool.data.feed.OutputLayout splits them again)."""
+        n = len(self)
+        return np.concatenate([np.asarray(a, np.float32).reshape(n, -1) for a in self._arrays.values()], axis=1)
+
+
+# (name, one sample's shape) of each output, in order: how a stored (N, total) outputs array splits
+OutputLayout = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def layout_of(feed: Feed) -> OutputLayout:
+    return tuple((n, tuple(int(d) for d in a.shape[1:])) for n, a in feed.items())
+
+
+def split(flat: np.ndarray, layout: OutputLayout) -> Feed:
+    """The named outputs of a stored (N, total) array."""
+    flat = np.asarray(flat)
+    n = len(flat)
+    flat = flat.reshape(n, -1)
+    out, at = {}, 0
+    for name, shape in layout:
+        size = int(np.prod(shape)) if shape else 1
+        out[name] = flat[:, at:at + size].reshape((n, *shape))
+        at += size
+    if at != flat.shape[1]:
+        raise ValueError(f"stored outputs have {flat.shape[1]} values per sample, the layout {at}")
+    return Feed(out)
