@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_external
+from deploytool.modelfiles.signature import Signature
 
 # Formats an artifact can have. "keras" and "torch" are the PC originals.
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
@@ -33,12 +34,18 @@ class Artifact:
     sha256: str = ""
     size_bytes: int = 0
     notes: tuple[str, ...] = ()  # e.g. what was done instead of an impossible mode
+    # every named input and output (None: a single image input and one output, described by the fields above)
+    signature: Signature | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["path"] = str(self.path)
         d["input_shape"] = list(self.input_shape)
         d["notes"] = list(self.notes)
+        if self.signature is None:
+            d.pop("signature")  # artifact.json of a single-image model reads as it always did
+        else:
+            d["signature"] = self.signature.to_json()
         return d
 
     @classmethod
@@ -47,6 +54,7 @@ class Artifact:
         d["path"] = Path(d["path"])
         d["input_shape"] = tuple(d["input_shape"])
         d["notes"] = tuple(d.get("notes", ()))
+        d["signature"] = Signature.from_json(d["signature"]) if d.get("signature") else None
         return cls(**d)
 
     def save(self, meta_path: Path) -> None:
