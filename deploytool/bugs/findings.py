@@ -212,8 +212,8 @@ def record_run(store: ResultStore, run_id: str, results: list[Result], host_vers
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
 
     # a second converter of the same source that gets it right says which converter is at fault
-    second_opinion = {e["label"]: p.sentence for p in converter_pairs([row_of(r) for r in results])
-                      for e in p.entries if e["converter"] in p.departs}
+    second_opinion = {e.label: p.sentence for p in converter_pairs([row_of(r) for r in results])
+                      for e in p.entries if e.converter in p.departs}
     touched: dict[str, Finding] = {}
     for r, sig in failing_signatures(results):
         title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")

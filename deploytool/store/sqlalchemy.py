@@ -171,11 +171,14 @@ class SqlAlchemyStore:
             raise StoreError(self._explain(doing, e)) from None
 
     def _insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which has ON CONFLICT."""
         if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(table)
+            from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+            return postgresql_insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
 
     def _upsert(self, table: Any, row: dict[str, Any], keys: tuple[str, ...], update: Iterable[str]) -> Any:
         """INSERT ... ON CONFLICT (keys) DO UPDATE: one atomic statement, so concurrent writers of the same row

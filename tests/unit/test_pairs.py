@@ -30,7 +30,7 @@ def _rows(onnx2tf_agreement: float = 0.30, onnx2tf_verdict: str = "fail"):
 def test_a_failing_converter_departs_when_another_gets_the_same_source_right():
     (pair,) = converter_pairs([row_of(r) for r in _rows()])
     assert (pair.framework, pair.artifact_format, pair.quantize) == ("torch", "tflite", "int8")
-    assert [e["converter"] for e in pair.entries] == ["litert_torch", "torch.onnx + onnx2tf"]
+    assert [e.converter for e in pair.entries] == ["litert_torch", "torch.onnx + onnx2tf"]
     assert pair.departs == ["torch.onnx + onnx2tf"]
     assert "litert_torch (99.0% agreement) on the same source does not" in pair.sentence
     (close,) = converter_pairs([row_of(r) for r in _rows(0.985, "pass")])

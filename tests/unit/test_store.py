@@ -186,7 +186,7 @@ def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path, store_class):
         inp = ReportInput(run_id="r", model="m", dataset="d", run_info={}, results=results, baselines={},
                           labels=[], y_true=np.zeros(0, int), images=np.zeros((0, 2, 2, 1)))
         rows = summary_rows(inp)
-        assert rows[0]["agreement"] is None and rows[0]["max_abs_error"] is None
+        assert rows[0].agreement is None and rows[0].max_abs_error is None
         terminal = text.plain_table(rows).splitlines()[2]
         md = next(ln for ln in text.markdown(inp, rows).splitlines() if ln.startswith("| keras->onnx"))
         page = html._summary_table(rows)
