@@ -343,7 +343,7 @@ def _process_figure(r: Result) -> bool:
     return m is not None and (m[0] == "isolated_peak_rss_delta_bytes" or "delta" not in m[0])
 
 
-def require_lab_run(run: dict[str, Any] | None, name: str) -> dict[str, Any]:
+def require_lab_run(run: RunRecord | None, name: str) -> RunRecord:
     if run is None:
         raise UnknownOption(f"no stored night {name!r}; `deploytool lab history` lists them")
     return run
