@@ -63,7 +63,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
             labels = page.locator("table.summary tbody tr")
             assert labels.count() == len(rows)
             first = page.locator("table.summary tbody tr").first.locator("td").nth(5).inner_text()
-            assert first.strip() == f"{100 * rows[0]['accuracy']:.2f}%"
+            assert first.strip() == f"{100 * rows[0].accuracy:.2f}%"
             assert page.locator("table.summary tbody tr.failing").count() == sum(r.failing for r in rows)
 
             n_points = page.locator("svg.scatter .pt").count()
