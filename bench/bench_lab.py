@@ -66,11 +66,11 @@ def night_of_doubles(n: int, tmp: Path) -> tuple[float, float]:
     from deploytool.lab import cell as cell_module
     from deploytool.lab import engine, night
     from deploytool.result import Combo
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp / "ws")
-    store = Store(f"sqlite:///{tmp / 'lab.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp / 'lab.db'}")
     store.start_run("lab-bench-n1", "lab:bench", {"kind": "lab", "night": "n1", "cells": n})
     combo = Combo("keras", "tflite", "none", "host", runtime="lab-double")
     cells = [night.Cell(f"c{i:04d}", f"cell {i}", {}, combo, "host", "lenet5") for i in range(n)]

@@ -162,12 +162,12 @@ def lab_nights(nights: int, tmp: Path, real: bool) -> None:
 
     from deploytool.lab.labfile import load_lab
     from deploytool.lab.night import judge_night, plan_cells, row_load, run_night
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws = _workspace(tmp)
     (tmp / "lab.toml").write_text(LAB)
     lab = load_lab(tmp / "lab.toml")
-    store = Store(f"sqlite:///{tmp / 'lab.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp / 'lab.db'}")
     lab_double.register()
     cells = plan_cells(lab, ws, {"host": {}})
     counts = {"aware": 0, "blind": 0}

@@ -324,12 +324,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if listing:
         runs = store.list_runs()
         _print_table(("run", "model", "status", "created", "host"),
-                     [(r["run_id"], r["model"], r["status"], r["created_at"], r["host"]) for r in runs])
+                     [(r.run_id, r.model, r.status, r.created_at, r.host) for r in runs])
         return 0
     run = store.get_run(args.run)
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
-    if (run.get("request") or {}).get("study"):  # a study run (deploytool/study/): its points, not rows
+    if run.request.get("study"):  # a study run (deploytool/study/): its points, not rows
         srun = StudyRun.stored(run, ws, store)
         paths, results = write_study_report(srun, get_study(srun.study).report(srun)), []
     else:
@@ -360,35 +360,35 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.action == "list":
         found = store.findings()
         if args.output == "json":
-            print(json.dumps(found, indent=1, default=str))
+            print(json.dumps([f.to_json() for f in found], indent=1, default=str))
             return 0
         _print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
-                     [(f["id"][:10], f["owner"], str(f["occurrences"]), str(len(f["runs"])), f["last_seen"],
-                       f"not seen since {f['not_seen_since']}" if f.get("not_seen_since") else "open",
-                       f["title"][:90]) for f in found])
+                     [(f.id[:10], f.owner, str(f.occurrences), str(len(f.runs)), f.last_seen,
+                       f"not seen since {f.not_seen_since}" if f.not_seen_since else "open",
+                       f.title[:90]) for f in found])
         return 0
     if not args.id:
         raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
     f = store.get_finding(args.id)
     if f is None:
         raise UnknownOption(f"no single finding matches {args.id!r}; `deploytool findings` lists them")
-    folder = ws.root / "findings" / f["id"]
+    folder = ws.root / "findings" / f.id
     if args.action == "show":
         if args.output == "json":
-            print(json.dumps(f, indent=1, default=str))
+            print(json.dumps(f.to_json(), indent=1, default=str))
         else:
             issue = folder / "issue.md"
-            print(issue.read_text() if issue.exists() else json.dumps(f, indent=1, default=str))
+            print(issue.read_text() if issue.exists() else json.dumps(f.to_json(), indent=1, default=str))
         return 0
     if args.dir is None:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")
     if not folder.is_dir():
-        write_finding(f, ws.finding_dir(f["id"]))
+        write_finding(f, ws.finding_dir(f.id))
     dest = args.dir.expanduser().absolute()
     if dest.exists() and any(dest.iterdir()):
         raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
     shutil.copytree(folder, dest, dirs_exist_ok=True)
-    print(json.dumps({"finding": f["id"], "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
+    print(json.dumps({"finding": f.id, "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
     return 0
 
 
@@ -403,13 +403,13 @@ def cmd_lab(args: argparse.Namespace) -> int:
     ws = Workspace.open(args.workspace, writable=args.action == "run")
     store = open_store(args.db, ws.default_db_url)
     if args.action == "history":
-        nights = [r for r in store.list_runs(limit=1000) if str(r["model"]).startswith("lab:")]
+        nights = [r for r in store.list_runs(limit=1000) if r.model.startswith("lab:")]
         rows = []
         for n in nights:
-            summary_file = ws.root / "reports" / n["run_id"] / "lab.json"
+            summary_file = ws.root / "reports" / n.run_id / "lab.json"
             summary = json.loads(summary_file.read_text())["summary"] if summary_file.exists() else {}
-            rows.append({"night": (n.get("request") or {}).get("night"), "lab": n["model"][4:], "run": n["run_id"],
-                         "status": n["status"], "created": n["created_at"], **summary})
+            rows.append({"night": n.request.get("night"), "lab": n.model[4:], "run": n.run_id,
+                         "status": n.status, "created": n.created_at, **summary})
         if args.output == "json":
             print(json.dumps(rows, indent=1, default=str))
         else:

@@ -17,7 +17,7 @@ import time
 
 from tests import results as factory
 from deploytool.result import Combo, Result
-from deploytool.store import Store, open_store
+from deploytool.store import SqlAlchemyStore, open_store
 
 RUN_ID = "hammer"
 
@@ -70,7 +70,7 @@ def _exception_lines(stderr: str) -> list[str]:
     return [ln[:300] for ln in stderr.splitlines() if re.match(r"[\w.]+(Error|Exception|Violation|Truncation)\b", ln)]
 
 
-def check_last_write_wins(store: Store, lasts: list[dict[str, list[int]]], n_keys: int) -> None:
+def check_last_write_wins(store: SqlAlchemyStore, lasts: list[dict[str, list[int]]], n_keys: int) -> None:
     """One row per key, none lost or doubled, and each row is some writer's *last* write to that key,
     whole (its metric column and its JSON details come from the same write)."""
     rows = store.results_for(RUN_ID)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from deploytool.report.pairs import converter_pairs, row_of
 from deploytool.result import Result, Status
 from deploytool.runtimes import default_runtime
+from deploytool.store import Finding, ResultStore
 from deploytool.targets import get_target
 from deploytool.workspace import stable_hash
 
@@ -105,6 +106,17 @@ class Signature:
     @property
     def key(self) -> str:
         return stable_hash(asdict(self), 16)
+
+    def to_json(self) -> dict[str, Any]:
+        """As a finding's row keeps it (records.Finding.signature)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Signature":
+        """A stored finding's signature; a field an odd row lacks reads as empty."""
+        return cls(converter=d.get("converter") or "", direction=d.get("direction") or "",
+                   quantize=d.get("quantize") or "", stage=d.get("stage") or "", error=d.get("error") or "",
+                   ops=tuple(d.get("ops") or ()), message=d.get("message") or "", runtime=d.get("runtime") or "")
 
 
 def converter_of(result: Result) -> str:
@@ -196,23 +208,23 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
     return out
 
 
-def record_run(store: Any, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[dict[str, Any]]:
+def record_run(store: ResultStore, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[Finding]:
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
 
     # a second converter of the same source that gets it right says which converter is at fault
-    second_opinion = {e["label"]: p.sentence for p in converter_pairs([row_of(r) for r in results])
-                      for e in p.entries if e["converter"] in p.departs}
-    touched: dict[str, dict[str, Any]] = {}
+    second_opinion = {e.label: p.sentence for p in converter_pairs([row_of(r) for r in results])
+                      for e in p.entries if e.converter in p.departs}
+    touched: dict[str, Finding] = {}
     for r, sig in failing_signatures(results):
         title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")
-        f = store.record_finding(sig.key, asdict(sig), owner_of(sig), title, run_id,
+        f = store.record_finding(sig.key, sig.to_json(), owner_of(sig), title, run_id,
                                  versions_of(r, host_versions), r.combo.label, r.bundle)
         touched[sig.key] = f
     # a finding whose combinations ran again here without it is "not seen since" what changed
     ran = {r.combo.label for r in results}
     for f in store.findings():
-        if f["id"] in touched or not set(f["examples"]) & ran:
+        if f.id in touched or not set(f.examples) & ran:
             continue
-        changed = {p: v for p, v in host_versions.items() if f["last_versions"].get(p) not in (None, v)}
-        store.mark_finding_absent(f["id"], run_id, changed)
+        changed = {p: v for p, v in host_versions.items() if f.last_versions.get(p) not in (None, v)}
+        store.mark_finding_absent(f.id, run_id, changed)
     return list(touched.values())

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.bugs.bundle import PACKAGES
-from deploytool.bugs.findings import record_run
+from deploytool.bugs.findings import Signature, record_run
 from deploytool.provenance import host_facts
+from deploytool.store import Finding, ResultStore
 
 BUNDLE_LIMIT_BYTES = 10 * 2**20
 # what each project's issue template asks for beyond the common fields
@@ -40,10 +41,10 @@ PACKAGES_OF = {
 }
 
 
-def write_finding(finding: dict[str, Any], out: Path) -> Path:
+def write_finding(finding: Finding, out: Path) -> Path:
     """(Re)write a finding's folder: issue.md, finding.json and the latest bundle's files (under 10 MiB)."""
     out.mkdir(parents=True, exist_ok=True)
-    bundle = Path(finding["bundle"]) if finding.get("bundle") else None
+    bundle = Path(finding.bundle) if finding.bundle else None
     copied: list[str] = []
     if bundle is not None and bundle.is_dir():
         total = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
@@ -58,7 +59,7 @@ def write_finding(finding: dict[str, Any], out: Path) -> Path:
             (shutil.copytree if p.is_dir() else shutil.copy2)(p, dest)
             copied.append(p.name)
     meta = _bundle_meta(out)
-    (out / "finding.json").write_text(json.dumps(finding, indent=2, default=str))
+    (out / "finding.json").write_text(json.dumps(finding.to_json(), indent=2, default=str))
     (out / "issue.md").write_text(issue_text(finding, meta, copied))
     return out
 
@@ -81,18 +82,18 @@ def _collect_env() -> str:
         return f"(collect_env could not run: {e})"
 
 
-def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) -> str:
-    sig, owner = finding["signature"], finding["owner"]
+def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
+    sig, owner = Signature.from_json(finding.signature), finding.owner
     m = meta.get("metrics") or {}
-    lines = [f"<!-- for https://github.com/{owner}/issues/new -->", f"# {finding['title']}", "",
-             f"Seen {finding['occurrences']} time(s) in {len(finding['runs'])} run(s), first {finding['first_seen']}, "
-             f"last {finding['last_seen']}; in: " + ", ".join(f"`{e}`" for e in finding["examples"][:6]) + ".", ""]
-    if finding.get("not_seen_since"):
-        lines += [f"**Not seen since {finding['not_seen_since']}.**", ""]
-    lines += ["## What happens", "", f"- stage: {sig['stage']}; conversion: {sig['direction']} with {sig['converter']}, "
-              f"quantization `{sig['quantize']}`" + (f"; runtime: {sig['runtime']}" if sig.get("runtime") else "")]
-    if sig.get("error"):
-        lines.append(f"- error: `{sig['error']}`" + (f" on {', '.join(sig['ops'])}" if sig.get("ops") else ""))
+    lines = [f"<!-- for https://github.com/{owner}/issues/new -->", f"# {finding.title}", "",
+             f"Seen {finding.occurrences} time(s) in {len(finding.runs)} run(s), first {finding.first_seen}, "
+             f"last {finding.last_seen}; in: " + ", ".join(f"`{e}`" for e in finding.examples[:6]) + ".", ""]
+    if finding.not_seen_since:
+        lines += [f"**Not seen since {finding.not_seen_since}.**", ""]
+    lines += ["## What happens", "", f"- stage: {sig.stage}; conversion: {sig.direction} with {sig.converter}, "
+              f"quantization `{sig.quantize}`" + (f"; runtime: {sig.runtime}" if sig.runtime else "")]
+    if sig.error:
+        lines.append(f"- error: `{sig.error}`" + (f" on {', '.join(sig.ops)}" if sig.ops else ""))
     if meta.get("reason"):
         lines += ["", "```", str(meta["reason"])[:2000], "```"]
     if m.get("agreement") is not None:
@@ -102,14 +103,14 @@ def issue_text(finding: dict[str, Any], meta: dict[str, Any], files: list[str]) 
                   f"- actual: `observed.npy`; top-1 agreement with the source {_pct(m.get('agreement'))}, accuracy "
                   f"{_pct(m.get('accuracy'))}, max |output difference| {m.get('max_abs_error')}"]
     if owner == "microsoft/onnxruntime":
-        lines += ["", f"Is this a quantized model? {'yes (' + sig['quantize'] + ')' if sig['quantize'] != 'none' else 'no'}"]
+        lines += ["", f"Is this a quantized model? {'yes (' + sig.quantize + ')' if sig.quantize != 'none' else 'no'}"]
     lines += ["", "## System information", "", f"- OS: {platform.platform()}", f"- Python: {platform.python_version()}"]
     relevant = PACKAGES_OF.get(owner, ())
-    versions = finding.get("last_versions") or {}
+    versions = finding.last_versions
     for p in sorted(versions, key=lambda k: (k not in relevant, k)):
         if p in relevant or p in ("numpy",):
             lines.append(f"- {p}: {versions[p]}")
-    affected = {p: v for p, v in (finding.get("versions") or {}).items() if p in relevant and len(v) > 1}
+    affected = {p: v for p, v in finding.versions.items() if p in relevant and len(v) > 1}
     if affected:
         lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
     lines += [f"- {ask}" for ask in TEMPLATE_ASKS.get(owner, [])]
@@ -141,10 +142,10 @@ def _pct(v: Any) -> str:
     return f"{100 * float(v):.2f}%" if isinstance(v, (int, float)) else "n/a"
 
 
-def record_and_write(store: Any, ws: Any, run_id: str, results: list[Any]) -> list[dict[str, Any]]:
+def record_and_write(store: ResultStore, ws: Any, run_id: str, results: list[Any]) -> list[Finding]:
     """Fold a run into the findings and (re)write the folder of every finding it touched."""
 
     touched = record_run(store, run_id, results, host_facts()["versions"])
     for f in touched:
-        write_finding(f, ws.finding_dir(f["id"]))
+        write_finding(f, ws.finding_dir(f.id))
     return touched

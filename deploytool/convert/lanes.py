@@ -13,14 +13,11 @@ import queue
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deploytool.artifact import Artifact
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.workspace import fresh_dir
-
-if TYPE_CHECKING:
-    from deploytool.convert.isolated import IsolatedConverter
 
 
 class ConversionLanes:
@@ -119,7 +116,7 @@ class _Lane:
                 item[0].cancel()
         self._queue.put(None)
         if self.busy:  # an interrupted run: nobody will read this conversion's result
-            self.converter._kill()
+            self.converter.kill()
         else:
             self.converter.close()
         self._thread.join(timeout=5)

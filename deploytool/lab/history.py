@@ -18,7 +18,7 @@ import numpy as np
 from deploytool.report.text import num
 from deploytool.result import Result
 from deploytool.run import stored
-from deploytool.store import Store
+from deploytool.store import ResultStore, RunRecord
 from deploytool.workspace import Workspace
 
 REPORT_NIGHTS = 14
@@ -63,10 +63,10 @@ class LabHistory:
     cells: list[CellTrend]  # regressions tonight first, then failing, then the rest by label
 
 
-def lab_nights(store: Store, lab_name: str) -> list[dict[str, Any]]:
+def lab_nights(store: ResultStore, lab_name: str) -> list[RunRecord]:
     """The stored nights of a lab, oldest first."""
-    runs = [r for r in store.list_runs(limit=1000) if r["model"] == f"lab:{lab_name}"]
-    return sorted(runs, key=lambda r: r["created_at"])
+    runs = [r for r in store.list_runs(limit=1000) if r.model == f"lab:{lab_name}"]
+    return sorted(runs, key=lambda r: r.created_at)
 
 
 def _night_rows(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -122,12 +122,12 @@ def _point(r: Result, row: dict[str, Any], night: Night, night_dir: Path, here: 
                       _link(night_dir, row.get("report"), here), _link(night_dir, row.get("bundle_link"), here))
 
 
-def lab_history(lab_name: str, ws: Workspace, store: Store, run_id: str, n: int = REPORT_NIGHTS) -> LabHistory:
+def lab_history(lab_name: str, ws: Workspace, store: ResultStore, run_id: str, n: int = REPORT_NIGHTS) -> LabHistory:
     """The last `n` nights of a lab up to and including `run_id` (tonight), written after tonight's lab.json."""
-    earlier = [r for r in lab_nights(store, lab_name) if r["run_id"] != run_id]
-    tonight = store.get_run(run_id) or {"run_id": run_id, "request": {}}
+    earlier = [r for r in lab_nights(store, lab_name) if r.run_id != run_id]
+    tonight = store.get_run(run_id) or RunRecord(run_id)
     chosen = (earlier[-(n - 1):] if n > 1 else []) + [tonight]
-    nights = [Night(str((r.get("request") or {}).get("night") or r["run_id"]), r["run_id"]) for r in chosen]
+    nights = [Night(str(r.request.get("night") or r.run_id), r.run_id) for r in chosen]
     here = ws.report_dir(run_id)
     cells: dict[tuple[str, str], CellTrend] = {}
     for i, night in enumerate(nights):

@@ -29,7 +29,7 @@ from deploytool.result import Combo, Result, Status
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
-from deploytool.store import Store
+from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import get_target
 from deploytool.workspace import Workspace, check_name, stable_hash
 
@@ -115,7 +115,7 @@ def _lost(cell: Cell, run_id: str, status: Status, reason: str) -> Result:
                   dataset="", combo=cell.combo, status=status, reason=reason, environment={"lab_cell": cell.id})
 
 
-def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, scheduler: str | None = None,
+def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = None, scheduler: str | None = None,
               progress: bool = True, log: Callable[[str], None] = print,
               no_worker_timeout_s: float | None = None) -> NightOutcome:
     from distributed import as_completed
@@ -153,7 +153,7 @@ def run_night(lab: Lab, ws: Workspace, store: Store, night: str | None = None, s
     return out
 
 
-def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: Store, run_id: str, as_completed: Any,
+def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: ResultStore, run_id: str, as_completed: Any,
                progress: bool) -> None:
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker, NoValidWorkerError
@@ -202,7 +202,7 @@ def _after_measuring_again(judged: list[Judged], again: set[Any]) -> list[Judged
     return judged
 
 
-def _interrupted(store: Store, run_id: str) -> None:
+def _interrupted(store: ResultStore, run_id: str) -> None:
     try:
         store.finish_run(run_id, "interrupted")
     except DeploytoolError:
@@ -210,8 +210,8 @@ def _interrupted(store: Store, run_id: str) -> None:
 
 
 # ------------------------------------------------------------------ judging against earlier nights
-def _previous_nights(store: Store, lab: Lab, run_id: str) -> list[dict[str, Any]]:
-    return [r for r in lab_nights(store, lab.name) if r["run_id"] != run_id]
+def _previous_nights(store: ResultStore, lab: Lab, run_id: str) -> list[RunRecord]:
+    return [r for r in lab_nights(store, lab.name) if r.run_id != run_id]
 
 
 def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
@@ -249,14 +249,14 @@ def _on_the_trend(r: Result) -> bool:
     return load is None or load.quiet
 
 
-def judge_night(lab: Lab, ws: Workspace, store: Store, run_id: str, cells: list[Cell],
+def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell],
                 load_aware: bool = True) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
     had recorded its machine's load (the lab before it did; the noise benchmark's "before")."""
 
     reg = lab.regression
     tonight = stored.stored_results(store, ws, run_id)
-    earlier = [(n["run_id"], _by_cell(stored.stored_results(store, ws, n["run_id"])))
+    earlier = [(n.run_id, _by_cell(stored.stored_results(store, ws, n.run_id)))
                for n in _previous_nights(store, lab, run_id)]
     labels = {c.id: c.label for c in cells}
     truth: dict[str, np.ndarray] = {}
@@ -343,7 +343,7 @@ def _process_figure(r: Result) -> bool:
     return m is not None and (m[0] == "isolated_peak_rss_delta_bytes" or "delta" not in m[0])
 
 
-def require_lab_run(run: dict[str, Any] | None, name: str) -> dict[str, Any]:
+def require_lab_run(run: RunRecord | None, name: str) -> RunRecord:
     if run is None:
         raise UnknownOption(f"no stored night {name!r}; `deploytool lab history` lists them")
     return run

@@ -22,7 +22,7 @@ from deploytool.report.svg import PALETTE
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
-from deploytool.store import Store
+from deploytool.store import ResultStore
 from deploytool.workspace import Workspace, stable_hash
 
 
@@ -51,7 +51,7 @@ def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any
     return rows
 
 
-def write_night(lab: Lab, out: Any, ws: Workspace, store: Store, cells: list[Any],
+def write_night(lab: Lab, out: Any, ws: Workspace, store: ResultStore, cells: list[Any],
                 log: Callable[[str], None] = print) -> NightPaths:
     folder = ws.report_dir(out.run_id)
     folder.mkdir(parents=True, exist_ok=True)
@@ -88,7 +88,7 @@ def write_night(lab: Lab, out: Any, ws: Workspace, store: Store, cells: list[Any
     return paths
 
 
-def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
+def write_run_reports(ws: Workspace, store: ResultStore, out: Any, cells: list[Any],
                       log: Callable[[str], None] = print) -> dict[str, str]:
     """The run report of each request of the night (a model at a thread count) in runs/<model>-<hash>/ of the
     night's folder; returns each cell's link to it, relative to that folder. A report that cannot be written
@@ -119,7 +119,7 @@ def write_run_reports(ws: Workspace, store: Store, out: Any, cells: list[Any],
     return links
 
 
-def _page(lab: Lab, out: Any, ws: Workspace, store: Store, summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def _page(lab: Lab, out: Any, ws: Workspace, store: ResultStore, summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     from markupsafe import Markup
 
     hist = lab_history(lab.name, ws, store, out.run_id, lab.report_nights)

@@ -36,6 +36,7 @@ from deploytool.result import Result
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.runtimes import make_runtime, runtimes_for
+from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import all_targets, get_target
 from deploytool.train.fit import export_torch
 from deploytool.zoo.plans import BasicBlock, Flatten
@@ -344,7 +345,7 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
     readme.write_text(text)
 
 
-def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Result], converter: Any,
+def localize_failures(ctx: RunContext, store: ResultStore, run_id: str, results: list[Result], converter: Any,
                       only: str | None = None, log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
 
@@ -370,12 +371,12 @@ def localize_failures(ctx: RunContext, store: Any, run_id: str, results: list[Re
     return done
 
 
-def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = None,
+def localize_run(run: RunRecord, store: ResultStore, ws: Any, only: str | None = None,
                  log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize the failing rows of a stored run (optionally those whose label contains `only`)."""
 
     ctx = stored.context_for_stored_run(run, ws)
-    run_id = run["run_id"]
+    run_id = run.run_id
     with IsolatedConverter(ws.root / "logs" / f"localize-{run_id}.log", ctx.req.timeout_s) as conv:
         found = localize_failures(ctx, store, run_id, stored.stored_results(store, ws, run_id), conv, only, log)
     if not found:
@@ -386,9 +387,9 @@ def localize_run(run: dict[str, Any], store: Any, ws: Any, only: str | None = No
     return found
 
 
-def _refresh_findings(store: Any, ws: Any, bundles: set[str]) -> None:
+def _refresh_findings(store: ResultStore, ws: Any, bundles: set[str]) -> None:
     """Rewrite the folders of findings whose bundle just gained a localization (its minimal cut)."""
 
     for f in store.findings():
-        if f.get("bundle") in bundles:
-            write_finding(f, ws.finding_dir(f["id"]))
+        if f.bundle in bundles:
+            write_finding(f, ws.finding_dir(f.id))

@@ -32,7 +32,7 @@ from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import conversions_ahead, is_workspace_fault, run_combination, runtimes_ahead
 from deploytool.runtimes import check_runtime_names, runtimes_for
 from deploytool.runtimes.isolated import warm_workers
-from deploytool.store import Store, open_store
+from deploytool.store import ResultStore, open_store
 from deploytool.targets import expand, get_target, selectable
 from deploytool.workspace import Workspace, check_name, stable_hash
 
@@ -141,7 +141,7 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
 class _Run:
     """One migrate run over its matrix; every side effect (store, bundle, report) goes through deploytool.run.stored."""
 
-    def __init__(self, ctx: RunContext, store: Store, log: Callable[[str], None]):
+    def __init__(self, ctx: RunContext, store: ResultStore, log: Callable[[str], None]):
         self.ctx, self.store, self.log = ctx, store, log
 
     def run(self, combos: list[Combo], run_id: str, keys: dict[Combo, str]) -> RunOutcome:
@@ -150,8 +150,8 @@ class _Run:
         done = store.final_keys(run_id)
         # a run that completed before had its failing rows folded into the findings then: only rows measured now
         # are new sightings (a re-run that reuses every row counts nothing twice)
-        before = store.get_run(run_id) or {}
-        folded_before = before.get("run_id") == run_id and before.get("status") == "complete"
+        before = store.get_run(run_id)  # (or the one run whose id starts with it)
+        folded_before = before is not None and before.run_id == run_id and before.status == "complete"
         todo = [c for c in combos if keys[c] not in done]
         # a finished run asked again, with nothing to measure or localize: its stored record stays as it is
         untouched = folded_before and not todo and not ctx.req.localize

@@ -1,6 +1,6 @@
 """What the plots, the verdict matrix, the confusion difference and the
-flipped-sample gallery of the HTML report show, built from row views
-(`html._row_view` of the rows `summary_rows` builds): SVG strings from svg.py,
+flipped-sample gallery of the HTML report show, built from the `ReportRow`s
+`summary_rows` builds: SVG strings from svg.py,
 PNG thumbnails from png.py and plain values for the templates. It loads only
 the latency sample files; it never reads a Result, recomputes a comparison or
 writes HTML.
@@ -19,6 +19,7 @@ from deploytool.report.text import first_line, fmt_bytes, fmt_pct, fmt_points, n
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
+    from deploytool.report.rows import ReportRow
 
 GALLERY_PER_ROW = 24
 CONFUSION_TABLES_MAX = 12
@@ -34,27 +35,27 @@ def _class_name(labels: list[str], i: int) -> str:
     return str(labels[i]) if 0 <= i < len(labels) else str(i)
 
 
-def _short(row: dict[str, Any], with_fw: bool) -> str:
-    s = f"{row['format']}/{row['quantize']} {row['where']}"
-    return f"{row['framework']}→{s}" if with_fw else s
+def _short(row: "ReportRow", with_fw: bool) -> str:
+    s = f"{row.format}/{row.quantize} {row.where}"
+    return f"{row.framework}→{s}" if with_fw else s
 
 
 # ---------------------------------------------------------------- verdict matrix and plots
-def matrix(views: list[dict[str, Any]]) -> str:
+def matrix(rows: list["ReportRow"]) -> str:
     """SVG heatmap, one cell per (conversion, place it ran): accuracy change or why it did not run; "" if one column."""
-    cols = list(dict.fromkeys(v["where"] for v in views))
+    cols = list(dict.fromkeys(v.where for v in rows))
     if len(cols) < 2:
         return ""
-    names = list(dict.fromkeys(f"{v['framework']}→{v['format']}/{v['quantize']}" for v in views))
+    names = list(dict.fromkeys(f"{v.framework}→{v.format}/{v.quantize}" for v in rows))
     grid: list[list[svg.Cell | None]] = [[None] * len(cols) for _ in names]
-    for v in views:
-        i, j = names.index(f"{v['framework']}→{v['format']}/{v['quantize']}"), cols.index(v["where"])
-        if v["status"] == "measured":
-            text, fill = fmt_points(v["accuracy_delta_points"]), _OUTCOME_FILL.get(v["outcome"], "#e6e8eb")
+    for v in rows:
+        i, j = names.index(f"{v.framework}→{v.format}/{v.quantize}"), cols.index(v.where)
+        if v.status == "measured":
+            text, fill = fmt_points(v.accuracy_delta_points), _OUTCOME_FILL.get(v.outcome, "#e6e8eb")
         else:
-            text, fill = _STATUS_SHORT.get(v["status"], v["status"][:8]), "#e0736f" if v["failing"] else "#e6e8eb"
-        tip = f"{v['label']}: {v['outcome']}" + (f" — {first_line(v['reason'], 300)}" if v["reason"] else "")
-        grid[i][j] = svg.Cell(fill, text, tip, dark=v["failing"] and v["status"] != "measured")
+            text, fill = _STATUS_SHORT.get(v.status, v.status[:8]), "#e0736f" if v.failing else "#e6e8eb"
+        tip = f"{v.label}: {v.outcome}" + (f" — {first_line(v.reason, 300)}" if v.reason else "")
+        grid[i][j] = svg.Cell(fill, text, tip, dark=v.failing and v.status != "measured")
     return svg.heatmap(grid, names, cols, title="verdict matrix")
 
 
@@ -67,36 +68,36 @@ def _load_samples(path: str | None) -> np.ndarray | None:
         return None
 
 
-def plots(inp: "ReportInput", views: list[dict[str, Any]]) -> dict[str, str]:
+def plots(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, str]:
     """SVG of accuracy against size ("scatter") and of per-sample latency per row ("box")."""
-    measured = [v for v in views if v["status"] == "measured"]
-    with_fw = len({v["framework"] for v in views}) > 1
-    formats = list(dict.fromkeys(v["format"] for v in measured))
-    targets = list(dict.fromkeys(v["where"] for v in measured))
+    measured = [v for v in rows if v.status == "measured"]
+    with_fw = len({v.framework for v in rows}) > 1
+    formats = list(dict.fromkeys(v.format for v in measured))
+    targets = list(dict.fromkeys(v.where for v in measured))
     fcol = {f: svg.PALETTE[i % len(svg.PALETTE)] for i, f in enumerate(formats)}
     tshape = {t: svg.SHAPES[i % len(svg.SHAPES)] for i, t in enumerate(targets)}
     groups: Counter[tuple[float, float]] = Counter()
-    pts = []
+    pts: list[tuple[tuple[float, float], "ReportRow", float, float]] = []
     for v in measured:
-        if v["accuracy"] is None or not v["size_bytes"]:
+        if v.accuracy is None or not v.size_bytes:
             continue
-        key = (round(v["size_bytes"]), round(100 * v["accuracy"], 6))
+        key: tuple[float, float] = (round(v.size_bytes), round(100 * v.accuracy, 6))
         groups[key] += 1
-        pts.append((key, v))
-    sizes = [v["size_bytes"] for _, v in pts] + [num(b.get("size_bytes")) or 0 for b in inp.baselines.values()]
+        pts.append((key, v, v.size_bytes, v.accuracy))
+    sizes = [size for _, _, size, _ in pts] + [num(b.get("size_bytes")) or 0 for b in inp.baselines.values()]
     unit, div = next(((u, d) for u, d in (("MiB", 1 << 20), ("KiB", 1 << 10)) if max(sizes, default=0) >= 2 * d),
                      ("B", 1))
     points, labelled = [], set()
-    for key, v in pts:
+    for key, v, size, accuracy in pts:
         label = ""
         if key not in labelled:
             labelled.add(key)
             extra = groups[key] - 1
-            label = (f"{v['framework']}→" if with_fw else "") + f"{v['format']}/{v['quantize']}" + (
+            label = (f"{v.framework}→" if with_fw else "") + f"{v.format}/{v.quantize}" + (
                 f" +{extra}" if extra else "")
-        points.append(svg.Point(v["size_bytes"] / div, 100 * v["accuracy"], label,
-                                f"{v['label']}: {fmt_pct(v['accuracy'])}, {fmt_bytes(v['size_bytes'])}, {v['outcome']}",
-                                fcol[v["format"]], tshape[v["where"]], alert=v["failing"]))
+        points.append(svg.Point(size / div, 100 * accuracy, label,
+                                f"{v.label}: {fmt_pct(accuracy)}, {fmt_bytes(size)}, {v.outcome}",
+                                fcol[v.format], tshape[v.where], alert=v.failing))
     for fw, b in sorted(inp.baselines.items()):
         if num(b.get("accuracy")) is not None and num(b.get("size_bytes")):
             points.append(svg.Point(float(b["size_bytes"]) / div, 100 * float(b["accuracy"]), f"{fw} baseline",
@@ -114,14 +115,16 @@ def plots(inp: "ReportInput", views: list[dict[str, Any]]) -> dict[str, str]:
         if stats:
             dists.append(svg.Distribution(f"{fw} baseline (pc)", stats[0], baseline=True, note=stats[1]))
     for v in measured:
-        stats = _stats(_load_samples(v["latency_path"]), v)
+        stats = _stats(_load_samples(v.latency_path), {"p50_ms": v.p50_ms, "p90_ms": v.p90_ms, "p99_ms": v.p99_ms})
         if stats:
-            dists.append(svg.Distribution(_short(v, with_fw), stats[0], tcol[v["where"]], note=stats[1]))
+            dists.append(svg.Distribution(_short(v, with_fw), stats[0], tcol[v.where], note=stats[1]))
     box = svg.boxplot(dists, title="latency distribution per row", x_label="latency per sample at batch 1 (ms)")
     return {"scatter": scatter, "box": box}
 
 
 def _stats(samples: np.ndarray | None, summary: dict[str, Any]) -> tuple[dict[str, float], str] | None:
+    """The box of a latency distribution: from its samples, else from a summary's p50_ms (p90_ms, p99_ms, min_ms,
+    max_ms when it has them: a baseline's latency summary does, a row only its percentiles)."""
     if samples is not None and samples.size:
         s = svg.distribution_stats(samples)
         if s:
@@ -138,32 +141,32 @@ def _stats(samples: np.ndarray | None, summary: dict[str, Any]) -> tuple[dict[st
 
 
 # ---------------------------------------------------------------- confusion difference and gallery
-def with_flips(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_flips(rows: list["ReportRow"]) -> list["ReportRow"]:
     """Measured rows that changed a prediction, most flips first."""
-    return sorted((v for v in views if v["status"] == "measured" and v["flipped"]), key=lambda v: -len(v["flipped"]))
+    return sorted((v for v in rows if v.status == "measured" and v.flipped), key=lambda v: -len(v.flipped))
 
 
-def confusion(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> dict[str, Any]:
+def confusion(inp: "ReportInput", flipped_rows: list["ReportRow"]) -> dict[str, Any]:
     """Target minus baseline confusion per row, computed from its flips alone; the first CONFUSION_TABLES_MAX rows."""
-    n_cls = max(len(inp.labels), 1 + max((max(f["true_label"], f["baseline_pred"], f["target_pred"])
-                                          for v in flipped_rows for f in v["flipped"]), default=0))
+    n_cls = max(len(inp.labels), 1 + max((max(f.true_label, f.baseline_pred, f.target_pred)
+                                          for v in flipped_rows for f in v.flipped), default=0))
     support = np.bincount(np.asarray(inp.y_true, dtype=np.int64).ravel().clip(0), minlength=n_cls) \
         if len(inp.y_true) else np.zeros(n_cls, np.int64)
     name = lambda c: _class_name(inp.labels, c)
     tables = []
     for v in flipped_rows[:CONFUSION_TABLES_MAX]:
-        flips = v["flipped"]
+        flips = v.flipped
         diff = np.zeros((n_cls, n_cls), dtype=np.int64)
         for f in flips:
-            diff[f["true_label"], f["target_pred"]] += 1
-            diff[f["true_label"], f["baseline_pred"]] -= 1
+            diff[f.true_label, f.target_pred] += 1
+            diff[f.true_label, f.baseline_pred] -= 1
         classes = list(range(n_cls))
         if n_cls > CONFUSION_FULL_MAX_CLASSES:
-            classes = sorted({c for f in flips for c in (f["true_label"], f["baseline_pred"], f["target_pred"])})
+            classes = sorted({c for f in flips for c in (f.true_label, f.baseline_pred, f.target_pred)})
         peak = max(int(np.abs(diff).max()), 1)
         lines = []
         for i in classes:
-            cells = []
+            cells: list[dict[str, str] | None] = []
             for j in classes:
                 n = int(diff[i, j])
                 if n == 0:
@@ -173,14 +176,14 @@ def confusion(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> dict[st
                 cells.append({"text": f"{n:+d}", "title": f"true {name(i)}, predicted {name(j)}: {n:+d}",
                               "style": f"background:rgba({rgb},{0.18 + 0.62 * abs(n) / peak:.2f})"})
             lines.append({"name": name(i), "cells": cells, "support": int(support[i]) if i < len(support) else 0})
-        broke = sum(f["baseline_pred"] == f["true_label"] for f in flips)
-        fixed = sum(f["target_pred"] == f["true_label"] for f in flips)
+        broke = sum(f.baseline_pred == f.true_label for f in flips)
+        fixed = sum(f.target_pred == f.true_label for f in flips)
         tables.append({"row": v, "flips": len(flips), "broke": broke, "fixed": fixed,
                        "either": len(flips) - broke - fixed,
                        "subset": f" · {len(classes)} of {n_cls} classes (those the flips touch)"
                        if len(classes) < n_cls else "",
                        "classes": [name(c) for c in classes], "lines": lines})
-    return {"tables": tables, "rest": [v["label"] for v in flipped_rows[CONFUSION_TABLES_MAX:]]}
+    return {"tables": tables, "rest": [v.label for v in flipped_rows[CONFUSION_TABLES_MAX:]]}
 
 
 def _image(images: Any, index: int) -> np.ndarray | None:
@@ -192,26 +195,27 @@ def _image(images: Any, index: int) -> np.ndarray | None:
     return a if a.ndim == 2 or (a.ndim == 3 and a.shape[-1] in (1, 3, 4)) else None
 
 
-def gallery(inp: "ReportInput", flipped_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def gallery(inp: "ReportInput", flipped_rows: list["ReportRow"]) -> list[dict[str, Any]]:
     """Up to GALLERY_PER_ROW flipped samples per row as PNG thumbnails with their three classes."""
     cache: dict[int, tuple[str, int, int] | None] = {}
     out = []
     for v in flipped_rows:
         # newly wrong first, then wrong either way, then newly right
-        ordered = sorted(v["flipped"], key=lambda f: (0 if f["baseline_pred"] == f["true_label"] else
-                                                      (2 if f["target_pred"] == f["true_label"] else 1), f["index"]))
+        ordered = sorted(v.flipped, key=lambda f: (0 if f.baseline_pred == f.true_label else
+                                                   (2 if f.target_pred == f.true_label else 1), f.index))
         figs = []
         for f in ordered[:GALLERY_PER_ROW]:
-            idx = int(f["index"])
+            idx = int(f.index)
             if idx not in cache:
                 img = _image(inp.images, idx)
                 cache[idx] = png.thumbnail_uri(img) if img is not None else None
             figs.append({"index": idx, "thumb": cache[idx],
-                         "kind": ("broke" if f["baseline_pred"] == f["true_label"] else
-                                  "fixed" if f["target_pred"] == f["true_label"] else "changed"),
-                         **{k: _class_name(inp.labels, f[src]) for k, src in
-                            (("true", "true_label"), ("base", "baseline_pred"), ("target", "target_pred"))}})
-        out.append({"row": v, "flips": len(v["flipped"]), "figs": figs})
+                         "kind": ("broke" if f.baseline_pred == f.true_label else
+                                  "fixed" if f.target_pred == f.true_label else "changed"),
+                         "true": _class_name(inp.labels, f.true_label),
+                         "base": _class_name(inp.labels, f.baseline_pred),
+                         "target": _class_name(inp.labels, f.target_pred)})
+        out.append({"row": v, "flips": len(v.flipped), "figs": figs})
     return out
 
 

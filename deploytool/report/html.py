@@ -3,8 +3,8 @@ data: URIs, a Content-Security-Policy that forbids any outside fetch) with the
 header, summary table, plots, confusion difference, flipped-sample gallery and
 provenance of one run. Python builds plain view data (here and in figures.py);
 the Jinja2 templates in templates/ lay it out and autoescape every value except
-svg.py's SVG, CSS and JS from static/. It reads rows from `summary_rows`, never
-a Result, and never recomputes a comparison or changes a verdict.
+svg.py's SVG, CSS and JS from static/. It reads `ReportRow`s from `summary_rows`,
+never a Result, and never recomputes a comparison or changes a verdict.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from deploytool.report.text import (
     fmt_points,
     fmt_ratio,
     num,
-    outcome,
     overall,
 )
-from deploytool.result import FAILING_STATUSES, MEMORY_MEANING, format_tolerance
+from deploytool.result import FAILING_STATUSES, MEMORY_MEANING, Check, format_tolerance
 from deploytool.workspace import cache_home
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
+    from deploytool.report.rows import ReportRow
 
 _REQUEST_KEYS = ("frameworks", "formats", "quantize", "targets", "backends", "devices", "delegate", "target", "format")
 _KEY_VERSIONS = ("tensorflow", "keras", "torch", "onnxruntime", "ai-edge-litert", "tf2onnx", "tensorflowjs",
@@ -52,12 +52,10 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src
 
 
 # ---------------------------------------------------------------- what the templates see of a row
-def _row_view(row: dict[str, Any]) -> dict[str, Any]:
-    """One row as every section shows it: the summary row (summary_rows, the report's only reader of a
-    Result, already carries flips, artifact, environment, timings and paths) plus the words the page adds."""
-    o = outcome(row)
-    pill = o if row["status"] == "measured" else "failing" if row["failing"] else "skip"
-    return {**row, "outcome": o, "pill": pill}
+def _pill(row: "ReportRow") -> str:
+    """The class of a row's outcome pill: its verdict when measured, else failing or skipped. (A row from
+    summary_rows, the report's only reader of a Result, carries everything else every section shows.)"""
+    return row.outcome if row.status == "measured" else "failing" if row.failing else "skip"
 
 
 # ---------------------------------------------------------------- templates and static files
@@ -70,7 +68,7 @@ def _environment() -> Any:
                              finalize=_finalize, keep_trailing_newline=True, bytecode_cache=_bytecode_cache(jinja2))
     env.filters.update(fmt_pct=fmt_pct, fmt_points=fmt_points, fmt_ratio=fmt_ratio, fmt_ms=fmt_ms,
                        fmt_bytes=fmt_bytes, fmt_float=fmt_float, fmt_count=fmt_count, first_line=first_line,
-                       sort_value=_sort_value, value=_value, g4=_g4)
+                       sort_value=_sort_value, value=_value, g4=_g4, pill_class=_pill)
     return env
 
 
@@ -210,7 +208,7 @@ def _header(inp: "ReportInput", counts: dict[str, Any], versions: dict[str, str]
     }
 
 
-def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[str, str]) -> dict[str, Any]:
+def _provenance(inp: "ReportInput", rows: list["ReportRow"], versions: dict[str, str]) -> dict[str, Any]:
     cards = [("Run", {k: v for k, v in inp.run_info.items() if k not in ("versions", "host")})]
     host = inp.run_info.get("host")
     if host:
@@ -224,13 +222,13 @@ def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[
                  **{k: v for k, v in (b.get("provenance") or {}).items() if k != "versions"}}
         cards.append((f"Baseline: {fw}", {k: v for k, v in facts.items() if v is not None}))
     details = []
-    for v in views:
-        art = {k: x for k, x in v["artifact"].items() if k != "notes"}
-        stage_text = " · ".join(f"{k} {num(s):.3f} s" for k, s in v["stage_seconds"].items() if num(s) is not None)
-        measurement = {"memory_bytes": v["memory_by_name"] or None, "tolerances": v["tolerances"] or None,
-                       "stage_seconds": stage_text or None, "load_ms": v["load_ms"],
-                       "first_inference_ms": v["first_inference_ms"], "throughput_sps": v["throughput_sps"],
-                       "mean_abs_error": v["mean_abs_error"], "outputs": v["outputs_path"], "combo_key": v["combo_key"]}
+    for v in rows:
+        art = {k: x for k, x in v.artifact.items() if k != "notes"}
+        stage_text = " · ".join(f"{k} {num(s):.3f} s" for k, s in v.stage_seconds.items() if num(s) is not None)
+        measurement = {"memory_bytes": v.memory_by_name or None, "tolerances": v.tolerances or None,
+                       "stage_seconds": stage_text or None, "load_ms": v.load_ms,
+                       "first_inference_ms": v.first_inference_ms, "throughput_sps": v.throughput_sps,
+                       "mean_abs_error": v.mean_abs_error, "outputs": v.outputs_path, "combo_key": v.combo_key}
         conv = " ".join(str(x) for x in (art.get("converter"), art.get("converter_version")) if x)
         details.append({"row": v, "artifact": art, "line": " · ".join(x for x in (conv, stage_text) if x),
                         "measurement": {k: x for k, x in measurement.items() if x is not None}})
@@ -238,54 +236,54 @@ def _provenance(inp: "ReportInput", views: list[dict[str, Any]], versions: dict[
 
 
 # ---------------------------------------------------------------- summary
-def _summary(rows: list[dict[str, Any]], views: list[dict[str, Any]], counts: dict[str, Any]) -> dict[str, Any]:
-    attention = [{"row": v, "regression": "; ".join(v["regression"]),
-                  "why": "; ".join(v["broken"]) if v["status"] == "measured" else first_line(v["reason"], 300)}
-                 for v in views if v["failing"] or v["regression"]]
-    return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(views)),
+def _summary(rows: list["ReportRow"], counts: dict[str, Any]) -> dict[str, Any]:
+    attention = [{"row": v, "regression": "; ".join(v.regression),
+                  "why": "; ".join(v.broken) if v.status == "measured" else first_line(v.reason, 300)}
+                 for v in rows if v.failing or v.regression]
+    return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(rows)),
             "table": _summary_table(rows), "pairs": _pairs(rows),
             "statuses": [(s, n, "failing" if s in FAILING_STATUSES else "skip")
                          for s, n in counts["statuses"].items() if s != "measured"]}
 
 
-def _pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pairs(rows: list["ReportRow"]) -> list[dict[str, Any]]:
     """Converters of one source side by side (same format, quantization and place)."""
 
     return [{"pair": p, "sentence": p.sentence} for p in converter_pairs(rows)]
 
 
-def _summary_table(rows: list[dict[str, Any]]) -> Markup:
+def _summary_table(rows: list["ReportRow"]) -> Markup:
     """The sortable table of every row plus its footnotes (memory figures, tolerances used, notes)."""
     notes: dict[str, int] = {}
     mem_names: dict[str, str] = {}
     tolerance_sets: dict[str, list[str]] = {}
     lines = []
-    for i, r in enumerate(rows, 1):
-        v = _row_view(r)
-        d = v["accuracy_delta_points"]
-        line = {"i": i, "row": v, "mem_letter": "", "mem_title": "", "ratio_title": "", "unlike": False,
-                "cls": ("failing" if v["failing"] else "degraded" if v["verdict"] == "degraded"
-                        else "skipped" if v["status"] != "measured" else ""),
-                "delta_cls": "n neg" if d is not None and d <= -0.005 else "n pos" if d is not None and d >= 0.005
-                else "n",
-                "broken": [_check_view(c) for c in v["checks"] if c.get("outcome") != "pass"],
-                "marks": [notes.setdefault(n, len(notes) + 1) for n in v["notes"]]}
-        if v["memory_figures"] and v["memory_bytes"] is not None:
-            tgt, base = (list(v["memory_figures"]) + [None])[:2]
+    for i, v in enumerate(rows, 1):
+        d = v.accuracy_delta_points
+        line: dict[str, Any] = {
+            "i": i, "row": v, "mem_letter": "", "mem_title": "", "ratio_title": "", "unlike": False,
+            "cls": ("failing" if v.failing else "degraded" if v.verdict == "degraded"
+                    else "skipped" if v.status != "measured" else ""),
+            "delta_cls": "n neg" if d is not None and d <= -0.005 else "n pos" if d is not None and d >= 0.005
+            else "n",
+            "broken": [_check_view(c) for c in v.checks if c.outcome != "pass"],
+            "marks": [notes.setdefault(n, len(notes) + 1) for n in v.notes]}
+        if v.memory_figures and v.memory_bytes is not None:
+            tgt, base = (list(v.memory_figures) + [None])[:2]
             pair = f"{tgt}" + (f" ÷ baseline {base}" if base else "")
             line.update(mem_letter=mem_names.setdefault(pair, "abcdefghijklmnopqrstuvwxyz"[len(mem_names) % 26]),
                         mem_title=pair, ratio_title=pair)
             if base and base != tgt:
                 line.update(unlike=True,
                             ratio_title=f"not like for like: the target's {tgt} divided by the baseline's {base}")
-        if v["status"] == "measured":
+        if v.status == "measured":
             line["title"] = "\n".join(
-                f"{c['metric']}: {_exact(c.get('value'))} ({format_tolerance(c['metric'], (c['pass_limit'], c['fail_limit']))})"
-                f" → {c.get('outcome')}" for c in v["checks"])
-            if v["tolerances"]:
-                tolerance_sets.setdefault(json.dumps(v["tolerances"], sort_keys=True), []).append(v["label"])
+                f"{c.metric}: {_exact(c.value)} ({format_tolerance(c.metric, (c.pass_limit, c.fail_limit))})"
+                f" → {c.outcome}" for c in v.checks)
+            if v.tolerances:
+                tolerance_sets.setdefault(json.dumps(v.tolerances, sort_keys=True), []).append(v.label)
         else:
-            line.update(title=clean(v["reason"])[:2000], reason=first_line(v["reason"], 220))
+            line.update(title=clean(v.reason)[:2000], reason=first_line(v.reason, 220))
         lines.append(line)
     tolerances = [("; ".join(f"{m}: {format_tolerance(m, tuple(lim))}" for m, lim in json.loads(key).items()), labels)
                   for key, labels in tolerance_sets.items()]
@@ -295,24 +293,23 @@ def _summary_table(rows: list[dict[str, Any]]) -> Markup:
                      notes=list(notes), any_unlike=any(line["unlike"] for line in lines))
 
 
-def _check_view(c: dict[str, Any]) -> dict[str, Any]:
+def _check_view(c: Check) -> dict[str, Any]:
     """The words of `agreement 0.9625 degraded (pass if >= 0.98, fail below 0.95)`: value, outcome, the limits met."""
-    return {"metric": c.get("metric"), "value": c.get("value"), "outcome": c.get("outcome", ""),
-            "limits": format_tolerance(c["metric"], (c["pass_limit"], c["fail_limit"]))}
+    return {"metric": c.metric, "value": c.value, "outcome": c.outcome,
+            "limits": format_tolerance(c.metric, (c.pass_limit, c.fail_limit))}
 
 
 # ---------------------------------------------------------------- the page
-def render(inp: "ReportInput", rows: list[dict[str, Any]], started: float | None = None) -> str:
+def render(inp: "ReportInput", rows: list["ReportRow"], started: float | None = None) -> str:
     t0 = started if started is not None else time.perf_counter()
     counts = counts_of(rows)
     versions = _versions(inp)
-    views = [_row_view(r) for r in rows]
-    with_flips = figures.with_flips(views)
+    with_flips = figures.with_flips(rows)
     # SVG from svg.py escapes its own text: it is the only markup from results the templates receive as such
-    plots = {k: Markup(s) for k, s in figures.plots(inp, views).items()}
-    context = {"header": _header(inp, counts, versions), "summary": _summary(rows, views, counts), "plots": plots,
+    plots = {k: Markup(s) for k, s in figures.plots(inp, rows).items()}
+    context = {"header": _header(inp, counts, versions), "summary": _summary(rows, counts), "plots": plots,
                "confusion": figures.confusion(inp, with_flips), "gallery": figures.gallery(inp, with_flips),
-               "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, views, versions)}
+               "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, rows, versions)}
     js = _static("report.js")
     return str(_template(
         "report.html.j2", **context, title=f"deploytool · {inp.model} on {inp.dataset} · {inp.run_id}",

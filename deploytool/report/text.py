@@ -1,8 +1,8 @@
 """The report's text forms: a JSON document with a stable, versioned schema for
 machines, a short Markdown summary for a CI comment, JUnit XML for CI test
 views, a plain table for the terminal, and the number formatting they and the
-HTML share. It formats rows already built by `summary_rows`; it never loads
-results, reads sample files or judges a verdict.
+HTML share. It formats `ReportRow`s already built by `summary_rows`; it never
+loads results, reads sample files or judges a verdict.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import datetime as dt
 import math
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
+    from deploytool.report.rows import ReportRow
 
 SCHEMA_VERSION = 1
 SKIPPED_STATUSES = ("not_applicable", "unsupported", "delegate_refused", "interrupted")
@@ -91,9 +93,9 @@ def fmt_count(v: Any) -> str:
     return MISSING if f is None else f"{int(f)}"
 
 
-def outcome(row: dict[str, Any]) -> str:
+def outcome(row: "ReportRow") -> str:
     """What a row amounts to: its verdict when measured, else its status."""
-    return (row["verdict"] or "measured") if row["status"] == "measured" else row["status"]
+    return row.outcome
 
 
 def overall(counts: dict[str, Any]) -> str:
@@ -104,19 +106,19 @@ def overall(counts: dict[str, Any]) -> str:
     return "pass" if counts["measured"] else "no results"
 
 
-def counts_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def counts_of(rows: list["ReportRow"]) -> dict[str, Any]:
     statuses: dict[str, int] = {}
     for r in rows:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        statuses[r.status] = statuses.get(r.status, 0) + 1
     return {
         "rows": len(rows),
-        "measured": sum(r["status"] == "measured" for r in rows),
-        "pass": sum(r["verdict"] == "pass" for r in rows if r["status"] == "measured"),
-        "degraded": sum(r["verdict"] == "degraded" for r in rows if r["status"] == "measured"),
-        "fail": sum(r["verdict"] == "fail" for r in rows if r["status"] == "measured"),
-        "failed_statuses": sum(r["failing"] and r["status"] != "measured" for r in rows),
+        "measured": sum(r.status == "measured" for r in rows),
+        "pass": sum(r.verdict == "pass" for r in rows if r.status == "measured"),
+        "degraded": sum(r.verdict == "degraded" for r in rows if r.status == "measured"),
+        "fail": sum(r.verdict == "fail" for r in rows if r.status == "measured"),
+        "failed_statuses": sum(r.failing and r.status != "measured" for r in rows),
         "statuses": dict(sorted(statuses.items())),
-        "regressions": sum(bool(r["regression"]) for r in rows),
+        "regressions": sum(bool(r.regression) for r in rows),
     }
 
 
@@ -160,19 +162,21 @@ METRIC_KEYS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreem
 ARTIFACT_KEYS = ("format", "quantize", "converter", "converter_version", "sha256", "size_bytes")
 
 
-def json_document(inp: "ReportInput", rows: list[dict[str, Any]]) -> dict[str, Any]:
+def json_document(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, Any]:
+    """report.json: the rows and the run as plain JSON, keys in the schema's order (RESULT_KEYS per row)."""
     results = []
     for row in rows:
-        art = row["artifact"]
+        art = row.artifact
         results.append({
-            "combo_key": row["combo_key"], "label": row["label"],
-            **{k: row[k] for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
-            "reason": clean(row["reason"]), "verdict": row["verdict"], "failing": row["failing"],
-            "metrics": {k: _number(row[k]) for k in METRIC_KEYS} if row["verdict"] is not None else {}, "checks": row["checks"], "tolerances": row["tolerances"],
-            "memory_figures": row["memory_figures"], "notes": row["notes"], "regression": row["regression"],
+            "combo_key": row.combo_key, "label": row.label,
+            **{k: getattr(row, k) for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
+            "reason": clean(row.reason), "verdict": row.verdict, "failing": row.failing,
+            "metrics": {k: _number(getattr(row, k)) for k in METRIC_KEYS} if row.verdict is not None else {},
+            "checks": [asdict(c) for c in row.checks], "tolerances": row.tolerances,
+            "memory_figures": row.memory_figures, "notes": row.notes, "regression": row.regression,
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
-            "flipped": row["flipped"],
-            "bundle": row.get("bundle"),
+            "flipped": [asdict(f) for f in row.flipped],
+            "bundle": row.bundle,
         })
     baselines = {fw: {"accuracy": b.get("accuracy"), "latency": b.get("latency") or {},
                       "memory_bytes": b.get("memory_bytes") or {}, "size_bytes": b.get("size_bytes")}
@@ -192,7 +196,7 @@ def _md(s: Any) -> str:
     return first_line(s, 160).replace("|", "\\|").replace("`", "'")
 
 
-def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "report.html") -> str:
+def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "report.html") -> str:
     counts = counts_of(rows)
     base = ", ".join(f"{fw} {fmt_pct(b.get('accuracy'))}" for fw, b in sorted(inp.baselines.items()))
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
@@ -202,51 +206,51 @@ def markdown(inp: "ReportInput", rows: list[dict[str, Any]], html_name: str = "r
              "| combination | acc | Δ pts | agree | flips | p50 ms | ×p50 | size | ×size | result |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in rows:
-        res = outcome(r) + (" ↓" if r["regression"] else "")
-        lines.append(f"| {_md(r['label'])} | {fmt_pct(r['accuracy'])} | {fmt_points(r['accuracy_delta_points'])} | "
-                     f"{fmt_pct(r['agreement'])} | {fmt_count(r['flipped_count'])} | {fmt_ms(r['p50_ms'])} | "
-                     f"{fmt_ratio(r['latency_ratio_p50'])} | {fmt_bytes(r['size_bytes'])} | "
-                     f"{fmt_ratio(r['size_ratio'])} | {'**' + res + '**' if r['failing'] else res} |")
-    failures = [r for r in rows if r["failing"]]
+        res = r.outcome + (" ↓" if r.regression else "")
+        lines.append(f"| {_md(r.label)} | {fmt_pct(r.accuracy)} | {fmt_points(r.accuracy_delta_points)} | "
+                     f"{fmt_pct(r.agreement)} | {fmt_count(r.flipped_count)} | {fmt_ms(r.p50_ms)} | "
+                     f"{fmt_ratio(r.latency_ratio_p50)} | {fmt_bytes(r.size_bytes)} | "
+                     f"{fmt_ratio(r.size_ratio)} | {'**' + res + '**' if r.failing else res} |")
+    failures = [r for r in rows if r.failing]
     if failures:
         lines += ["", "**Failures**", ""]
         for r in failures:
-            why = "; ".join(r["broken"]) if r["status"] == "measured" else first_line(r["reason"]) or "no reason recorded"
-            lines.append(f"- `{_md(r['label'])}` — {outcome(r)}: {_md(why)}"
-                         + (f" (reproducer: `{r['bundle']}/`)" if r.get("bundle") else ""))
-    regressed = [r for r in rows if r["regression"] and not r["failing"]]
+            why = "; ".join(r.broken) if r.status == "measured" else first_line(r.reason) or "no reason recorded"
+            lines.append(f"- `{_md(r.label)}` — {r.outcome}: {_md(why)}"
+                         + (f" (reproducer: `{r.bundle}/`)" if r.bundle else ""))
+    regressed = [r for r in rows if r.regression and not r.failing]
     if regressed:
         lines += ["", "**Regressions against earlier runs**", ""]
-        lines += [f"- `{_md(r['label'])}` — {_md('; '.join(r['regression']))}" for r in regressed]
+        lines += [f"- `{_md(r.label)}` — {_md('; '.join(r.regression))}" for r in regressed]
     lines += ["", f"<sub>Full report: `{html_name}` (plots, confusion difference, flipped samples).</sub>", ""]
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- JUnit XML
-def junit_xml(inp: "ReportInput", rows: list[dict[str, Any]]) -> str:
+def junit_xml(inp: "ReportInput", rows: list["ReportRow"]) -> str:
     """One testcase per row: a failure for verdict fail or a failing status, skipped where nothing could run."""
     suite = ET.Element("testsuite", name=clean(f"deploytool.{inp.model}.{inp.dataset}"))
     n_fail = n_skip = 0
     total_s = 0.0
     for row in rows:
-        seconds = sum(v for v in (num(x) for x in row["stage_seconds"].values()) if v)
+        seconds = sum(v for v in (num(x) for x in row.stage_seconds.values()) if v)
         total_s += seconds
-        case = ET.SubElement(suite, "testcase", classname=clean(f"{inp.model}.{row['framework']}.{row['target']}"),
-                             name=clean(row["label"]), time=f"{seconds:.3f}")
-        if row["failing"]:
+        case = ET.SubElement(suite, "testcase", classname=clean(f"{inp.model}.{row.framework}.{row.target}"),
+                             name=clean(row.label), time=f"{seconds:.3f}")
+        if row.failing:
             n_fail += 1
-            if row["status"] == "measured":
-                msg = "; ".join(row["broken"]) or "verdict fail"
+            if row.status == "measured":
+                msg = "; ".join(row.broken) or "verdict fail"
                 ET.SubElement(case, "failure", message=clean(first_line(msg, 500)), type="verdict_fail").text = \
-                    clean("\n".join(row["broken"]))
+                    clean("\n".join(row.broken))
             else:
-                ET.SubElement(case, "failure", message=clean(first_line(row["reason"], 500)) or row["status"],
-                              type=row["status"]).text = clean(row["reason"])
-        elif row["status"] != "measured":
+                ET.SubElement(case, "failure", message=clean(first_line(row.reason, 500)) or row.status,
+                              type=row.status).text = clean(row.reason)
+        elif row.status != "measured":
             n_skip += 1
-            ET.SubElement(case, "skipped", message=clean(f"{row['status']}: {first_line(row['reason'], 500)}"))
-        out = [f"verdict: {row['verdict']}"] if row["status"] == "measured" else []
-        out += row["broken"] + [f"regression: {x}" for x in row["regression"]] + [f"note: {n}" for n in row["notes"]]
+            ET.SubElement(case, "skipped", message=clean(f"{row.status}: {first_line(row.reason, 500)}"))
+        out = [f"verdict: {row.verdict}"] if row.status == "measured" else []
+        out += [*row.broken, *(f"regression: {x}" for x in row.regression), *(f"note: {n}" for n in row.notes)]
         if out:
             ET.SubElement(case, "system-out").text = clean("\n".join(out))
     suite.set("tests", str(len(rows)))
@@ -262,19 +266,19 @@ def junit_xml(inp: "ReportInput", rows: list[dict[str, Any]]) -> str:
 
 
 # ---------------------------------------------------------------- terminal
-TERMINAL_COLUMNS = (
-    ("combination", lambda r: r["label"]),
-    ("acc", lambda r: fmt_pct(r["accuracy"])),
-    ("Δpts", lambda r: fmt_points(r["accuracy_delta_points"])),
-    ("agree", lambda r: fmt_pct(r["agreement"])),
-    ("p50 ms", lambda r: fmt_ms(r["p50_ms"])),
-    ("×p50", lambda r: fmt_ratio(r["latency_ratio_p50"])),
-    ("size", lambda r: fmt_bytes(r["size_bytes"])),
-    ("result", lambda r: outcome(r) + (" ↓" if r["regression"] else "")),
+TERMINAL_COLUMNS: tuple[tuple[str, Callable[["ReportRow"], str]], ...] = (
+    ("combination", lambda r: r.label),
+    ("acc", lambda r: fmt_pct(r.accuracy)),
+    ("Δpts", lambda r: fmt_points(r.accuracy_delta_points)),
+    ("agree", lambda r: fmt_pct(r.agreement)),
+    ("p50 ms", lambda r: fmt_ms(r.p50_ms)),
+    ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
+    ("size", lambda r: fmt_bytes(r.size_bytes)),
+    ("result", lambda r: r.outcome + (" ↓" if r.regression else "")),
 )
 
 
-def plain_table(rows: list[dict[str, Any]]) -> str:
+def plain_table(rows: list["ReportRow"]) -> str:
     """The summary as a fixed-width table for a terminal (no colours: the CLI may add them)."""
     cells = [[h for h, _ in TERMINAL_COLUMNS]] + [[f(r) for _, f in TERMINAL_COLUMNS] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(TERMINAL_COLUMNS))]

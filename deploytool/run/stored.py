@@ -14,7 +14,7 @@ from deploytool.provenance import host_facts
 from deploytool.result import Result
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
-from deploytool.store import Store
+from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import expand, selectable
 from deploytool.workspace import Workspace
 
@@ -27,17 +27,17 @@ def for_store(ws: Workspace, result: Result) -> Result:
     return replace(result, **{k: ws.relative(Path(getattr(result, k))) for k in _FILES if getattr(result, k)})
 
 
-def stored_results(store: Store, ws: Workspace, run_id: str) -> list[Result]:
+def stored_results(store: ResultStore, ws: Workspace, run_id: str) -> list[Result]:
     """A run's rows from the store, with workspace files resolved to absolute paths."""
     return [replace(r, **{k: str(ws.absolute(getattr(r, k))) for k in _FILES if getattr(r, k)})
             for r in store.results_for(run_id)]
 
 
-def save(store: Store, ws: Workspace, result: Result) -> None:
+def save(store: ResultStore, ws: Workspace, result: Result) -> None:
     store.save(for_store(ws, result))
 
 
-def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Result], out_dir: Path | None = None,
+def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list[Result], out_dir: Path | None = None,
                  measure_baselines: bool = True):
     """The run report of `results` into `out_dir` (default: the run's report folder). `measure_baselines=False`
     (the lab's driver, which measures nothing): only the baselines `ctx` already has; each row's comparison still
@@ -57,9 +57,9 @@ def write_report(ctx: RunContext, store: Store, run_id: str, results: list[Resul
     return report.write_report(inp, out_dir or ctx.ws.report_dir(run_id))
 
 
-def context_for_stored_run(run: dict[str, Any], ws: Workspace) -> RunContext:
+def context_for_stored_run(run: RunRecord, ws: Workspace) -> RunContext:
     """The RunContext of a stored run, rebuilt from its recorded request; no browser or device is looked for."""
-    recorded = run.get("request") or {}
+    recorded = run.request
     req = MigrateRequest.from_json(recorded)
     identity = dict(recorded.get("identity") or {})
     if "browser_build" in recorded and recorded["browser_build"]:  # recorded before targets had identities
@@ -72,8 +72,8 @@ def _named_targets(req: MigrateRequest) -> list[str]:
     return expand(req.targets, selectable(), "target")
 
 
-def rebuild_report(run: dict[str, Any], store: Store, ws: Workspace) -> tuple[Any, list[Result]]:
+def rebuild_report(run: RunRecord, store: ResultStore, ws: Workspace) -> tuple[Any, list[Result]]:
     """Write the report of a stored migrate run again, from the database and the workspace."""
     ctx = context_for_stored_run(run, ws)
-    results = stored_results(store, ws, run["run_id"])
-    return write_report(ctx, store, run["run_id"], results), results
+    results = stored_results(store, ws, run.run_id)
+    return write_report(ctx, store, run.run_id, results), results

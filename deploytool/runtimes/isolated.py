@@ -1,37 +1,30 @@
 """In-process runtimes (host rows and the PC baseline) measured in a process of
 their own, so a row's memory figure is the model's and not an accident of what
-the measuring process imported or ran before. One spawned worker per runtime
-class, reused for a run's rows: its framework is imported when it starts, and
-each row's load + run is one measured span. The figure is that span's peak RSS
-above the worker's RSS just before it, after garbage collection and
-malloc_trim, so a row measures the same alone and inside a matrix.
-This module moves a measurement across the process boundary; the runtimes and
-measure.py do the measuring. It never compares or stores.
+the measuring process imported or ran before. One spawned worker (a
+`proc.worker.Worker`) per runtime class, reused for a run's rows: its framework
+is imported when it starts, and each row's load + run is one measured span. The
+figure is that span's peak RSS above the worker's RSS just before it, after
+garbage collection and malloc_trim, so a row measures the same alone and inside
+a matrix. This module moves a measurement across the process boundary; the
+runtimes and measure.py do the measuring, proc.worker runs the process. It
+never compares or stores.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
-from deploytool.convert.isolated import (
-    _submit_from_lasting_thread,
-    end_idle_pool,
-    exit_when_parent_dies,
-    kill_pool,
-    spawn_pool,
-)
 from deploytool.errors import StageFailed
+from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.measure import release_free_memory
-
-if TYPE_CHECKING:  # the process machinery is imported when a worker is first needed (a cached run needs none)
-    from concurrent.futures import ProcessPoolExecutor
 
 # What each figure of an isolated measurement is (the report's legend reads these).
 ISOLATED_DELTA = "isolated_peak_rss_delta_bytes"
@@ -46,12 +39,11 @@ PRIMING_LATENCY_SAMPLES = 20
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_BYTES = 128 * 1024
 
+# Set in the worker before its framework is imported.
+WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
-def _init_worker(ref: str, parent_pid: int) -> None:
-    exit_when_parent_dies(parent_pid)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import warnings
 
+def _init_worker(ref: str) -> None:
     warnings.filterwarnings("ignore")
     try:
         import ctypes
@@ -108,46 +100,39 @@ class RuntimeWorkers:
     """`measure(cls, options, artifact, inputs) -> Outputs`, each runtime class in its own reused worker."""
 
     def __init__(self) -> None:
-        self._pools: dict[str, ProcessPoolExecutor] = {}
-        self.started = 0  # workers spawned (a test counts them)
+        self._workers: dict[str, Worker] = {}
+        self.started = 0  # workers made (a test counts them); a failed one is replaced by a new one
 
-    def _pool(self, ref: str) -> ProcessPoolExecutor:
-        if ref not in self._pools:
-            self._pools[ref] = spawn_pool(_init_worker, (ref, os.getpid()))
+    def _worker(self, ref: str) -> Worker:
+        if ref not in self._workers:
+            self._workers[ref] = Worker(_init_worker, (ref,), env=WORKER_ENV)
             self.started += 1
-        return self._pools[ref]
+        return self._workers[ref]
 
     def warm(self, cls: type) -> None:
         """Start `cls`'s worker now (its framework imported), without waiting: a run starts its rows'
         workers while the conversions finish, so no row pays a framework's import."""
 
         ref = _ref(cls)
-        if ref not in self._pools:
-            _submit_from_lasting_thread(self._pool(ref), os.getpid)
-
-    def _kill(self, ref: str) -> str:
-        return kill_pool(self._pools.pop(ref, None))
+        if ref not in self._workers:
+            self._worker(ref).start()
 
     def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
-        from concurrent.futures import TimeoutError as FutureTimeout
-        from concurrent.futures.process import BrokenProcessPool
-
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
-            future = _submit_from_lasting_thread(self._pool(ref), _measure, ref, dict(options), artifact, inputs)
-            return future.result(timeout=timeout_s)
-        except FutureTimeout:
-            self._kill(ref)
+            return self._worker(ref).call(_measure, ref, dict(options), artifact, inputs, timeout=timeout_s)
+        except WorkerTimedOut:
+            self._workers.pop(ref, None)
             raise StageFailed("timeout", f"{cls.name} took longer than {timeout_s:g} s to load and run the model; "
                                          "it was stopped (raise --timeout if it needs longer)") from None
-        except BrokenProcessPool:
-            how = self._kill(ref)
+        except WorkerLost as e:
+            self._workers.pop(ref, None)
             raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed loading or running "
-                                                f"the model ({how})") from None
+                                                f"the model ({e.how})") from None
 
     def close(self) -> None:
-        for ref in list(self._pools):
-            end_idle_pool(self._pools.pop(ref))
+        for ref in list(self._workers):
+            self._workers.pop(ref).close()
 
 
 _open: RuntimeWorkers | None = None

@@ -1,10 +1,12 @@
 """`SqliteStore`: the default results database, a SQLite file in the workspace,
 kept with Python's own sqlite3 instead of SQLAlchemy, whose import alone costs
-a third of a second of every command's start. Same API, same tables, same
-file as `Store` (store.py), which stays the way to PostgreSQL and to SQLite
-URLs this module does not read (a driver name, connection options): a file
+a third of a second of every command's start. A sibling of `SqlAlchemyStore`
+(deploytool.store.sqlalchemy), which stays the way to PostgreSQL and to SQLite
+URLs this module does not read (a driver name, connection options): both are
+`ResultStore`s writing the tables and rows of deploytool.store.rows, so a file
 either one wrote, the other reads. It persists and queries; it never measures
-or judges, and errors leave as the same one-line `StoreError`s as `Store`'s.
+or judges, and errors leave as the same one-line `StoreError`s (worded by
+deploytool.store.messages). Nothing here imports SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -17,58 +19,21 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import parse_qsl, urlencode
 
 from deploytool.errors import StoreError
-from deploytool.provenance import host_name
 from deploytool.result import FINAL_STATUSES, Result
-from deploytool.store.sqlalchemy import (
-    METRIC_COLUMNS,
-    SQLITE_BUSY_TIMEOUT_S,
-    URL_HINT,
-    Store,
-    _finding_row,
-    _jsonable,
-    _now,
-    _result_row,
-    _sighting,
-    mask_url,
-)
+from deploytool.store import rows
+from deploytool.store.messages import SQLITE_BUSY_TIMEOUT_S, URL_HINT, explain, mask_url, scrub
+from deploytool.store.records import Finding, RunRecord, by_prefix
 
-# The tables exactly as SQLAlchemy creates them from Store's definitions on SQLite (a unit test holds the two
-# together): (column, SQL type, NOT NULL), then the table's constraints and its indexes.
-_VC255, _VC64, _VC40 = "VARCHAR(255)", "VARCHAR(64)", "VARCHAR(40)"
-TABLES: dict[str, tuple[tuple[tuple[str, str, bool], ...], tuple[str, ...], tuple[str, ...]]] = {
-    "runs": ((("run_id", _VC255, True), ("model", "TEXT", False), ("status", _VC64, False), ("host", "TEXT", False),
-              ("created_at", _VC40, False), ("updated_at", _VC40, False), ("request", "JSON", False)),
-             ("PRIMARY KEY (run_id)",), ()),
-    "results": ((("id", "INTEGER", True), ("run_id", _VC255, True), ("combo_key", _VC255, True),
-                 ("model", "TEXT", False), ("dataset", "TEXT", False), ("framework", _VC64, False),
-                 ("format", _VC64, False), ("quantize", _VC64, False), ("target", _VC64, False),
-                 ("device", "TEXT", False), ("backend", _VC64, False), ("runtime", _VC64, False),
-                 ("schema_version", "INTEGER", False), ("status", _VC64, False), ("reason", "TEXT", False),
-                 ("verdict", _VC64, False), *((m, "FLOAT", False) for m in METRIC_COLUMNS),
-                 ("details", "JSON", False), ("outputs_path", "TEXT", False), ("created_at", _VC40, False)),
-                ("PRIMARY KEY (id)", "CONSTRAINT uq_run_combo UNIQUE (run_id, combo_key)"),
-                ("CREATE INDEX ix_results_run_id ON results (run_id)",)),
-    "findings": ((("id", _VC64, True), ("signature", "JSON", False), ("owner", "TEXT", False),
-                  ("title", "TEXT", False), ("first_seen", _VC40, False), ("last_seen", _VC40, False),
-                  ("occurrences", "INTEGER", False), ("runs", "JSON", False), ("versions", "JSON", False),
-                  ("last_versions", "JSON", False), ("examples", "JSON", False), ("bundle", "TEXT", False),
-                  ("not_seen_since", "TEXT", False)),
-                 ("PRIMARY KEY (id)",), ()),
-    "study_points": ((("id", "INTEGER", True), ("run_id", _VC255, True), ("study", _VC64, False),
-                      ("point_key", _VC255, True), ("payload", "JSON", False), ("created_at", _VC40, False)),
-                     ("PRIMARY KEY (id)", "CONSTRAINT uq_run_point UNIQUE (run_id, point_key)"),
-                     ("CREATE INDEX ix_study_points_run_id ON study_points (run_id)",)),
-}
 # SQLite's own URI parameters, which SQLAlchemy passes on in the file URI (https://sqlite.org/uri.html)
 _URI_PARAMS = {"mode", "cache", "immutable", "nolock", "psow", "vfs"}
-_JSON = {t: {c for c, kind, _ in cols if kind == "JSON"} for t, (cols, _, _) in TABLES.items()}
+_JSON = {t.name: t.json_columns for t in rows.TABLES}
 
 
 def sqlite_target(url: str) -> tuple[str, bool] | None:
     """(what sqlite3.connect opens, whether it is a URI filename) for a plain SQLite URL — `sqlite:///path`, or
     `sqlite:///file:path?mode=ro&uri=true` as SQLAlchemy reads it — with a relative path made absolute, as
-    Store does; None for any other URL (PostgreSQL, a driver name, connection options, an in-memory database),
-    which Store keeps."""
+    SqlAlchemyStore does; None for any other URL (PostgreSQL, a driver name, connection options, an in-memory
+    database), which SqlAlchemyStore keeps."""
     head, sep, rest = url.partition(":///")
     path, _, query = rest.partition("?")
     pairs = parse_qsl(query, keep_blank_values=True)
@@ -84,15 +49,14 @@ def sqlite_target(url: str) -> tuple[str, bool] | None:
     return "file:" + file + (f"?{urlencode(params)}" if params else ""), True
 
 
-class SqliteStore(Store):
-    """`Store`'s API on a SQLite file through the standard library (see the module's docstring)."""
+class SqliteStore:
+    """A `ResultStore` on a plain SQLite file through the standard library (see the module's docstring)."""
 
     def __init__(self, url: str):
         target = sqlite_target(url)
         if target is None:
             raise StoreError(f"{mask_url(url)} is not a plain SQLite file URL; {URL_HINT}")
         self._database, self._uri = target
-        self._secrets = []  # a SQLite URL holds no password
         self.url = "sqlite:///" + self._database + (("&" if "?" in self._database else "?") + "uri=true"
                                                      if self._uri else "")
         self._create_schema()
@@ -134,16 +98,18 @@ class SqliteStore(Store):
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
+        """Turn any database failure inside the block into a one-line StoreError (a SQLite URL holds no
+        password to scrub)."""
         try:
             yield
         except sqlite3.Error as e:
-            raise StoreError(self._explain(doing, _Quoted(e))) from None
+            raise StoreError(explain(doing, self.url, scrub(_Quoted(e), []))) from None
 
     # schema -------------------------------------------------------------
     def _create_schema(self) -> None:
-        """Create the missing tables and add the columns a newer schema has (as Store does). A database that
-        has them all is only read, so a read-only results file opens; racing first runs queue on the write
-        lock, and each looks again under it, so none creates what another just made."""
+        """Create the missing tables and add the columns a newer schema has (as SqlAlchemyStore does). A
+        database that has them all is only read, so a read-only results file opens; racing first runs queue on
+        the write lock, and each looks again under it, so none creates what another just made."""
         with self._read("cannot open") as c:
             if not self._schema_changes(c):
                 return
@@ -153,17 +119,23 @@ class SqliteStore(Store):
 
     @staticmethod
     def _schema_changes(c: sqlite3.Connection) -> list[str]:
+        """The SQL that makes rows.TABLES here, to the text SQLAlchemy's DDL has on SQLite (a unit test holds
+        the two together), for the tables and columns missing."""
         have = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         changes = []
-        for table, (cols, constraints, indexes) in TABLES.items():
-            if table not in have:
-                body = [f"{name} {kind}" + (" NOT NULL" if not_null else "") for name, kind, not_null in cols]
-                changes.append(f"CREATE TABLE {table} (\n\t" + ", \n\t".join([*body, *constraints]) + "\n)")
-                changes.extend(indexes)
-        if "results" in have:
-            present = {r[1] for r in c.execute("PRAGMA table_info(results)")}
-            changes += [f'ALTER TABLE results ADD COLUMN "{name}" {kind}' for name, kind, _ in TABLES["results"][0]
-                        if name not in present]
+        for table in rows.TABLES:
+            if table.name not in have:
+                body = [f"{col.name} {col.sql_type}" + (" NOT NULL" if col.not_null else "") for col in table.columns]
+                keys = [f"PRIMARY KEY ({', '.join(col.name for col in table.columns if col.primary_key)})"]
+                if table.unique:
+                    keys.append(f"CONSTRAINT {table.unique[0]} UNIQUE ({', '.join(table.unique[1])})")
+                changes.append(f"CREATE TABLE {table.name} (\n\t" + ", \n\t".join([*body, *keys]) + "\n)")
+                changes += [f"CREATE INDEX ix_{table.name}_{col.name} ON {table.name} ({col.name})"
+                            for col in table.columns if col.index]
+        if rows.RESULTS.name in have:
+            present = {r[1] for r in c.execute(f"PRAGMA table_info({rows.RESULTS.name})")}
+            changes += [f'ALTER TABLE {rows.RESULTS.name} ADD COLUMN "{col.name}" {col.sql_type}'
+                        for col in rows.RESULTS.columns if col.name not in present]
         return changes
 
     # rows ---------------------------------------------------------------
@@ -189,97 +161,107 @@ class SqliteStore(Store):
 
     # runs -------------------------------------------------------------
     def start_run(self, run_id: str, model: str, request: dict[str, Any]) -> None:
-        row = {"run_id": run_id, "model": model, "host": host_name(), "status": "running",
-               "created_at": _now(), "updated_at": _now(), "request": _jsonable(request)}
+        """Record a run as running; starting it again (a resume, or a second host) keeps its first request."""
+        row = rows.run_row(run_id, model, request)
         with self._write("cannot record the run in") as c:
-            c.execute(*self._upsert_sql("runs", row, ("run_id",), ("status", "updated_at")))
+            c.execute(*self._upsert_sql("runs", row, ("run_id",), rows.RUN_RESTART_COLUMNS))
 
     def finish_run(self, run_id: str, status: str = "complete") -> None:
         with self._write("cannot record the end of the run in") as c:
-            c.execute("UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, _now(), run_id))
+            c.execute("UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?", (status, rows.now(), run_id))
 
-    def list_runs(self, limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self._read("cannot list the runs in") as c:
-            rows = c.execute("SELECT * FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
-        return [self._row("runs", r) for r in rows]
+            found = c.execute("SELECT * FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+        return [RunRecord.from_row(self._row("runs", r)) for r in found]
 
-    def get_run(self, run_id: str) -> dict[str, Any] | None:
+    def get_run(self, run_id: str) -> RunRecord | None:
         with self._read("cannot read the run from") as c:
             row = c.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:  # a unique prefix, as git allows ("_" and "%" in it are literal)
                 literal = run_id.replace("/", "//").replace("%", "/%").replace("_", "/_")
-                rows = c.execute("SELECT * FROM runs WHERE run_id LIKE ? || '%' ESCAPE '/' LIMIT 2",
-                                 (literal,)).fetchall()
-                row = rows[0] if len(rows) == 1 else None
-        return self._row("runs", row) if row is not None else None
+                found = c.execute("SELECT * FROM runs WHERE run_id LIKE ? || '%' ESCAPE '/' LIMIT 2",
+                                  (literal,)).fetchall()
+                row = found[0] if len(found) == 1 else None
+        return RunRecord.from_row(self._row("runs", row)) if row is not None else None
 
     # results ----------------------------------------------------------
     def save(self, r: Result) -> None:
-        row = _result_row(r)
+        """Insert the result, or replace the stored row of the same run and combination (a re-run's retry)."""
+        row = rows.result_row(r)
         keys = ("run_id", "combo_key")
         with self._write("cannot save a result in") as c:
             c.execute(*self._upsert_sql("results", row, keys, [k for k in row if k not in keys]))
 
     def results_for(self, run_id: str) -> list[Result]:
         with self._read("cannot read the results from") as c:
-            rows = c.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
-        return [self._to_result(self._row("results", r)) for r in rows]
+            found = c.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
+        return [rows.result_of_row(self._row("results", r)) for r in found]
 
     def final_keys(self, run_id: str) -> set[str]:
+        """Combinations of this run already finished for good (not to be measured again)."""
         finals = sorted(FINAL_STATUSES)
         with self._read("cannot read the results from") as c:
-            rows = c.execute(f"SELECT combo_key FROM results WHERE run_id = ? AND status IN "
-                             f"({', '.join('?' for _ in finals)})", (run_id, *finals)).fetchall()
-        return {r[0] for r in rows}
+            found = c.execute(f"SELECT combo_key FROM results WHERE run_id = ? AND status IN "
+                              f"({', '.join('?' for _ in finals)})", (run_id, *finals)).fetchall()
+        return {r[0] for r in found}
 
     def history(self, model: str, combo_keys: Iterable[str], before_run: str) -> dict[str, Result]:
+        """The latest measured result of each combination in earlier runs (for regression flags)."""
         keys = list(combo_keys)
         out: dict[str, Result] = {}
         with self._read("cannot read the history from") as c:
-            rows = c.execute(f"SELECT * FROM results WHERE model = ? AND combo_key IN ({', '.join('?' for _ in keys)}) "
-                             "AND run_id != ? AND status = 'measured' ORDER BY created_at, id",
-                             (model, *keys, before_run)).fetchall()
-        for r in rows:
-            out[r["combo_key"]] = self._to_result(self._row("results", r))
+            found = c.execute(f"SELECT * FROM results WHERE model = ? AND combo_key IN ({', '.join('?' for _ in keys)}) "
+                              "AND run_id != ? AND status = 'measured' ORDER BY created_at, id",
+                              (model, *keys, before_run)).fetchall()
+        for r in found:
+            out[r["combo_key"]] = rows.result_of_row(self._row("results", r))
         return out
 
     # study points -------------------------------------------------------
     def save_point(self, run_id: str, study: str, key: str, payload: dict[str, Any]) -> None:
-        row = {"run_id": run_id, "study": study, "point_key": key, "payload": _jsonable(payload), "created_at": _now()}
+        """Insert one point of a study run, or replace the stored point of the same key (a re-measured point)."""
+        row = rows.point_row(run_id, study, key, payload)
         keys = ("run_id", "point_key")
         with self._write("cannot save a study point in") as c:
             c.execute(*self._upsert_sql("study_points", row, keys, [k for k in row if k not in keys]))
 
     def points(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """A study run's points by key, in the order they were first stored."""
         with self._read("cannot read the study points from") as c:
-            rows = c.execute("SELECT point_key, payload FROM study_points WHERE run_id = ? ORDER BY id",
-                             (run_id,)).fetchall()
-        return {r["point_key"]: dict(self._row("study_points", r)["payload"] or {}) for r in rows}
+            found = c.execute("SELECT point_key, payload FROM study_points WHERE run_id = ? ORDER BY id",
+                              (run_id,)).fetchall()
+        return {r["point_key"]: dict(self._row("study_points", r)["payload"] or {}) for r in found}
 
     # findings -----------------------------------------------------------
     def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
-                       versions: dict[str, str], example: str, bundle: str) -> dict[str, Any]:
-        now = _now()
-        new = {"id": key, "signature": _jsonable(signature), "owner": owner, "title": title, "first_seen": now,
-               "last_seen": now, "occurrences": 0, "runs": [], "versions": {}, "last_versions": {}, "examples": [],
-               "bundle": ""}
+                       versions: dict[str, str], example: str, bundle: str) -> Finding:
+        """Add one sighting of a finding (created on its first); returns the finding as stored."""
+        at = rows.now()
+        new = rows.new_finding_row(key, signature, owner, title, at)
         with self._write("cannot record a finding in") as c:
             c.execute(*self._upsert_sql("findings", new, ("id",), ()))
-            f = _finding_row(self._row("findings", c.execute("SELECT * FROM findings WHERE id = ?", (key,)).fetchone()))
-            update = _sighting(f, title, run_id, versions, example, bundle, now)
+            f = Finding.from_json(self._row("findings", c.execute("SELECT * FROM findings WHERE id = ?",
+                                                                  (key,)).fetchone()))
+            after, update = rows.sighting(f, title, run_id, versions, example, bundle, at)
             c.execute(f"UPDATE findings SET {', '.join(f'{k} = ?' for k in update)} WHERE id = ?",
                       [*(self._value("findings", k, v) for k, v in update.items()), key])
-        return {**f, **update}
+        return after
 
     def mark_finding_absent(self, key: str, run_id: str, changed: dict[str, str]) -> None:
-        since = ", ".join(f"{p} {v}" for p, v in sorted(changed.items())) or f"run {run_id}"
+        """A run that ran the finding's combinations without it: "not seen since" the packages that changed."""
+        since = rows.not_seen_since(run_id, changed)
         with self._write("cannot update a finding in") as c:
             c.execute("UPDATE findings SET not_seen_since = ? WHERE id = ? AND not_seen_since IS NULL", (since, key))
 
-    def findings(self) -> list[dict[str, Any]]:
+    def findings(self) -> list[Finding]:
         with self._read("cannot read the findings from") as c:
-            rows = c.execute("SELECT * FROM findings ORDER BY last_seen DESC, id").fetchall()
-        return [_finding_row(self._row("findings", r)) for r in rows]
+            found = c.execute("SELECT * FROM findings ORDER BY last_seen DESC, id").fetchall()
+        return [Finding.from_json(self._row("findings", r)) for r in found]
+
+    def get_finding(self, prefix: str) -> Finding | None:
+        """A finding by its id or a unique prefix of it."""
+        return by_prefix(self.findings(), prefix)
 
 
 class _Quoted(Exception):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploytool.store import Store, open_store
+from deploytool.store import ResultStore, RunRecord, open_store
 from deploytool.workspace import Workspace, check_name, safe_segment, stable_hash
 
 
@@ -21,7 +21,7 @@ class StudyRun:
     model: str
     request: dict[str, Any]
     ws: Workspace
-    store: Store
+    store: ResultStore
 
     @classmethod
     def open(cls, study: str, model: str, request: dict[str, Any], workspace: str | Path | None = None,
@@ -39,11 +39,11 @@ class StudyRun:
         return cls(study, run_id, model, request, ws, store)
 
     @classmethod
-    def stored(cls, run: dict[str, Any], ws: Workspace, store: Store) -> "StudyRun":
+    def stored(cls, run: RunRecord, ws: Workspace, store: ResultStore) -> "StudyRun":
         """The study run of a stored run (for `deploytool report`)."""
-        request = dict(run.get("request") or {})
+        request = dict(run.request)
         study = request.pop("study")
-        return cls(study, run["run_id"], run["model"], request, ws, store)
+        return cls(study, run.run_id, run.model, request, ws, store)
 
     def points(self) -> dict[str, dict[str, Any]]:
         return self.store.points(self.run_id)

@@ -3,10 +3,10 @@ names, and what batch size, threads and optimizer/learning rate cost in training
 
 Inference: each runtime (the PC baselines Keras and PyTorch, LiteRT and onnxruntime on the host, TF.js on every
 backend, onnxruntime-web and tfjs-tflite in Chromium, benchmark_model on a phone) runs the grid threads x batch.
-Host runtimes run in a child process (sweep_worker.py) that times whole batches (sweep_measure.py); the browser and
-the phone run whole sets at each point, so there only batch 1 has per-sample percentiles (a phone's batches and
-latency runs are each a benchmark_model process, so its points run a few of each). Training: one child per grid
-point, through train.py's own fit functions. Models come from migrate's caches (trained models, converted
+Host runtimes run in a child process (sweep_worker.py, in a proc.worker.Worker) that times whole batches
+(sweep_measure.py); the browser and the phone run whole sets at each point, so there only batch 1 has per-sample
+percentiles (a phone's batches and latency runs are each a benchmark_model process, so its points run a few of
+each). Training: one child per grid point, through train.py's own fit functions. Models come from migrate's caches (trained models, converted
 artifacts). Every point is stored as it is measured; the same request resumes and measures only what is missing.
 """
 
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import subprocess
 import sys
 import time
 import tomllib
@@ -28,6 +26,7 @@ from deploytool import convert
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
 from deploytool.migrate import requested_targets
+from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.provenance import host_identity
 from deploytool.result import Combo
 from deploytool.run.context import RunContext, Source
@@ -35,11 +34,12 @@ from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
 from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
 from deploytool.spec import OPTIMIZERS, TrainSpec
+from deploytool.study import sweep_worker
 from deploytool.study.base import StudyRun
 from deploytool.study.report import write_study_report
 from deploytool.study.sweep_measure import PointBudget
 from deploytool.study.sweep_report import sections
-from deploytool.study.sweep_worker import TF_FORMATS
+from deploytool.study.sweep_worker import TF_FORMATS, WORKER_ENV
 from deploytool.targets import Position, RunSettings, all_targets, expand, get_target
 from deploytool.train import train
 from deploytool.workspace import Workspace
@@ -388,7 +388,7 @@ class _Inference:
             job = {"kind": "infer", "target": unit.target, "runtime": unit.runtime, "artifact": artifact.to_json(),
                    "inputs": str(self._inputs(artifact.layout)), "budget": asdict(self.budget), "points": points}
             try:
-                results = run_worker(job, self.tmp, self.ctx.ws.root / "logs" / f"{self.srun.run_id}.log")
+                results = run_worker(job, self.ctx.ws.root / "logs" / f"{self.srun.run_id}.log")
             except WorkerFailed as e:
                 results = [{"threads": t, "batch": b, "status": "error", "reason": str(e)}
                            for t, bs in points for b in bs]
@@ -463,10 +463,8 @@ def _train_point(ctx: Any, srun: Any, grid: Grid, fw: str, batch: int, threads: 
            "epochs": grid.train_epochs, "train_samples": grid.train_samples}
     base = {"kind": "train", "framework": fw, "batch_size": batch, "threads": threads, "optimizer": optimizer,
             "learning_rate": lr, "epochs": grid.train_epochs, "schedule": ctx.spec.train.schedule}
-    tmp = srun.ws.root / "tmp" / f"sweep-{srun.run_id}"
-    tmp.mkdir(parents=True, exist_ok=True)
     try:
-        raw = run_worker(job, tmp, srun.ws.root / "logs" / f"{srun.run_id}.log")
+        raw = run_worker(job, srun.ws.root / "logs" / f"{srun.run_id}.log")
     except WorkerFailed as e:
         return {**base, "status": "error", "reason": str(e)}
     return {**base, "status": "measured", **raw, **train_summary(raw, grid.target_accuracy)}
@@ -476,23 +474,18 @@ class WorkerFailed(Exception):
     pass
 
 
-def run_worker(job: dict[str, Any], tmp: Path, log_path: Path) -> Any:
-    """Run one job in a child process; its chatter goes to the run's log, the last lines explain a crash."""
-    import tempfile
-
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=tmp) as d:
-        job_path, result_path = Path(d) / "job.json", Path(d) / "result.json"
-        job_path.write_text(json.dumps(job))
-        with open(log_path, "ab") as log:
-            try:
-                proc = subprocess.run([sys.executable, "-m", "deploytool.study.sweep_worker", str(job_path),
-                                       str(result_path)], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                      timeout=WORKER_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise WorkerFailed(f"the measuring process took over {WORKER_TIMEOUT_S:.0f} s") from None
-        if proc.returncode != 0 or not result_path.exists():
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-            raise WorkerFailed(f"the measuring process exited with {proc.returncode}"
-                               + (f": {tail[0][:300]}" if tail else "") + f" (log: {log_path})")
-        return json.loads(result_path.read_text())
+def run_worker(job: dict[str, Any], log_path: Path) -> Any:
+    """Run one job in a fresh child process (sweep_worker.run); its chatter goes to the run's log, whose last line
+    explains a crash."""
+    with Worker(log_path=log_path, env=WORKER_ENV) as worker:
+        try:
+            return worker.call(sweep_worker.run, job, timeout=WORKER_TIMEOUT_S)
+        except WorkerTimedOut:
+            raise WorkerFailed(f"the measuring process took over {WORKER_TIMEOUT_S:.0f} s") from None
+        except WorkerLost as e:
+            tail = worker.log_tail(1)[:300]
+            raise WorkerFailed(f"the measuring process ended ({e.how})" + (f": {tail}" if tail else "")
+                               + f" (log: {log_path})") from None
+        except Exception as e:  # the job raised: its traceback is in the log
+            raise WorkerFailed(f"the measuring process failed: {type(e).__name__}: {str(e)[:300]} "
+                               f"(log: {log_path})") from None

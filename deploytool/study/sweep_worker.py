@@ -1,26 +1,24 @@
-"""One child process of the sweep: it measures one runtime at one or more thread counts over a list of batch
-sizes (`infer`), or trains one point of the training grid (`train`), and writes what it measured as JSON.
+"""One child process of the sweep (a `proc.worker.Worker` the sweep starts per job): `run(job)` measures one
+runtime at one or more thread counts over a list of batch sizes (`infer`), or trains one point of the training
+grid (`train`), and returns what it measured as plain JSON values.
 
 Why a child: TensorFlow fixes its thread pools when it starts, so a Keras point at another thread count needs a
 fresh process; and a process of its own gives each runtime a clean peak RSS and CPU time, not the parent's
 (which may hold TensorFlow, PyTorch and a browser driver at once). It never stores or reports.
-
-    python -m deploytool.study.sweep_worker JOB.json RESULT.json
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact
-from deploytool.convert.isolated import exit_when_parent_dies
 from deploytool.data import load_dataset
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import import_tensorflow
@@ -33,6 +31,8 @@ from deploytool.train.fit import fit_keras, fit_torch
 
 # TensorFlow's pools are sized when it starts: a format it runs gets its thread count before anything imports it.
 TF_FORMATS = ("keras", "saved_model")
+# Set in the child before anything imports TensorFlow.
+WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _pin_tensorflow_threads(threads: int) -> None:
@@ -122,14 +122,13 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
             "train_samples": int(len(ds.x_train)), "test_samples": int(len(ds.x_test))}
 
 
-def main(argv: list[str]) -> int:
-    exit_when_parent_dies(os.getppid())  # nobody would read a result once the sweep is gone
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    job = json.loads(Path(argv[0]).read_text())
-    result = infer(job) if job["kind"] == "infer" else train(job)
-    Path(argv[1]).write_text(json.dumps(result, default=float))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+def run(job: dict[str, Any]) -> Any:
+    """In the child: one job, its result as JSON values (numpy scalars made floats). A job that fails leaves its
+    traceback in the child's log (the sweep's run log) and raises."""
+    try:
+        result = infer(job) if job["kind"] == "infer" else train(job)
+        return json.loads(json.dumps(result, default=float))
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        raise

@@ -1,6 +1,8 @@
 """Conversions run in a child process: a converter killed mid-conversion (as
 the OOM killer does) or one past its timeout becomes that combination's
-result, and the next conversion gets a fresh worker and succeeds."""
+result, and the next conversion gets a fresh worker and succeeds. The worker
+itself (exit hooks then kill at the end, how a process ended, the parent-death
+guards) is tested on plain functions in tests/unit/test_proc_worker.py."""
 
 from __future__ import annotations
 
@@ -111,20 +113,3 @@ def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_co
         assert (tmp_path / "logs" / "convert-run1.log").exists() and (tmp_path / "logs" / "convert-torch-run1.log").exists()
     assert not (_worker_pids() - before)
 
-
-def test_an_idle_worker_runs_its_exit_hooks_then_ends_without_an_orderly_teardown(tmp_path):
-    """end_idle_pool: the worker's exit hooks (onnx2tf's temporary folders) run, then it is killed: a process
-    holding TensorFlow takes over a second to tear down in order, which every run's end used to wait for."""
-    import atexit
-    import os
-
-    from deploytool.convert.isolated import _init_worker, end_idle_pool, spawn_pool
-
-    pool = spawn_pool(_init_worker, (str(tmp_path / "worker.log"), os.getpid()))
-    marker = tmp_path / "exit-hook-ran"
-    pool.submit(atexit.register, marker.touch).result()
-    procs = list(pool._processes.values())
-    end_idle_pool(pool)
-    assert marker.exists(), "the worker's exit hooks ran before it ended"
-    assert procs and not any(p.is_alive() for p in procs)
-    end_idle_pool(spawn_pool(_init_worker, (str(tmp_path / "w2.log"), os.getpid())))  # never started: no spawn

@@ -55,12 +55,12 @@ def _night(lab, ws, store, name, **kw):
 
 def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double, lenet5_workspace, tmp_path):
     from deploytool.lab.labfile import load_lab
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     (tmp_path / "lab.toml").write_text(LAB)
     lab = load_lab(tmp_path / "lab.toml")
-    store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
     first = _night(lab, ws, store, "n1")
     (cell,) = first.judged
     assert cell.result.verdict == "pass" and cell.result.environment["lab_worker"] and not first.alerts
@@ -100,12 +100,12 @@ def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
     the test above in this file: its cached conversion and the 1-thread cell's context are reused.)"""
     from deploytool.lab.labfile import load_lab
     from deploytool.lab.night import run_night
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     (tmp_path / "lab.toml").write_text(LAB.replace('name = "t"', 'name = "r"').replace("[matrix]", "[matrix]\nthreads = [1, 2]"))
     lab = load_lab(tmp_path / "lab.toml")
-    store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
     for name in ("n1", "n2"):
         run_night(lab, ws, store, name, progress=False, log=lambda s: None)
     double.update(slower=1.3, flips=100, only_threads=2)  # one cell of two regresses, and fails (a bug bundle)
@@ -136,7 +136,7 @@ def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
 
 def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace, tmp_path):
     from deploytool.lab.labfile import load_lab
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     fake_target.register()
     try:
@@ -145,7 +145,7 @@ def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace
                                            .replace('formats = ["tflite"]', 'formats = ["onnx"]')
                                            .replace('runtimes = ["lab-double"]', ""))
         lab = load_lab(tmp_path / "lab.toml")
-        store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+        store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
         t = time.perf_counter()
         out = _night(lab, ws, store, "n1", no_worker_timeout_s=3)
         assert time.perf_counter() - t < 120
@@ -188,7 +188,7 @@ def _wait_for(what, check, timeout_s=300.0):
 def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet5_workspace, tmp_path):
     import signal
 
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     lab = tmp_path / "lab.toml"
@@ -198,10 +198,10 @@ def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet
     measured = lambda: [ln for ln in log.read_text().splitlines() if ln.startswith("done")] if log.exists() else []
 
     p = _driver(lab, ws.root, db, "k", {"sleep_s": 2, "log": str(log)})
-    _wait_for("the first stored cell", lambda: Store(db).results_for("lab-t-k") or p.poll() is not None)
+    _wait_for("the first stored cell", lambda: SqlAlchemyStore(db).results_for("lab-t-k") or p.poll() is not None)
     p.send_signal(signal.SIGKILL)
     p.communicate()
-    kept = len(Store(db).results_for("lab-t-k"))
+    kept = len(SqlAlchemyStore(db).results_for("lab-t-k"))
     assert 1 <= kept < 3
     p = _driver(lab, ws.root, db, "k", {"log": str(log)})
     out, err = p.communicate(timeout=600)
@@ -216,5 +216,5 @@ def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet
     out, err = p.communicate(timeout=120)
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("INFO: Created TensorFlow Lite")]
     assert p.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], err  # LiteRT's own C++ line aside
-    (night,) = [r for r in Store(db).list_runs(limit=100) if r["run_id"] == "lab-t-c"]
-    assert night["status"] == "interrupted"
+    (night,) = [r for r in SqlAlchemyStore(db).list_runs(limit=100) if r.run_id == "lab-t-c"]
+    assert night.status == "interrupted"

@@ -84,9 +84,9 @@ def _lines(log: Path, word: str) -> list[str]:
 def _convert_once(ws, tmp_path):
     from deploytool.lab.labfile import load_lab
     from deploytool.lab.night import run_night
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
     (tmp_path / "warm.toml").write_text(SMALL)
-    run_night(load_lab(tmp_path / "warm.toml"), ws, Store(f"sqlite:///{tmp_path / 'warm.db'}"), "warm",
+    run_night(load_lab(tmp_path / "warm.toml"), ws, SqlAlchemyStore(f"sqlite:///{tmp_path / 'warm.db'}"), "warm",
               progress=False, log=lambda s: None)
 
 
@@ -103,7 +103,7 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
         lenet5_workspace, phone, double, tmp_path):  # noqa: F811
     from deploytool.lab.labfile import load_lab
     from deploytool.lab.night import run_night
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     text = SMALL.replace('targets = ["host"]', 'targets = ["host", "android", "web"]') + \
@@ -111,7 +111,7 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
         f'benchmark_binary = "{BENCHMARK_MODEL_DOUBLE}"\n'
     (tmp_path / "lab.toml").write_text(text)
     lab = load_lab(tmp_path / "lab.toml")
-    store = Store(f"sqlite:///{tmp_path / 'lab.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
     # the artifact and the PC baseline made once here: two workers would make them into the same folders at once
     _convert_once(ws, tmp_path)
     log = tmp_path / "double.log"

@@ -14,20 +14,20 @@ pytestmark = pytest.mark.slow
 
 def test_nights_go_to_postgresql_and_are_judged_from_it(double, lenet5_workspace, tmp_path):  # noqa: F811
     from deploytool.lab.labfile import load_lab
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     (tmp_path / "lab.toml").write_text(LAB)
     lab = load_lab(tmp_path / "lab.toml")
     with _cluster() as (url, _):
-        store = Store(url)
+        store = SqlAlchemyStore(url)
         assert not _night(lab, ws, store, "n1").alerts
         double["slower"] = 1.3
         second = _night(lab, ws, store, "n2")
         (j,) = second.alerts  # judged against the first night, read back from PostgreSQL
         assert j.previous_night == "lab-t-n1" and any(c.metric == "latency" for c in j.changes if c.alert)
-        fresh = Store(url)
-        nights = {r["run_id"]: r["status"] for r in fresh.list_runs(limit=100) if r["model"] == "lab:t"}
+        fresh = SqlAlchemyStore(url)
+        nights = {r.run_id: r.status for r in fresh.list_runs(limit=100) if r.model == "lab:t"}
         assert nights == {"lab-t-n1": "complete", "lab-t-n2": "complete"}
         (row,) = fresh.results_for("lab-t-n2")
         assert row.status == "measured" and row.environment["lab_worker"] and row.environment["lab_host"]

@@ -19,7 +19,7 @@ def test_model_and_abi_selectors_resolve_to_the_phone_and_an_unmatched_model_is_
         lenet5_workspace, phone, tmp_path):  # noqa: F811
     from deploytool.lab.labfile import load_lab
     from deploytool.lab.night import run_night
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
     model = phone.props["ro.product.model"]
@@ -27,7 +27,7 @@ def test_model_and_abi_selectors_resolve_to_the_phone_and_an_unmatched_model_is_
     text = SMALL.replace('targets = ["host"]', 'targets = ["android"]').replace('runtimes = ["lab-double"]', "") + \
         f'\n[target_options.android]\ndevices = {selectors!r}\nbenchmark_binary = "{BENCHMARK_MODEL_DOUBLE}"\n'
     (tmp_path / "lab.toml").write_text(text.replace("'", '"'))
-    out = run_night(load_lab(tmp_path / "lab.toml"), ws, Store(f"sqlite:///{tmp_path / 'lab.db'}"), "n1",
+    out = run_night(load_lab(tmp_path / "lab.toml"), ws, SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}"), "n1",
                     progress=False, log=lambda s: None, no_worker_timeout_s=3)
     rows = {r.combo.device: r for r in (j.result for j in out.judged)}
     # the model and the ABI both chose this phone (one cell); had either matched nothing, it would be a row of its own

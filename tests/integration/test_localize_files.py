@@ -103,17 +103,17 @@ def test_a_user_onnx_row_names_the_op_that_quantization_breaks(tmp_path, digits_
     # the same row on a second night is the same finding, counted again; its folder is an onnxruntime issue
     # with the backend-test layout and the minimal cut
     from deploytool.bugs.upstream import record_and_write
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp_path / "ws")
-    store = Store(ws.default_db_url)
+    store = SqlAlchemyStore(ws.default_db_url)
     (first,) = record_and_write(store, ws, "night-1", [result])
     again, _ = _migrate_and_localize(tmp_path, model, digits_npz, "onnx", "dynamic", run_id="night-2")
     (second,) = record_and_write(store, ws, "night-2", [again])
-    assert second["id"] == first["id"] and second["occurrences"] == 2 and second["runs"] == ["night-1", "night-2"]
-    assert second["last_seen"] >= first["last_seen"] and second["owner"] == "microsoft/onnxruntime"
-    folder = ws.finding_dir(second["id"])
+    assert second.id == first.id and second.occurrences == 2 and second.runs == ("night-1", "night-2")
+    assert second.last_seen >= first.last_seen and second.owner == "microsoft/onnxruntime"
+    folder = ws.finding_dir(second.id)
     issue = (folder / "issue.md").read_text()
     assert "Is this a quantized model? yes (dynamic)" in issue and "`backend_test/`" in issue, issue
     assert (folder / "backend_test" / "test_data_set_0" / "input_0.pb").is_file() and (folder / "minimal").is_dir()

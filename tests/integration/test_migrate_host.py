@@ -265,10 +265,10 @@ def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(
     """The bundle-test row fails only by a strict tolerance: no single layer breaks, and localize says so."""
     from deploytool.errors import UnknownOption
     from deploytool.localize import localize_run
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
-    store = Store(ws.default_db_url)
+    store = SqlAlchemyStore(ws.default_db_url)
     (found,) = localize_run(store.get_run("bundle-test"), store, ws, log=lambda s: None)
     result, loc = found
     assert result.combo.quantize == "int8" and loc.first_bad is None

@@ -120,10 +120,10 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
     from pathlib import Path
 
     from deploytool.localize import localize_run
-    from deploytool.store import Store
+    from deploytool.store import SqlAlchemyStore
 
     ws, *_ = lenet5_workspace
-    store = Store(ws.default_db_url)
+    store = SqlAlchemyStore(ws.default_db_url)
     found = localize_run(store.get_run("web-all"), store, ws, "tflite/dynamic", log=lambda s: None)
     by_fw = {r.combo.framework: loc for r, loc in found}
     assert set(by_fw) == {"keras", "torch"}
@@ -140,13 +140,13 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
         assert "## Where it goes wrong" in (bundle / "README.md").read_text()
     # the two bugs are two findings whose folders now hold the minimal cut; the one that cannot load is TF.js's
     # (the other is pinned on TF.js only when the run also has the host rows that pass: `make demo` has them)
-    two = [f for f in store.findings() if "web-all" in f["runs"] and "tflite (dynamic)" in f["title"]]
-    assert len(two) == 2, [(f["owner"], f["title"]) for f in store.findings()]
-    assert any(f["owner"] == "tensorflow/tfjs" and f["signature"]["stage"] == "load" for f in two), two
+    two = [f for f in store.findings() if "web-all" in f.runs and "tflite (dynamic)" in f.title]
+    assert len(two) == 2, [(f.owner, f.title) for f in store.findings()]
+    assert any(f.owner == "tensorflow/tfjs" and f.signature["stage"] == "load" for f in two), two
     for f in two:
-        folder = ws.root / "findings" / f["id"]
+        folder = ws.root / "findings" / f.id
         issue = (folder / "issue.md").read_text()
-        assert f"{f['owner']}/issues/new" in issue and "## Minimal model" in issue and (folder / "minimal").is_dir()
+        assert f"{f.owner}/issues/new" in issue and "## Minimal model" in issue and (folder / "minimal").is_dir()
 
 
 def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, lenet5_workspace, capsys):

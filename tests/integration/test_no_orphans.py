@@ -3,7 +3,8 @@ A parent is SIGKILLed (no cleanup code of ours runs) and every process it
 started (the TensorFlow conversion worker, multiprocessing's resource tracker,
 Playwright's node driver, every Chromium process) must be gone within a few
 seconds. The parents are real: small driver scripts around IsolatedConverter
-(tests/integration/orphan_driver.py) and `python -m deploytool migrate`."""
+(tests/integration/orphan_driver.py) and `python -m deploytool migrate`. The
+guards on a plain worker, without TensorFlow: tests/unit/test_proc_worker.py."""
 
 from __future__ import annotations
 
@@ -155,33 +156,6 @@ def test_a_worker_spawned_by_an_ended_thread_lives_on_and_still_dies_with_its_pr
         assert worker.pid in {c.pid for c in fam.alive()}, fam.stderr_tail()
         gone_s = fam.kill_parent()
         assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
-    finally:
-        fam.clean_up()
-
-
-def test_the_portable_watchdog_alone_ends_an_orphan(tmp_path):
-    """Without prctl (as on macOS), the watchdog thread ends a worker whose parent died."""
-    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "watchdog")
-    try:
-        worker, ready = fam.line(), fam.line()
-        assert ready == "ready"
-        fam.look()
-        assert int(worker.split()[1]) in {c.pid for c in fam.alive()}, fam.stderr_tail()
-        gone_s = fam.kill_parent()
-        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
-    finally:
-        fam.clean_up()
-
-
-def test_a_worker_whose_parent_died_before_the_guard_ran_exits_at_once(tmp_path):
-    """The race the parent-death signal cannot cover: by the time the worker sets it up, the
-    parent is already gone (the worker was re-parented). The worker must end there, before it
-    could take any work."""
-    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "parent-gone-before-guard")
-    try:
-        t0 = time.monotonic()
-        assert fam.line() == "exit 1", fam.stderr_tail()
-        assert time.monotonic() - t0 < 30
     finally:
         fam.clean_up()
 

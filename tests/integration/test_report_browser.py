@@ -45,8 +45,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     inp = _synthetic_run()(tmp_path / "data", n_samples=600)
     paths = write_report(inp, tmp_path / "report")
     rows = summary_rows(inp)
-    measured = [r for r in rows if r["status"] == "measured"]
-    with_flips = [r for r in measured if r["flipped_count"]]
+    measured = [r for r in rows if r.status == "measured"]
+    with_flips = [r for r in measured if r.flipped_count]
     assert with_flips, "the synthetic run must contain flipped samples"
     shot = tmp_path / "report.png"
 
@@ -63,8 +63,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
             labels = page.locator("table.summary tbody tr")
             assert labels.count() == len(rows)
             first = page.locator("table.summary tbody tr").first.locator("td").nth(5).inner_text()
-            assert first.strip() == f"{100 * rows[0]['accuracy']:.2f}%"
-            assert page.locator("table.summary tbody tr.failing").count() == sum(r["failing"] for r in rows)
+            assert first.strip() == f"{100 * rows[0].accuracy:.2f}%"
+            assert page.locator("table.summary tbody tr.failing").count() == sum(r.failing for r in rows)
 
             n_points = page.locator("svg.scatter .pt").count()
             assert n_points == len(measured) + len(inp.baselines)
@@ -81,7 +81,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
             assert coloured > 0
 
             imgs = page.locator("#gallery img")
-            assert imgs.count() == sum(min(24, int(r["flipped_count"])) for r in with_flips)
+            assert imgs.count() == sum(min(24, int(r.flipped_count)) for r in with_flips)
             decoded = page.evaluate("""() => Array.from(document.querySelectorAll('#gallery img'))
                 .map(i => [i.complete, i.naturalWidth, i.naturalHeight])""")
             assert all(c and w == 56 and h == 56 for c, w, h in decoded), decoded[:3]

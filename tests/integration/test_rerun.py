@@ -42,9 +42,9 @@ def user_inputs(folder: Path, n: int = 64) -> tuple[Path, Path]:
 
 def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(tmp_path, monkeypatch):
     from deploytool import runtimes
-    from deploytool.convert.isolated import IsolatedConverter
     from deploytool.devices.browser import Chromium
     from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.proc.worker import Worker
     from deploytool.runtimes import isolated
 
     model, data = user_inputs(tmp_path / "in")
@@ -58,13 +58,14 @@ def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(t
     assert "FULLY_CONNECTED" in web.reason
 
     launched: list[str] = []
-    real_make, real_start, real_launch = runtimes.make_runtime, IsolatedConverter._start, Chromium.launch
+    real_make, real_spawn, real_launch = runtimes.make_runtime, Worker._spawn, Chromium.launch
     counting_make = lambda *a, **k: launched.append(f"runtime {a}") or real_make(*a, **k)
     monkeypatch.setattr(runtimes, "make_runtime", counting_make)
     real_measure = isolated.measure_in_own_process
     monkeypatch.setattr(isolated, "measure_in_own_process",
                         lambda *a, **k: launched.append(f"runtime worker {a[0].name}") or real_measure(*a, **k))
-    monkeypatch.setattr(IsolatedConverter, "_start", lambda self: launched.append("converter") or real_start(self))
+    # any child process: a converter, a runtime's measuring worker, a training
+    monkeypatch.setattr(Worker, "_spawn", lambda self: launched.append("worker process") or real_spawn(self))
     monkeypatch.setattr(Chromium, "launch", lambda self: launched.append("chromium") or real_launch(self))
     again = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
     assert again.run_id == first.run_id and again.reused == 2 and launched == []

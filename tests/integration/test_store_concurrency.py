@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploytool.store import Store
+from deploytool.store import SqlAlchemyStore
 from tests.store_hammer import check_last_write_wins, hammer
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
@@ -19,4 +19,4 @@ WRITERS, KEYS, SAVES = 4, 10, 60
 def test_concurrent_first_runs_and_saves_on_one_sqlite_file(tmp_path):
     url = f"sqlite:///{tmp_path / 'results.db'}"  # a fresh file: every writer creates the schema at once
     lasts = hammer(url, WRITERS, KEYS, SAVES)
-    check_last_write_wins(Store(url), lasts, KEYS)
+    check_last_write_wins(SqlAlchemyStore(url), lasts, KEYS)

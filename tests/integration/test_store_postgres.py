@@ -18,7 +18,7 @@ import pytest
 
 from deploytool.errors import StoreError
 from deploytool.result import Combo, Result
-from deploytool.store import Store
+from deploytool.store import SqlAlchemyStore
 from tests import results as factory
 from tests.conftest import run_cli
 from tests.store_hammer import check_last_write_wins, hammer
@@ -79,7 +79,7 @@ def result(run_id: str, key: str, status: str = "measured", acc: float = 0.9) ->
 
 
 def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
-    s = Store(pg_url)
+    s = SqlAlchemyStore(pg_url)
     s.start_run("pg1", "m", {"targets": ["host"], "weird": float("inf")})
     s.save(result("pg1", "a"))
     s.save(result("pg1", "b", status="device_lost"))
@@ -92,7 +92,7 @@ def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
     s.start_run("pg2", "m", {})
     assert s.history("m", ["a"], before_run="pg2")["a"].run_id == "pg1"
     # a second host (a second engine) sees the same results
-    assert {r["run_id"] for r in Store(pg_url).list_runs()} == {"pg1", "pg2"}
+    assert {r.run_id for r in SqlAlchemyStore(pg_url).list_runs()} == {"pg1", "pg2"}
 
 
 def test_migrate_writes_to_postgres_and_report_reads_it(pg_url, lenet5_workspace):
@@ -100,7 +100,7 @@ def test_migrate_writes_to_postgres_and_report_reads_it(pg_url, lenet5_workspace
     r = run_cli("migrate", "--model", "lenet5", "--framework", "keras", "--format", "tflite", "--quantize", "none",
                 "--workspace", str(ws.root), "--db", pg_url, "--run-id", "pg-run", "--quiet", "--latency-samples", "50")
     assert r.returncode == 0, r.stderr
-    rows = Store(pg_url).results_for("pg-run")
+    rows = SqlAlchemyStore(pg_url).results_for("pg-run")
     assert len(rows) == 1 and rows[0].status == "measured" and rows[0].metrics["agreement"] == 1.0
     r = run_cli("report", "--list", "--workspace", str(ws.root), env={"DEPLOYTOOL_DB": pg_url})
     assert r.returncode == 0 and "pg-run" in r.stdout
@@ -130,12 +130,12 @@ def _fresh_database(pg_url: str, name: str) -> str:
 def test_concurrent_first_runs_and_saves_on_postgres(pg_url):
     url = _fresh_database(pg_url, "hammer")  # every writer creates the schema at the same moment
     lasts = hammer(url, writers=4, n_keys=10, n_saves=100)  # 400 saves, colliding on 10 keys
-    check_last_write_wins(Store(url), lasts, n_keys=10)
+    check_last_write_wins(SqlAlchemyStore(url), lasts, n_keys=10)
 
 
 def test_long_run_ids_and_names_fit_and_an_old_narrow_schema_is_widened(pg_url):
     url = _fresh_database(pg_url, "narrow")
-    s = Store(url)
+    s = SqlAlchemyStore(url)
     with s.engine.begin() as c:  # the columns as deploytool created them before they were widened
         for table, col in (("runs", "run_id"), ("results", "run_id"), ("results", "combo_key")):
             c.execute(s.sa.text(f"ALTER TABLE {table} ALTER COLUMN {col} TYPE varchar(64)"))
@@ -143,14 +143,14 @@ def test_long_run_ids_and_names_fit_and_an_old_narrow_schema_is_widened(pg_url):
     run_id, model = "r" * 100, "m" * 100  # the longest the CLI accepts
     long = Result(run_id=run_id, combo_key="k" * 100, model=model, dataset="d" * 100,
                   combo=Combo("torch", "onnx", "int8", "android", device="s" * 100, backend="nnapi"), status="measured")
-    s = Store(url)
+    s = SqlAlchemyStore(url)
     s.start_run(run_id, model, {})
     s.save(long)
-    assert [r.combo_key for r in s.results_for(run_id)] == ["k" * 100] and s.get_run(run_id)["model"] == model
+    assert [r.combo_key for r in s.results_for(run_id)] == ["k" * 100] and s.get_run(run_id).model == model
 
 
 def test_a_value_too_long_for_its_column_is_a_one_line_store_error(pg_url):
-    s = Store(pg_url)
+    s = SqlAlchemyStore(pg_url)
     with pytest.raises(StoreError) as e:
         s.start_run("x" * 300, "m", {})
     msg = str(e.value)
@@ -159,14 +159,14 @@ def test_a_value_too_long_for_its_column_is_a_one_line_store_error(pg_url):
 
 def test_a_database_that_does_not_exist_on_the_server_is_a_one_line_store_error(pg_url):
     with pytest.raises(StoreError) as e:
-        Store(pg_url.rsplit("/", 1)[0] + "/no_such_db")
+        SqlAlchemyStore(pg_url.rsplit("/", 1)[0] + "/no_such_db")
     msg = str(e.value)
     assert "\n" not in msg and 'database "no_such_db" does not exist' in msg and "create the database" in msg
 
 
 def test_a_database_server_that_goes_away_is_a_one_line_store_error():
     with _cluster() as (url, stop):
-        s = Store(url)
+        s = SqlAlchemyStore(url)
         s.start_run("gone", "m", {})
         s.save(result("gone", "a"))
         with s.engine.connect() as c:  # a server restart drops every pooled connection ...

@@ -26,8 +26,8 @@ def study(tmp_path_factory):
     ws = Workspace.open(tmp_path_factory.mktemp("ws-frameworks"))
     assert main(["study", "frameworks", *ARGS, "--workspace", str(ws.root)]) == 0
     store = open_store(None, ws.default_db_url)
-    run = next(r for r in store.list_runs() if r["run_id"].startswith("frameworks-lenet1-"))
-    return ws, run["run_id"], store.points(run["run_id"])
+    run = next(r for r in store.list_runs() if r.run_id.startswith("frameworks-lenet1-"))
+    return ws, run.run_id, store.points(run.run_id)
 
 
 def test_both_twins_train_over_the_seeds_pinned_to_the_requested_threads(study):

@@ -11,7 +11,7 @@ import pytest
 
 from deploytool.bugs import findings
 from deploytool.result import Combo
-from deploytool.store import Store
+from deploytool.store import SqlAlchemyStore
 from deploytool.store.sqlite import SqliteStore
 from deploytool.bugs.upstream import write_finding
 from tests import results as factory
@@ -58,7 +58,7 @@ def test_an_accuracy_fault_is_pinned_on_the_runtime_when_the_same_file_passes_on
     assert alone.runtime == "" and findings.owner_of(alone) == "tensorflow/tensorflow"
 
 
-@pytest.mark.parametrize("store_class", [Store, SqliteStore], ids=["sqlalchemy", "sqlite3"])
+@pytest.mark.parametrize("store_class", [SqlAlchemyStore, SqliteStore], ids=["sqlalchemy", "sqlite3"])
 def test_sightings_are_counted_and_an_upgrade_that_fixes_it_is_noticed(tmp_path, store_class):
     store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     v1 = {"tfjs-tflite": "0.0.1-alpha.10", "numpy": "1.26.4"}
@@ -66,22 +66,22 @@ def test_sightings_are_counted_and_an_upgrade_that_fixes_it_is_noticed(tmp_path,
     findings.record_run(store, "night-2", [replace(_load_failure(), run_id="night-2")], v1)
     findings.record_run(store, "night-2", [replace(_load_failure(), run_id="night-2")], v1)  # a resumed run
     (again,) = store.findings()
-    assert again["id"] == f["id"] and again["occurrences"] == 3 and again["runs"] == ["night-1", "night-2"]
-    assert again["not_seen_since"] is None and again["last_versions"]["tfjs-tflite"] == "0.0.1-alpha.10"
+    assert again.id == f.id and again.occurrences == 3 and again.runs == ("night-1", "night-2")
+    assert again.not_seen_since is None and again.last_versions["tfjs-tflite"] == "0.0.1-alpha.10"
     fixed = replace(_load_failure(), status="measured", reason="", comparison=factory.comparison(),
                     measurement=factory.measurement(), run_id="night-3")
     assert findings.record_run(store, "night-3", [fixed], {**v1, "tfjs-tflite": "0.0.1-alpha.11"}) == []
     (after,) = store.findings()
-    assert after["not_seen_since"] == "tfjs-tflite 0.0.1-alpha.11" and after["occurrences"] == 3
+    assert after.not_seen_since == "tfjs-tflite 0.0.1-alpha.11" and after.occurrences == 3
     findings.record_run(store, "night-4", [replace(_load_failure(), run_id="night-4")],
                         {**v1, "tfjs-tflite": "0.0.1-alpha.12"})
     (back,) = store.findings()
-    assert back["not_seen_since"] is None and back["versions"]["tfjs-tflite"] == ["0.0.1-alpha.10", "0.0.1-alpha.12"]
-    assert store.get_finding(f["id"][:6])["id"] == f["id"] and store.get_finding("zz") is None
+    assert back.not_seen_since is None and back.versions["tfjs-tflite"] == ("0.0.1-alpha.10", "0.0.1-alpha.12")
+    assert store.get_finding(f.id[:6]).id == f.id and store.get_finding("zz") is None
 
 
 def test_issue_md_is_addressed_to_the_owner_with_its_template_fields(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
     (f,) = findings.record_run(store, "n1", [_load_failure()], {"tfjs-tflite": "0.0.1-alpha.10", "numpy": "1.26"})
     out = write_finding(f, tmp_path / "finding")
     text = (out / "issue.md").read_text()

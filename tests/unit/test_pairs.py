@@ -9,7 +9,7 @@ from dataclasses import replace
 from deploytool.bugs import findings
 from deploytool.report.pairs import converter_pairs, row_of
 from deploytool.result import Combo
-from deploytool.store import Store
+from deploytool.store import SqlAlchemyStore
 from tests import results as factory
 
 LITERT = Combo("torch", "tflite", "int8", "host")
@@ -30,7 +30,7 @@ def _rows(onnx2tf_agreement: float = 0.30, onnx2tf_verdict: str = "fail"):
 def test_a_failing_converter_departs_when_another_gets_the_same_source_right():
     (pair,) = converter_pairs([row_of(r) for r in _rows()])
     assert (pair.framework, pair.artifact_format, pair.quantize) == ("torch", "tflite", "int8")
-    assert [e["converter"] for e in pair.entries] == ["litert_torch", "torch.onnx + onnx2tf"]
+    assert [e.converter for e in pair.entries] == ["litert_torch", "torch.onnx + onnx2tf"]
     assert pair.departs == ["torch.onnx + onnx2tf"]
     assert "litert_torch (99.0% agreement) on the same source does not" in pair.sentence
     (close,) = converter_pairs([row_of(r) for r in _rows(0.985, "pass")])
@@ -40,10 +40,10 @@ def test_a_failing_converter_departs_when_another_gets_the_same_source_right():
 
 
 def test_the_finding_says_which_converter_departs(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
     (f,) = findings.record_run(store, "r", _rows(), {"numpy": "1"})
-    assert f["owner"] == "PINTO0309/onnx2tf"
-    assert "(torch.onnx + onnx2tf departs from the source's outputs; litert_torch" in f["title"], f["title"]
+    assert f.owner == "PINTO0309/onnx2tf"
+    assert "(torch.onnx + onnx2tf departs from the source's outputs; litert_torch" in f.title, f.title
 
 
 def test_the_report_shows_the_pair_side_by_side(tmp_path):

@@ -168,45 +168,45 @@ def test_summary_rows_are_in_reading_order_and_carry_the_derived_words(written):
     inp, _ = written
     rows = summary_rows(inp)
     assert len(rows) == len(inp.results)
-    keys = [(r["target"], r["backend"]) for r in rows if r["format"] == "tflite"]
-    quants = [r["quantize"] for r in rows if r["format"] == "tflite" and r["target"] == "host"]
+    keys = [(r.target, r.backend) for r in rows if r.format == "tflite"]
+    quants = [r.quantize for r in rows if r.format == "tflite" and r.target == "host"]
     assert quants == ["none", "fp16", "dynamic", "int8"], quants
     assert keys  # tflite rows exist on every target
-    formats = [r["format"] for r in rows]
+    formats = [r.format for r in rows]
     assert formats.index("tflite") < formats.index("tfjs_graph") < formats.index("onnx")
-    host = next(r for r in rows if r["target"] == "host" and r["status"] == "measured")
-    assert host["memory_figures"] == ["process_peak_rss_delta_bytes", "process_peak_rss_delta_bytes"]
-    web = next(r for r in rows if r["target"] == "web" and r["status"] == "measured")
-    assert web["memory_figures"][0] == "renderer_peak_rss_bytes"
+    host = next(r for r in rows if r.target == "host" and r.status == "measured")
+    assert host.memory_figures == ("process_peak_rss_delta_bytes", "process_peak_rss_delta_bytes")
+    web = next(r for r in rows if r.target == "web" and r.status == "measured")
+    assert web.memory_figures[0] == "renderer_peak_rss_bytes"
     for r in rows:
-        res = next(x for x in inp.results if x.combo_key == r["combo_key"])
-        assert r["failing"] == res.failing
+        res = next(x for x in inp.results if x.combo_key == r.combo_key)
+        assert r.failing == res.failing
         broken = [c for c in (res.comparison.checks if res.comparison is not None else []) if c.outcome != "pass"]
-        assert len(r["broken"]) == len(broken)
-        for desc, c in zip(r["broken"], broken):
+        assert len(r.broken) == len(broken)
+        for desc, c in zip(r.broken, broken):
             assert desc.startswith(c.metric) and c.outcome in desc
-    int8 = next(r for r in rows if r["quantize"] == "int8" and r["target"] == "host" and r["format"] == "tflite")
-    assert int8["verdict"] in ("degraded", "fail") and int8["broken"], "noisy int8 outputs must break a tolerance"
-    assert "\x1b" not in "".join(r["reason"] for r in rows)
+    int8 = next(r for r in rows if r.quantize == "int8" and r.target == "host" and r.format == "tflite")
+    assert int8.verdict in ("degraded", "fail") and int8.broken, "noisy int8 outputs must break a tolerance"
+    assert "\x1b" not in "".join(r.reason for r in rows)
 
 
 def test_regression_flags_come_from_history_only_where_something_got_worse(written):
     inp, _ = written
     rows = summary_rows(inp)
-    flagged = {r["combo_key"]: r["regression"] for r in rows if r["regression"]}
-    dyn = next(r for r in rows if r["format"] == "tflite" and r["quantize"] == "dynamic" and r["target"] == "host")
-    same = next(r for r in rows if r["format"] == "onnx" and r["quantize"] == "none" and r["target"] == "host")
-    if dyn["accuracy"] < 1.0:
-        assert any("accuracy 100.00%" in x and "run-0" in x for x in flagged[dyn["combo_key"]])
-    assert same["combo_key"] not in flagged  # identical history: nothing got worse
+    flagged = {r.combo_key: r.regression for r in rows if r.regression}
+    dyn = next(r for r in rows if r.format == "tflite" and r.quantize == "dynamic" and r.target == "host")
+    same = next(r for r in rows if r.format == "onnx" and r.quantize == "none" and r.target == "host")
+    if dyn.accuracy < 1.0:
+        assert any("accuracy 100.00%" in x and "run-0" in x for x in flagged[dyn.combo_key])
+    assert same.combo_key not in flagged  # identical history: nothing got worse
     assert set(flagged) <= set(inp.history)
     # a combination that was measured before and failed now is a regression too
     failed = next(r for r in inp.results if r.status == "runtime_failed")
     earlier = next(r for r in inp.results if r.verdict == "pass")
     inp2 = ReportInput(**{**inp.__dict__, "history": {failed.combo_key: replace(
         earlier, run_id="run-0", combo_key=failed.combo_key, combo=failed.combo)}})
-    row = next(r for r in summary_rows(inp2) if r["combo_key"] == failed.combo_key)
-    assert row["regression"] == ["was measured (pass) in run run-0, now runtime_failed"]
+    row = next(r for r in summary_rows(inp2) if r.combo_key == failed.combo_key)
+    assert row.regression == ("was measured (pass) in run run-0, now runtime_failed",)
 
 
 # ------------------------------------------------------------------ JSON
@@ -390,7 +390,7 @@ def test_html_is_self_contained_and_holds_every_section(written):
     for s in re.findall(r"<svg .*?</svg>", html, flags=re.S):
         ET.fromstring(s)
     assert "renderer_peak_rss_bytes" in html and "SwiftShader" in html and "\x1b" not in html
-    unlike = [r for r in summary_rows(inp) if r["memory_figures"] and r["memory_figures"][1] and r["memory_figures"][0] != r["memory_figures"][1]]
+    unlike = [r for r in summary_rows(inp) if r.memory_figures and r.memory_figures[1] and r.memory_figures[0] != r.memory_figures[1]]
     assert html.count('title="figures of different kinds">≠') == len(unlike)
     assert "&lt;Gather|x&gt;" in html  # a reason is escaped, never markup
 

@@ -27,12 +27,12 @@ from deploytool.report import html, text
 from deploytool.result import Check
 from deploytool.result import Combo, Result
 from tests import results as factory
-from deploytool.store import Store, mask_url, open_store
+from deploytool.store import SqlAlchemyStore, mask_url, open_store
 from deploytool.store.sqlite import SqliteStore, sqlite_target
 from tests.conftest import run_cli
 
 
-@pytest.fixture(params=[Store, SqliteStore], ids=["sqlalchemy", "sqlite3"])
+@pytest.fixture(params=[SqlAlchemyStore, SqliteStore], ids=["sqlalchemy", "sqlite3"])
 def store_class(request):
     """Both stores of a SQLite file: SQLAlchemy's (PostgreSQL's too) and the standard library's (the default)."""
     return request.param
@@ -70,14 +70,14 @@ def test_roundtrip_resume_and_history(tmp_path, store_class):
     assert b.notes == ["n"] and b.metrics["max_abs_error"] is None and b.verdict == "pass"
     assert [f.index for f in b.comparison.flipped] == [1] and b.artifact == factory.artifact()
     store.finish_run("r1")
-    assert store.get_run("r1")["status"] == "complete" and store.get_run("r")["run_id"] == "r1"
+    assert store.get_run("r1").status == "complete" and store.get_run("r").run_id == "r1"
     store.start_run("r2", "m", {})
     store.save(make("r2", "a", acc=0.5))
     hist = store.history("m", ["a", "b"], before_run="r2")
     assert hist["a"].metrics["accuracy"] == 0.9 and hist["a"].run_id == "r1"
-    # a second Store on the same file sees everything (results survive the process)
+    # a second store on the same file sees everything (results survive the process)
     again = store_class(f"sqlite:///{tmp_path / 'r.db'}")
-    assert len(again.results_for("r1")) == 3 and {r["run_id"] for r in again.list_runs()} == {"r1", "r2"}
+    assert len(again.results_for("r1")) == 3 and {r.run_id for r in again.list_runs()} == {"r1", "r2"}
 
 
 def test_starting_a_run_again_keeps_its_first_request(tmp_path, store_class):
@@ -87,7 +87,7 @@ def test_starting_a_run_again_keeps_its_first_request(tmp_path, store_class):
     store.finish_run("r1", "interrupted")
     store.start_run("r1", "m", {"n": 2})  # the resume of an interrupted run
     again = store.get_run("r1")
-    assert again["status"] == "running" and again["request"] == {"n": 1} and again["created_at"] == first["created_at"]
+    assert again.status == "running" and again.request == {"n": 1} and again.created_at == first.created_at
     assert len(store.list_runs()) == 1
 
 
@@ -103,7 +103,7 @@ def test_a_run_id_prefix_is_literal(tmp_path, store_class):
     store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("a_1", "m", {})
     store.start_run("ab1", "m", {})
-    assert store.get_run("a_")["run_id"] == "a_1" and store.get_run("a") is None  # "a" is ambiguous
+    assert store.get_run("a_").run_id == "a_1" and store.get_run("a") is None  # "a" is ambiguous
 
 
 # ------------------------------------------------------------------ non-finite numbers
@@ -186,7 +186,7 @@ def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path, store_class):
         inp = ReportInput(run_id="r", model="m", dataset="d", run_info={}, results=results, baselines={},
                           labels=[], y_true=np.zeros(0, int), images=np.zeros((0, 2, 2, 1)))
         rows = summary_rows(inp)
-        assert rows[0]["agreement"] is None and rows[0]["max_abs_error"] is None
+        assert rows[0].agreement is None and rows[0].max_abs_error is None
         terminal = text.plain_table(rows).splitlines()[2]
         md = next(ln for ln in text.markdown(inp, rows).splitlines() if ln.startswith("| keras->onnx"))
         page = html._summary_table(rows)
@@ -306,7 +306,7 @@ def test_a_read_only_uri_is_a_one_line_store_error_on_write(tmp_path, store_clas
 
 def test_report_list_works_on_a_read_only_results_file(tmp_path, capsys):
     db = tmp_path / "results.db"
-    Store(f"sqlite:///{db}").start_run("ro-run", "m", {})
+    SqlAlchemyStore(f"sqlite:///{db}").start_run("ro-run", "m", {})
     with read_only(db, tmp_path):
         assert cli.main(["report", "--list", "--workspace", str(tmp_path)]) == 0
     assert "ro-run" in capsys.readouterr().out
@@ -338,7 +338,7 @@ def _full_database_saves_nothing_half(store) -> None:
 
 
 def test_a_full_database_is_a_one_line_store_error(tmp_path):
-    store = Store(f"sqlite:///{tmp_path / 'results.db'}")
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'results.db'}")
     store.save(make("r", "a"))
     with store.engine.connect() as c:
         pages = c.exec_driver_sql("PRAGMA page_count").scalar()
@@ -354,8 +354,8 @@ def test_a_relative_sqlite_url_stays_on_its_file_when_the_working_directory_chan
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     monkeypatch.chdir(tmp_path / "a")
-    store = Store("sqlite:///results.db")
-    uri = Store("sqlite:///file:results.db?uri=true")  # a SQLite URI filename is made absolute too
+    store = SqlAlchemyStore("sqlite:///results.db")
+    uri = SqlAlchemyStore("sqlite:///file:results.db?uri=true")  # a SQLite URI filename is made absolute too
     monkeypatch.chdir(tmp_path / "b")
     store.engine.dispose()  # new connections after the chdir
     store.save(make("r", "a"))
@@ -370,7 +370,7 @@ def test_the_default_sqlite_store_never_imports_sqlalchemy(tmp_path):
     code = ("import sys; from deploytool.store import open_store\n"
             f"s = open_store(None, 'sqlite:///{tmp_path / 'results.db'}')\n"
             "s.start_run('r', 'm', {}); s.finish_run('r')\n"
-            "print(type(s).__name__, s.get_run('r')['status'], 'sqlalchemy' in sys.modules)")
+            "print(type(s).__name__, s.get_run('r').status, 'sqlalchemy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["SqliteStore", "complete", "False"]
 
@@ -396,11 +396,11 @@ def _schema(db: Path) -> list[tuple]:
 
 
 def test_both_stores_make_the_same_tables_and_read_each_others_files(tmp_path):
-    """SqliteStore's tables are SQLAlchemy's, to the DDL text: a column added to Store must be added there."""
+    """SqliteStore's tables are SQLAlchemy's, to the DDL text: a column added to rows.TABLES shows in both."""
     a, b = tmp_path / "a.db", tmp_path / "b.db"
-    light, full = SqliteStore(f"sqlite:///{a}"), Store(f"sqlite:///{b}")
+    light, full = SqliteStore(f"sqlite:///{a}"), SqlAlchemyStore(f"sqlite:///{b}")
     assert _schema(a) == _schema(b) and len(_schema(a)) == 10
-    for writer, reader in ((light, Store(f"sqlite:///{a}")), (full, SqliteStore(f"sqlite:///{b}"))):
+    for writer, reader in ((light, SqlAlchemyStore(f"sqlite:///{a}")), (full, SqliteStore(f"sqlite:///{b}"))):
         writer.start_run("r1", "m", {"targets": ["host"], "n": 1.5, "none": None})
         writer.save(make("r1", "a"))
         writer.save(_nan_result())
@@ -408,15 +408,29 @@ def test_both_stores_make_the_same_tables_and_read_each_others_files(tmp_path):
         writer.record_finding("f1", {"stage": "load"}, "owner", "title", "r1", {"numpy": "1"}, "row", "bundle")
         writer.mark_finding_absent("f1", "r2", {"numpy": "2"})
         for store in (writer, reader):
-            assert store.get_run("r1")["request"] == {"targets": ["host"], "n": 1.5, "none": None}
+            assert store.get_run("r1").request == {"targets": ["host"], "n": 1.5, "none": None}
             (row,) = store.results_for("r1")
             assert row.to_json() == writer.results_for("r1")[0].to_json() and row.metrics["accuracy"] == 0.9
             assert row.metrics["max_abs_error"] is None and row.notes == ["n"] and row.artifact == factory.artifact()
             assert store.results_for("r")[0].to_json() == writer.results_for("r")[0].to_json()
             assert store.points("r1") == {"p1": {"x": [1, 2], "y": None}}
             (f,) = store.findings()
-            assert f["runs"] == ["r1"] and f["versions"] == {"numpy": ["1"]} and f["not_seen_since"] == "numpy 2"
+            assert f.runs == ("r1",) and f.versions == {"numpy": ("1",)} and f.not_seen_since == "numpy 2"
             assert store.final_keys("r1") == {"a"} and store.history("m", ["a"], "r9")["a"].run_id == "r1"
+
+
+def test_both_stores_answer_every_call_of_the_result_store_protocol():
+    """Siblings, not parent and child: each store implements the whole ResultStore, call for call."""
+    import inspect
+
+    from deploytool.store import ResultStore
+
+    calls = [n for n, v in vars(ResultStore).items() if inspect.isfunction(v) and not n.startswith("_")]
+    assert "get_finding" in calls and "record_finding" in calls and "list_runs" in calls
+    for cls in (SqlAlchemyStore, SqliteStore):
+        assert cls.__bases__ == (object,)
+        for n in calls:
+            assert inspect.signature(getattr(cls, n)) == inspect.signature(getattr(ResultStore, n)), (cls, n)
 
 
 def test_a_full_database_is_a_one_line_store_error_without_sqlalchemy(tmp_path, monkeypatch):
