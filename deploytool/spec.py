@@ -19,6 +19,7 @@ from typing import Any
 
 from deploytool import zoo
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
+from deploytool.modelfiles.signature import Signature
 from deploytool.workspace import check_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -77,6 +78,10 @@ class ModelSpec:
     tolerances: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     description: str = ""
     source: str = ""  # the manifest file
+    task: str = "classification"  # what the first output is judged as (TASKS)
+    # every named input and output, for a model that is not one image in and class scores out (a user's
+    # sequence, token or tabular model); None for the image classifiers (input_shape and labels say it all)
+    signature: Signature | None = None
 
     @property
     def num_classes(self) -> int:
@@ -88,6 +93,14 @@ class ModelSpec:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("source")
+        # left out at their defaults: the content hash (and every run id and model key) of an image classifier
+        # reads as it did before models had tasks and signatures
+        if self.task == "classification":
+            d.pop("task")
+        if self.signature is None:
+            d.pop("signature")
+        else:
+            d["signature"] = self.signature.to_json()
         return d
 
     def content_hash(self) -> str:

@@ -130,8 +130,9 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
     request = req.to_json()
     for k in ("fresh", "run_id", "model", "test_npz", "data_dir", "localize"):
         request.pop(k, None)  # the inputs enter by content below, not by path
-    if request.get("data_layout") is None:
-        request.pop("data_layout", None)  # the data's bytes decide; ids of runs made before the flag hold
+    for unset in ("data_layout", "task"):
+        if request.get(unset) is None:
+            request.pop(unset, None)  # the data's bytes decide; ids of runs made before the flag hold
     sources = {fw: ctx.source_id(fw) for fw in expand(req.frameworks, ctx.spec.frameworks, "framework")}
     ident = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "sources": sources, "host": host_id,
              "targets": {t: ctx.identity(t) for t in sorted(ctx.preflight)}, "request": request}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deploytool.errors import UnknownOption
+from deploytool.spec import TASKS
 
 
 def number(kind: type, minimum: float, what: str, allow_equal: bool = True) -> Callable[[str], Any]:
@@ -53,7 +54,13 @@ def floats(text: str, flag: str) -> tuple[float, ...]:
 
 def user_model_args(p: argparse.ArgumentParser) -> None:
     """The flags of a user's own model file (migrate, study robustness): its test set and what the model cannot tell."""
-    p.add_argument("--data", type=Path, default=None, help="your own test set: .npz with x (N,H,W,C) and y (N,)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="your own test set: .npz with x (one input: images (N,H,W,C), sequences, features, token ids) "
+                        "or one array per model input named after it; y (N,) optional: integer labels, float "
+                        "targets, or none (judged against the PC baseline's outputs)")
+    p.add_argument("--task", choices=TASKS, default=None,
+                   help="what the model's first output is judged as (default: integer labels mean classification, "
+                        "float labels regression; without labels, class scores mean classification, else raw)")
     p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
                    help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
@@ -67,4 +74,4 @@ def user_model_fields(args: argparse.Namespace) -> dict[str, Any]:
     """MigrateRequest's fields from user_model_args' flags."""
     return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
                 labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
-                scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"))
+                scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"), task=args.task)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, ShapeError
-from deploytool.modelfiles import onnx_external, onnx_proto, pt2
-from deploytool.modelfiles.tflite_io import read_io
-from deploytool.proc.quiet import import_tensorflow
+from deploytool.modelfiles import onnx_external
+from deploytool.modelfiles.reader import read_signature
+from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
 from deploytool.workspace import Workspace, safe_segment
 
@@ -31,6 +31,7 @@ class UserModelOptions:
     scale: float = 1.0
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
+    task: str | None = None
 
 
 def is_model_file(arg: str) -> bool:
@@ -55,49 +56,6 @@ def source_format(path: Path) -> str:
     if fmt is None:
         raise BadModelFile(f"{path}: unknown model file type; use .keras, .onnx, .tflite, .pt2 or a SavedModel dir")
     return fmt
-
-
-def _shapes(path: Path, fmt: str) -> tuple[list[int | None], int]:
-    """(input shape with batch, output size) read from the model itself."""
-    try:
-        if fmt == "onnx":
-            # Read without `import onnx` (a second of start-up); onnxruntime, loading the baseline, is the judge.
-            m = onnx_proto.read(path)
-            onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
-            if not m.inputs or not m.outputs:
-                raise BadModelFile(f"{path}: the ONNX graph has {len(m.inputs)} inputs and {len(m.outputs)} "
-                                   "outputs; deploytool runs one-input, one-output models")
-            out = m.outputs[0].dims
-            return list(m.inputs[0].dims), int((out[-1] if out else 0) or 0)
-        if fmt == "tflite":
-            ins, outs = read_io(str(path))
-            return list(ins[0].shape), int(outs[0].shape[-1])
-        if fmt in ("keras", "saved_model"):
-            if fmt == "keras":
-                _check_keras_archive(path)
-
-            tf = import_tensorflow()
-
-            if fmt == "keras":
-                import keras
-
-                model = keras.saving.load_model(path, compile=False)
-                return list(model.input_shape), int(model.output_shape[-1])
-            loaded = tf.saved_model.load(str(path))  # named: it owns what the signature refers to
-            sig = loaded.signatures["serving_default"]
-            spec = next(iter(sig.structured_input_signature[1].values()))
-            out = next(iter(sig.structured_outputs.values()))
-            return list(spec.shape), int(out.shape[-1])
-        if fmt == "torch":
-            # Shapes come from the graph's placeholders: the archive's sample inputs are never unpickled.
-            program = pt2.load_program(path)
-            return [None, *pt2.input_shape(program, path)[1:]], pt2.output_size(program, path)
-    except BadModelFile:
-        raise
-    except Exception as e:
-        raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
-                           f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); check the file") from None
-    raise BadModelFile(f"{path}: unknown model format {fmt}")
 
 
 def _check_keras_archive(path: Path) -> None:
@@ -131,22 +89,8 @@ def _layout(dims: list[int | None], fmt: str, path: Path, wanted: str | None) ->
     raise ShapeError(f"{path}: input shape {dims} does not tell whether it is NHWC or NCHW; pass --layout NHWC or NCHW")
 
 
-def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpec, Artifact]:
-    """A ModelSpec built from the model and the flags, and the model copied into the workspace as an Artifact."""
-    path = Path(path)
-    fmt = source_format(path)
-    dims, num_outputs = _shapes(path, fmt)
-    if len(dims) != 4 or any(d is None or d <= 0 for d in dims[1:]):
-        raise ShapeError(f"{path}: input shape {dims}: deploytool runs image models with a 4-D input "
-                         "(batch, height, width, channels) of fixed size")
-    layout = _layout(dims, fmt, path, opts.layout)
-    hwc = (dims[1], dims[2], dims[3]) if layout == "NHWC" else (dims[2], dims[3], dims[1])
-    if num_outputs < 2:
-        raise ShapeError(f"{path}: the output has {num_outputs} values per sample; deploytool compares classifiers "
-                         "(one score per class)")
-    labels = opts.labels or tuple(str(i) for i in range(num_outputs))
-    if len(labels) != num_outputs:
-        raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
+def _copy_in(path: Path, ws: Workspace) -> tuple[str, str, Path, Path]:
+    """The model copied into the workspace, named by its content: (clean name, sha256, folder, model path)."""
     digest = content_hash(path)  # an .onnx's external weights are part of its identity
     name = safe_segment(path.stem)  # the file's name may hold anything; folders and run ids get a clean one
     dest_dir = ws.inside(ws.root / "models" / f"user-{name}-{digest[:12]}")
@@ -157,6 +101,88 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
         else:
             dest_dir.mkdir(parents=True, exist_ok=True)
             shutil.copytree(path, dest)
+    return name, digest, dest_dir, dest
+
+
+def _signature(path: Path, fmt: str) -> Signature:
+    if fmt == "onnx":
+        onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
+    if fmt == "keras":
+        _check_keras_archive(path)
+    try:
+        sig = read_signature(path, fmt)
+    except BadModelFile:
+        raise
+    except Exception as e:
+        raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
+                           f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); check the file") from None
+    if not sig.inputs or not sig.outputs:
+        raise BadModelFile(f"{path}: the model has {len(sig.inputs)} inputs and {len(sig.outputs)} outputs; "
+                           "it needs at least one of each")
+    odd = [t for t in sig.inputs if t.dtype not in (*FLOAT_DTYPES, *INT_DTYPES)]
+    if odd:
+        raise BadModelFile(f"{path}: input {odd[0].describe()} has a type deploytool cannot feed; inputs must be "
+                           f"float ({', '.join(FLOAT_DTYPES)}) or integer ({', '.join(INT_DTYPES)})")
+    return sig
+
+
+def _image_classifier(sig: Signature, opts: UserModelOptions) -> bool:
+    """One 4-D float input of fixed size and one output of class scores: the path image models always took
+    (its checks, layouts, preprocessing and messages unchanged)."""
+    if len(sig.inputs) != 1 or len(sig.outputs) != 1 or opts.task not in (None, "classification"):
+        return False
+    x, y = sig.inputs[0], sig.outputs[0]
+    fixed = x.rank == 4 and all(d is not None for d in x.shape[1:])
+    return fixed and x.is_float and y.rank >= 2 and (y.shape[-1] or 0) >= 2
+
+
+def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
+                 ws: Workspace) -> tuple[ModelSpec, Artifact]:
+    """A model that is not one image in and class scores out: its signature is its spec. The task is the
+    flag's, else decided when the data's labels are seen; class names come from --labels or the first
+    output's size."""
+    first = sig.outputs[0]
+    classes = first.shape[-1] if first.rank == 2 and first.shape[-1] else 0
+    labels = opts.labels or (tuple(str(i) for i in range(classes)) if classes >= 2 else ())
+    if opts.labels and len(opts.labels) != classes:
+        raise DataError(f"--labels names {len(opts.labels)} classes but {path}'s first output "
+                        f"{first.describe()} has {classes} values per sample")
+    name, digest, dest_dir, dest = _copy_in(path, ws)
+    first_in = sig.inputs[0]
+    artifact = Artifact(path=dest, format=fmt, framework=fmt, layout="NCHW" if fmt == "torch" else "NHWC",
+                        input_shape=tuple(d or 0 for d in first_in.sample_shape),
+                        num_outputs=int(first.shape[-1] or 0) if first.rank else 1, converter="user-supplied",
+                        options={"original_path": str(path)}, sha256=digest, size_bytes=size_on_disk(dest),
+                        signature=sig)
+    artifact.save(dest_dir / "artifact.json")
+    task = opts.task or ""  # "" until the labels are seen (deploytool.data)
+    spec = ModelSpec(
+        name=name, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=(), layout=artifact.layout,
+        labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
+        train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
+        expected_accuracy=(0.0, 1.0), tolerances={}, description=f"user model {path}", source=str(path),
+        task=task, signature=sig)
+    return spec, artifact
+
+
+def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpec, Artifact]:
+    """A ModelSpec built from the model and the flags, and the model copied into the workspace as an Artifact."""
+    path = Path(path)
+    fmt = source_format(path)
+    signature = _signature(path, fmt)
+    if not _image_classifier(signature, opts):
+        return _resolve_any(path, fmt, signature, opts, ws)
+    dims = [None, *signature.inputs[0].sample_shape]
+    num_outputs = int(signature.outputs[0].shape[-1] or 0)
+    layout = _layout(dims, fmt, path, opts.layout)
+    hwc = (dims[1], dims[2], dims[3]) if layout == "NHWC" else (dims[2], dims[3], dims[1])
+    if num_outputs < 2:
+        raise ShapeError(f"{path}: the output has {num_outputs} values per sample; deploytool compares classifiers "
+                         "(one score per class)")
+    labels = opts.labels or tuple(str(i) for i in range(num_outputs))
+    if len(labels) != num_outputs:
+        raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
+    name, digest, dest_dir, dest = _copy_in(path, ws)
     per_sample = tuple(dims[1:])
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=per_sample,
                         num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},

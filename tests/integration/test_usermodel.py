@@ -51,9 +51,10 @@ def test_what_cannot_be_inferred_is_asked_for(tmp_path):
     assert spec.input_shape == (8, 3, 3)
     with pytest.raises(DataError, match="--labels names 2 classes"):
         resolve(onnx_model(tmp_path / "b.onnx", [None, 8, 8, 1]), UserModelOptions(labels=("a", "b")), ws)
-    flat = onnx_model(tmp_path / "c.onnx", [None, 64])
-    with pytest.raises(ShapeError, match="4-D input"):
-        resolve(flat, UserModelOptions(), ws)
+    # a model that is not one image in and class scores out is read by its signature (issue 24), not refused
+    spec, art = resolve(onnx_model(tmp_path / "c.onnx", [None, 64]), UserModelOptions(), ws)
+    assert spec.signature is not None and spec.signature.inputs[0].kind == "features"
+    assert art.signature == spec.signature and spec.labels == tuple(str(i) for i in range(10))
 
 
 def test_unsafe_and_unknown_files_are_refused(tmp_path):
