@@ -281,6 +281,8 @@ class Result:
     bundle_error: str = ""
     traceback: str = ""
     created_at: str = ""
+    # (name, one sample's shape) of each output stored side by side in outputs_path; None: one output
+    output_layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -350,6 +352,8 @@ class Result:
         d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
         d["times"] = StageTimes(**(d.get("times") or {}))
         d["tolerances"] = {k: (float(v[0]), float(v[1])) for k, v in (d.get("tolerances") or {}).items()}
+        if d.get("output_layout") is not None:
+            d["output_layout"] = tuple((str(n), tuple(int(x) for x in s)) for n, s in d["output_layout"])
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from deploytool.provenance import package_version
 
@@ -27,14 +28,18 @@ class Mode:
     alias: bool = False  # the same artifact as another word's: `--quantize all` skips it
 
 
-def calibration_subset(calibration: np.ndarray | None, what: str) -> np.ndarray:
-    """At most MAX_CALIBRATION_SAMPLES rows spread evenly over the training split."""
+def calibration_subset(calibration: Any, what: str) -> Any:
+    """At most MAX_CALIBRATION_SAMPLES rows spread evenly over the training split: float32 images, or a
+    model's named inputs (a Feed) with float inputs as float32 and integer ones (token ids, masks) kept."""
     if calibration is None or len(calibration) == 0:
         raise StageFailed("conversion_failed", f"{what} needs calibration samples from the training split "
                                                "and none were given")
     n = len(calibration)
     idx = np.linspace(0, n - 1, num=min(n, MAX_CALIBRATION_SAMPLES)).round().astype(int)
-    return np.ascontiguousarray(calibration[np.unique(idx)], dtype=np.float32)
+    sub = calibration[np.unique(idx)]
+    if isinstance(sub, Feed):
+        return sub.map(lambda _, a: np.ascontiguousarray(a, dtype=np.float32 if a.dtype.kind == "f" else a.dtype))
+    return np.ascontiguousarray(sub, dtype=np.float32)
 
 
 def dist_version(dist: str) -> str:
@@ -51,7 +56,7 @@ def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str
                     input_shape=tuple(source.input_shape), num_outputs=source.num_outputs, quantize=quantize,
                     converter=converter, converter_version=converter_version, options=dict(options),
                     source_sha256=source.sha256, sha256=content_hash(path), size_bytes=size_on_disk(path),
-                    notes=tuple(notes))
+                    notes=tuple(notes), signature=source.signature)
 
 
 def check_onnx(model) -> None:
@@ -63,6 +68,15 @@ def check_onnx(model) -> None:
     import onnx
 
     onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))
+
+
+def onnx_input_names(path: Path) -> list[str]:
+    """The graph inputs of an ONNX model that are not initializers, in order."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    return [i.name for i in graph.input if i.name not in initializers]
 
 
 def onnx_input_name(path: Path) -> str:

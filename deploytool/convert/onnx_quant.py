@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_name
+from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_names
+from deploytool.data.feed import Feed
+from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"
@@ -50,13 +52,26 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     options: dict = {"pre_process": "quant_pre_process"}
     with tempfile.TemporaryDirectory(prefix="deploytool-onnxq-") as tmp:
         pre = Path(tmp) / "pre.onnx"
-        quant_pre_process(str(source.path), str(pre))
+        try:
+            quant_pre_process(str(source.path), str(pre))
+        except Exception as e:  # onnxruntime's symbolic shape inference gives up on some graphs (Gather on ids)
+            if "symbolic shape" not in str(e).lower():
+                raise
+            quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True)
+            options["pre_process"] = "quant_pre_process(skip_symbolic_shape=True)"
         if quantize == "dynamic":
             quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False)
             options.update(weight_type="QInt8", per_channel=False)
         elif quantize == "int8":
             samples = calibration_subset(calibration, "ONNX static int8")
-            name = onnx_input_name(pre)
+            names = onnx_input_names(pre)
+            # every model input from the user's data (by the source's names); one image array feeds the one input
+            feeds = (match_names(samples.names, names) if isinstance(samples, Feed) else None)
+
+            def batch(i: int) -> dict[str, np.ndarray]:
+                if feeds is None:
+                    return {names[0]: samples[i : i + CALIBRATION_BATCH]}
+                return {model: samples[src][i : i + CALIBRATION_BATCH] for src, model in feeds.items()}
 
             class Reader(CalibrationDataReader):
                 def __init__(self) -> None:
@@ -64,7 +79,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
                 def get_next(self):
                     i = next(self._batches, None)
-                    return None if i is None else {name: samples[i : i + CALIBRATION_BATCH]}
+                    return None if i is None else batch(i)
 
             quantize_static(str(pre), str(path), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,

@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from deploytool.data import cifar, mnist, npz, synthetic
 from deploytool.data.check import preprocessing_warnings
+from deploytool.data.feed import Feed
+from deploytool.data.named import load_feeds
 from deploytool.data.raw import RawData
 from deploytool.errors import DataError, ShapeError
 from deploytool.spec import ModelSpec, Preprocess
@@ -39,18 +42,20 @@ class Dataset:
     train_sha256: str = ""  # of the preprocessed training bytes alone: what a trained model depends on
     warnings: tuple[str, ...] = ()  # where the raw test set does not fit the declared preprocessing (data/check.py)
 
-    def in_layout(self, x: np.ndarray, layout: str) -> np.ndarray:
+    def in_layout(self, x: Any, layout: str) -> Any:
         """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape.
-        Free (a view) when `x` is already stored in that layout."""
-        if layout == "NHWC":
+        Free (a view) when `x` is already stored in that layout. A model's named inputs (a Feed) are fed as
+        the user stored them: their layout is the model's own."""
+        if isinstance(x, Feed) or layout == "NHWC":
             return x
         if layout == "NCHW":
             return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         raise ValueError(f"unknown layout {layout}")
 
-    def images(self, x: np.ndarray) -> "Images":
-        """Undo the preprocessing for display (gallery), one image at a time: values in [0, 1]."""
-        return Images(x, self.preprocess)
+    def images(self, x: Any) -> "Images | None":
+        """Undo the preprocessing for display (gallery), one image at a time: values in [0, 1]. None for a
+        model's named inputs: sequences, tokens and features are shown as values, not pictures."""
+        return None if isinstance(x, Feed) else Images(x, self.preprocess)
 
     def calibration(self, n: int = 200, seed: int = 0) -> np.ndarray:
         """A fixed sample of the training split: representative data for int8 calibration."""
@@ -157,6 +162,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
                  data_layout: str | None = None) -> Dataset:
     """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed, held in the
     model's layout. `data_layout`: how a user's .npz stores x (None: NHWC, or NCHW when unambiguous)."""
+    if spec.signature is not None:
+        return _load_named(spec, test_npz, limit_test)
     if test_npz is not None:
         raw = npz.load(test_npz)
         name = f"npz:{Path(test_npz).name}"
@@ -206,3 +213,25 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
 def spread_indices(total: int, n: int) -> np.ndarray:
     """`n` indices (n <= total) evenly spread over 0..total-1, in order: the first and the last included."""
     return np.unique(np.linspace(0, total - 1, num=n).round().astype(np.int64))
+
+
+def _load_named(spec: ModelSpec, test_npz: Path | None, limit_test: int | None) -> Dataset:
+    """A model described by its signature (deploytool.data.named): one array per input, dtypes kept."""
+    assert spec.signature is not None
+    if test_npz is None:
+        raise DataError(f"{spec.source}: a model file needs its test set: pass --data test.npz with one array per "
+                        f"input ({', '.join(spec.signature.input_names)}) and, optionally, labels y")
+    x_test, y_test, x_train, y_train = load_feeds(Path(test_npz), spec.signature, spec.preprocess)
+    if spec.labels and len(y_test) and y_test.dtype.kind in "iu" and (y_test.min() < 0 or y_test.max() >= len(spec.labels)):
+        raise DataError(f"{test_npz}: labels must be in 0..{len(spec.labels) - 1} (the model's first output has "
+                        f"{len(spec.labels)} classes), found {y_test.min()}..{y_test.max()}")
+    if limit_test is not None and limit_test < len(x_test):
+        keep = spread_indices(len(x_test), limit_test)
+        x_test = x_test[keep]
+        y_test = y_test[keep] if len(y_test) else y_test
+    if x_train is None:
+        x_train = x_test[:0]
+    arrays = [*x_test.arrays(), y_test, *x_train.arrays(), y_train]
+    return Dataset(name=f"npz:{Path(test_npz).name}", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
+                   labels=spec.labels, preprocess=spec.preprocess, origin=f"user test set {test_npz}",
+                   sha256=_checksum(*arrays), train_sha256=_checksum(*x_train.arrays(), y_train))

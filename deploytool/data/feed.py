@@ -6,9 +6,12 @@ or layouts on its own (`cast` and `map` say so when asked)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable, Iterator
 
 import numpy as np
+
+from deploytool.artifact import array_sha256
 
 
 class Feed:
@@ -86,6 +89,18 @@ class Feed:
         stored in (deploytool.data.feed.OutputLayout splits them again)."""
         n = len(self)
         return np.concatenate([np.asarray(a, np.float32).reshape(n, -1) for a in self._arrays.values()], axis=1)
+
+
+def feed_sha256(x: "Feed | np.ndarray") -> str:
+    """The content hash of a calibration or test set: one array's bytes as artifact.array_sha256 names them (so
+    an image model's keys are what they always were), or every named array's name, dtype, shape and bytes."""
+    if not isinstance(x, Feed):
+        return array_sha256(x)
+    h = hashlib.sha256()
+    for name, a in x.items():
+        h.update(f"{name}|{a.dtype}|{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 # (name, one sample's shape) of each output, in order: how a stored (N, total) outputs array splits

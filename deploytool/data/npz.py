@@ -19,13 +19,13 @@ MEMBERS = ("x", "y", "x_train", "y_train")
 _HOW = "save with np.savez(path, x=images, y=labels)"
 
 
-def _declared(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """member -> (shape, dtype) from the .npy headers, without reading the arrays."""
+def declared_members(path: Path, members: tuple[str, ...] | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """member -> (shape, dtype) from the .npy headers (of `members`, or of all), without reading the arrays."""
     out = {}
     with zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if name not in MEMBERS:
+            if members is not None and name not in members:
                 continue
             with zf.open(info) as fh:
                 version = np.lib.format.read_magic(fh)
@@ -36,7 +36,7 @@ def _declared(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return out
 
 
-def _memory_limit_bytes() -> int:
+def memory_limit_bytes() -> int:
     """A quarter of the memory available now (the kernel's MemAvailable; psutil where /proc is not there)."""
     try:
         with open("/proc/meminfo") as f:
@@ -57,10 +57,10 @@ def load(path: Path) -> RawData:
     if not path.exists():
         raise DataError(f"{path}: no such file; pass an .npz with arrays x (N,H,W,C) and y (N,)")
     try:
-        declared = _declared(path)
+        declared = declared_members(path, MEMBERS)
         # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
         need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
-        limit = _memory_limit_bytes()
+        limit = memory_limit_bytes()
         if need > limit:
             raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ({', '.join(f'{k} {s}' for k, (s, _) in declared.items())}), "
                             f"more than this machine can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")

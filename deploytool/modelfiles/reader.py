@@ -7,21 +7,14 @@ model and never decides what a signature means for the data (deploytool.data doe
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_proto, pt2
-from deploytool.modelfiles.signature import Signature, TensorSpec, output_spec, spec_of
+from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_name, output_spec, spec_of
 from deploytool.proc.quiet import import_tensorflow
 
-_TFLITE_NAME = re.compile(r"^(?:serving_default_)?(?P<name>.+?)(?::\d+)?$")
-
-
-def canonical_name(name: str) -> str:
-    """A tensor's name without the decorations converters add: `serving_default_input_ids:0` -> `input_ids`."""
-    m = _TFLITE_NAME.match(name)
-    return m.group("name") if m else name
+__all__ = ["canonical_name", "read_signature", "keras_signature"]
 
 
 def read_signature(path: Path, fmt: str) -> Signature:

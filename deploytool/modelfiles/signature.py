@@ -6,11 +6,13 @@ It never loads a framework."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+_DECORATED = re.compile(r"^(?:serving_default_)?(?P<name>.+?)(?::\d+)?$")
 KINDS = ("image", "sequence", "tokens", "features")
 # numpy dtype names an input may have (what the runtimes and converters here can feed)
 FLOAT_DTYPES = ("float32", "float16", "float64")
@@ -133,3 +135,28 @@ def spec_of(name: str, dtype: Any, shape: Any, kind: str | None = None) -> Tenso
 
 def output_spec(name: str, dtype: Any, shape: Any) -> TensorSpec:
     return spec_of(name, dtype, shape, kind="")
+
+
+def canonical_name(name: str) -> str:
+    """A tensor's name without the decorations converters add: `serving_default_input_ids:0` -> `input_ids`."""
+    m = _DECORATED.match(name)
+    return m.group("name") if m else name
+
+
+def match_names(wanted: tuple[str, ...] | list[str], available: list[str]) -> dict[str, str]:
+    """Each wanted name (the source model's) -> the name it has in a converted model: the same, the same once
+    converter decorations are taken off (`serving_default_x:0`), or, when neither pairs all of them and the
+    counts agree, the same position. Raises KeyError naming what could not be paired."""
+    out: dict[str, str] = {}
+    free = list(available)
+    for w in wanted:
+        hit = w if w in free else next((a for a in free if canonical_name(a) == canonical_name(w)), None)
+        if hit is not None:
+            out[w] = hit
+            free.remove(hit)
+    if len(out) == len(wanted):
+        return out
+    if len(wanted) == len(available):
+        return dict(zip(wanted, available))
+    missing = [w for w in wanted if w not in out]
+    raise KeyError(f"the model has no tensor for {', '.join(missing)} (it has {', '.join(available)})")

@@ -17,6 +17,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data import Dataset
+from deploytool.data.feed import Feed, OutputLayout, split
 from deploytool.provenance import host_facts
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.isolated import load_and_run
@@ -45,13 +46,37 @@ class Baseline:
     provenance: dict[str, Any] = field(default_factory=dict)
     settings_key: str = ""
     cached: bool = False
+    # a model with a signature: its outputs side by side in outputs_path, [name, one sample's shape] each
+    output_layout: list[list[Any]] | None = None
 
     def outputs(self) -> np.ndarray:
         return np.load(self.outputs_path, allow_pickle=False)
 
     @property
+    def layout(self) -> OutputLayout | None:
+        """The stored output layout as a value (JSON keeps it as lists)."""
+        if self.output_layout is None:
+            return None
+        return tuple((str(name), tuple(int(d) for d in shape)) for name, shape in self.output_layout)
+
+    def named_outputs(self) -> Feed | None:
+        """The baseline's outputs by name (None for a model of one class-score output)."""
+        layout = self.layout
+        return split(self.outputs(), layout) if layout is not None else None
+
+    @property
     def predictions(self) -> np.ndarray:
         return self.outputs().argmax(1)
+
+
+def _accuracy(out: Outputs, dataset: Dataset) -> float:
+    """Top-1 accuracy of the first output against integer labels; NaN where there is none to take (no labels,
+    regression targets)."""
+    y = dataset.y_test
+    if not len(y) or y.dtype.kind not in "iu":
+        return float("nan")
+    first = out.outputs if out.output_layout is None else split(out.outputs, out.output_layout).first
+    return float(np.mean(np.asarray(first).reshape(len(y), -1).argmax(1) == y.reshape(len(y))))
 
 
 def _paths(artifact: Artifact, key: str) -> tuple[Path, Path, Path]:
@@ -108,13 +133,14 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     np.save(lat_npy, out.latency_ms)
     b = Baseline(
         model=model_name, framework=artifact.framework, artifact_sha256=artifact.sha256,
-        dataset_sha256=dataset.sha256, accuracy=float(np.mean(out.outputs.argmax(1) == dataset.y_test)),
+        dataset_sha256=dataset.sha256, accuracy=_accuracy(out, dataset),
         num_samples=len(x), outputs_path=str(npy), latency_samples_path=str(lat_npy), latency=asdict(out.latency),
         throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes, load_ms=out.load_ms,
         first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
         provenance={**host_facts(), "runtime": out.environment, "dataset": dataset.name,
                     "dataset_origin": dataset.origin, "seed": artifact.options.get("seed")},
         settings_key=key,
+        output_layout=[[n, list(s)] for n, s in out.output_layout] if out.output_layout is not None else None,
     )
     text = json.dumps(asdict(b), indent=2, default=float)
     meta.write_text(text)

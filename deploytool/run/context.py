@@ -9,21 +9,23 @@ into another's state.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from deploytool.artifact import Artifact, array_sha256
+from deploytool.artifact import Artifact
 from deploytool.data import Dataset, load_dataset
+from deploytool.data.feed import feed_sha256
 from deploytool.errors import DataError
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
+from deploytool.run.compare import infer_task
 from deploytool.run.request import MigrateRequest
 from deploytool.runtimes.isolated import runtime_workers
-from deploytool.spec import ModelSpec, load_spec
+from deploytool.spec import TASK_TOLERANCES, ModelSpec, load_spec
 from deploytool.targets import Position, Preflight, RunSettings, get_target
 from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash
@@ -68,7 +70,8 @@ class RunContext:
             if req.test_npz is None:
                 raise DataError(f"{req.model}: a model file needs its test set: pass --data test.npz "
                                 "(arrays x (N,H,W,C) and y (N,)) and its preprocessing (--scale/--mean/--std)")
-            opts = usermodel.UserModelOptions(req.layout, tuple(req.labels), req.scale, tuple(req.mean), tuple(req.std))
+            opts = usermodel.UserModelOptions(req.layout, tuple(req.labels), req.scale, tuple(req.mean), tuple(req.std),
+                                              req.task)
             spec, user_artifact = usermodel.resolve(Path(req.model), opts, ws)
         else:
             spec = load_spec(req.model)
@@ -85,9 +88,16 @@ class RunContext:
             calib = dataset.x_test[:CALIBRATION_FROM_TEST]
             note = (f"int8 calibrated on the first {CALIBRATION_FROM_TEST} test samples: the .npz has no x_train; "
                     "add x_train/y_train to calibrate on data the model is not scored on")
+        if spec.signature is not None:  # the task, now that the labels are seen; tolerances by task
+            first = spec.signature.outputs[0].sample_shape
+            task = req.task or spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None,
+                                                        tuple(d or 0 for d in first))
+            spec = replace(spec, task=task, tolerances=spec.tolerances or {
+                g: dict(v) for g, v in TASK_TOLERANCES[task].items()})
+            note = note.replace("x_train/y_train", "<input>_train arrays (or x_train)")
         tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,
-                   array_sha256(calib), note, tolerances, progress)
+                   feed_sha256(calib), note, tolerances, progress)
 
     # -- what rows share -----------------------------------------------------------
     def tolerance_for(self, combo: Combo) -> dict[str, tuple[float, float]]:

@@ -127,6 +127,7 @@ def baseline_outputs(src: Source) -> Outputs:
                    throughput_sps=b.throughput_sps, environment=dict(b.provenance.get("runtime") or {}),
                    inferences_per_reading=int((b.provenance.get("runtime") or {}).get("latency_inferences_per_reading")
                                               or 1),
+                   output_layout=b.layout,
                    notes=["the baseline's own file on the baseline's own runtime and settings: outputs, latency "
                           "and memory are the baseline's, measured once and not run again"])
 
@@ -170,7 +171,8 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
         return r
     t = time.perf_counter()
     r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
-                                        r.artifact.size_bytes)
+                                        r.artifact.size_bytes, ctx.spec.task)
+    r.output_layout = outputs.output_layout
     r.times.compare = time.perf_counter() - t
     r.status, r.environment = Status.MEASURED, dict(outputs.environment)
     r.notes = list(r.artifact.notes) + list(outputs.notes)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed, OutputLayout, layout_of
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
@@ -66,6 +67,9 @@ class Outputs:
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     inferences_per_reading: int = 1  # K: batch-1 inferences timed by one timer reading
+    # (name, one sample's shape) of each output when `outputs` holds several side by side (a model with a
+    # signature: deploytool.data.feed.split); None: one output of class scores, as image models have
+    output_layout: OutputLayout | None = None
 
     @property
     def latency(self) -> LatencyStats:
@@ -109,13 +113,24 @@ class Runtime:
         self._load(artifact)
         self._load_ms = (time.perf_counter() - t0) * 1e3
 
-    def run(self, inputs: np.ndarray) -> Outputs:
+    def run(self, inputs: np.ndarray | Feed) -> Outputs:
         if self.artifact is None:
             raise RuntimeError("load() an artifact before run()")
+        if self.artifact.signature is not None:
+            out = self._run(self.feed_of(inputs).contiguous())
+            return self._finish(out)
         expected = tuple(self.artifact.input_shape)
         if tuple(inputs.shape[1:]) != expected:
             raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
         out = self._run(np.ascontiguousarray(inputs, dtype=np.float32))
+        return self._finish(out)
+
+    def feed_of(self, inputs: np.ndarray | Feed) -> Feed:
+        """The named inputs of a model with a signature (a single array feeds its one input)."""
+        assert self.artifact is not None and self.artifact.signature is not None
+        return inputs if isinstance(inputs, Feed) else Feed.one(self.artifact.signature.inputs[0].name, inputs)
+
+    def _finish(self, out: Outputs) -> Outputs:
         if self.in_process:
             if out.load_ms is None:
                 out.load_ms = self._load_ms
@@ -136,6 +151,8 @@ class Runtime:
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
             raise RuntimeError("load() an artifact before predict()")
+        if self.artifact.signature is not None:
+            return self._predict(self.feed_of(x).contiguous())
         return self._predict(np.ascontiguousarray(x, dtype=np.float32))
 
     def __enter__(self) -> "Runtime":
@@ -169,13 +186,16 @@ class Runtime:
             return predict(x)
 
         outputs, seconds = run_batched(counted, inputs, batch_size)
+        layout = None
+        if isinstance(outputs, Feed):
+            layout, outputs = layout_of(outputs), outputs.flat()
         env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k,
                # what this row asked of the runtime: the first call, the warm-up, every timed inference; the batches
                "inference_calls": {"batch1": 1 + warmup + k * len(lat), "batched": batches}}
         env.update(load_environment(busy))
         return Outputs(outputs=outputs, latency_ms=lat, first_inference_ms=first_ms,
                        throughput_sps=len(inputs) / seconds if seconds > 0 else None,
-                       environment=env, notes=notes, inferences_per_reading=k)
+                       environment=env, notes=notes, inferences_per_reading=k, output_layout=layout)
 
     # hooks
     def _load(self, artifact: Artifact) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.runtimes.base import Outputs
@@ -167,14 +168,15 @@ def measure_in_own_process(cls: type, options: dict[str, Any], artifact: Artifac
         return workers.measure(cls, options, artifact, inputs)
 
 
-def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: np.ndarray,
+def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: np.ndarray | Feed,
                  **options: Any) -> Outputs:
     """One row's (or the baseline's) load + run: an in-process runtime in its own worker; a browser or a phone,
     which measure their own process, here."""
 
     cls = runtimes.runtime_class(target, fmt, runtime)
     if cls.in_process:
-        return measure_in_own_process(cls, options, artifact, np.ascontiguousarray(inputs, dtype=np.float32))
+        fed = inputs.contiguous() if isinstance(inputs, Feed) else np.ascontiguousarray(inputs, dtype=np.float32)
+        return measure_in_own_process(cls, options, artifact, fed)
     with runtimes.make_runtime(target, fmt, runtime, **options) as rt:
         rt.load(artifact)
         return rt.run(inputs)

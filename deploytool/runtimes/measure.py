@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from deploytool.data.feed import Feed
+
 Predict = Callable[[np.ndarray], np.ndarray]
 
 _STATUS = Path("/proc/self/status")
@@ -165,13 +167,17 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
             f"in use{load} for {threads} thread(s); latency may read high")
 
 
-def run_batched(predict: Predict, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:
-    """Outputs for the whole set in batches; returns (outputs, seconds)."""
+def run_batched(predict: Predict, inputs: Any, batch_size: int) -> tuple[Any, float]:
+    """Outputs for the whole set in batches; returns (outputs, seconds): one (N, C) float32 array, or the named
+    outputs (a Feed) of a model that has a signature."""
     chunks = []
     t0 = time.perf_counter()
     for i in range(0, len(inputs), batch_size):
-        chunks.append(np.asarray(predict(inputs[i : i + batch_size]), dtype=np.float32))
+        out = predict(inputs[i : i + batch_size])
+        chunks.append(out if isinstance(out, Feed) else np.asarray(out, dtype=np.float32))
     seconds = time.perf_counter() - t0
+    if isinstance(chunks[0], Feed):
+        return Feed.concat(chunks), seconds
     out = np.concatenate(chunks, axis=0)
     return out.reshape(len(inputs), -1), seconds
 

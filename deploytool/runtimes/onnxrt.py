@@ -10,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
+from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import Outputs, Runtime
 
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+_TYPES = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+          "tensor(uint8)": np.uint8, "tensor(int16)": np.int16, "tensor(bool)": np.bool_}
 
 
 def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> StageFailed:
@@ -44,6 +48,9 @@ class OnnxRuntime(Runtime):
         except Exception as e:  # a corrupt model or an op it lacks: this combination's (final) result
             raise _failed(self._version, e, "load_failed") from e
         ins, outs = self._sess.get_inputs(), self._sess.get_outputs()
+        if artifact.signature is not None:
+            self._bind(artifact, ins, outs)
+            return
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
@@ -61,7 +68,40 @@ class OnnxRuntime(Runtime):
                                                 f"is {list(artifact.input_shape)} ({artifact.layout})")
         self._fixed_batch = dims[0] if isinstance(dims[0], int) else None
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
+    def _bind(self, artifact: Artifact, ins: list, outs: list) -> None:
+        """A model with a signature: every named input fed as its own dtype, every output returned by the
+        source's names."""
+        assert artifact.signature is not None
+        sig = artifact.signature
+        try:
+            self._inputs = match_names(sig.input_names, [i.name for i in ins])
+            self._outputs = match_names(sig.output_names, [o.name for o in outs])
+        except KeyError as e:
+            raise StageFailed("load_failed", f"onnxruntime {self._version}: {e.args[0]}") from None
+        odd = [i for i in ins if i.type not in _TYPES]
+        if odd:
+            raise StageFailed("unsupported", f"input {odd[0].name} is {odd[0].type}; deploytool feeds float, "
+                                             "integer and bool tensors")
+        self._dtypes = {i.name: _TYPES[i.type] for i in ins}
+        first = ins[0].shape
+        self._fixed_batch = first[0] if first and isinstance(first[0], int) else None
+        self._dtype = _TYPES[ins[0].type]
+        self._output = outs[0]
+
+    def _predict_feed(self, x: Feed) -> Feed:
+        n = len(x)
+        if self._fixed_batch is not None and n != self._fixed_batch:
+            if n > self._fixed_batch:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
+            x = x.map(lambda _, a: np.concatenate([a, np.zeros((self._fixed_batch - n, *a.shape[1:]), a.dtype)]))
+        feed = {model: x[src].astype(self._dtypes[model], copy=False) for src, model in self._inputs.items()}
+        wanted = list(self._outputs.values())
+        got = self._sess.run(wanted, feed)
+        return Feed({src: np.asarray(a)[:n] for src, a in zip(self._outputs, got)})
+
+    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+        if isinstance(x, Feed):
+            return self._predict_feed(x)
         n = len(x)
         if self._fixed_batch is not None and n != self._fixed_batch:
             if n > self._fixed_batch:

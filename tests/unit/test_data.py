@@ -193,4 +193,4 @@ def test_the_memory_limit_for_a_test_set_is_a_quarter_of_what_is_available():
     """Read from /proc/meminfo (psutil's import is a measurable part of a small run's start); psutil agrees."""
     import psutil
 
-    assert npz._memory_limit_bytes() == pytest.approx(psutil.virtual_memory().available / 4, rel=0.05)
+    assert npz.memory_limit_bytes() == pytest.approx(psutil.virtual_memory().available / 4, rel=0.05)

@@ -1,0 +1,157 @@
+"""A user's test set for a model described by its signature (sequences, token ids and masks, tabular features,
+several inputs): `--data file.npz` holds `x` for a single input, or one array per model input named after it
+(`input_ids`, `attention_mask`, ...); `y` (optional) holds integer labels (classification) or float targets
+(regression); `<input>_train` / `x_train` (and `y_train`) an optional calibration split. Every array is checked
+against its input before anything runs — missing, misnamed, mistyped or misshapen, ragged, non-finite — with one
+line naming the input, what the model expects and the fix. Dtypes are kept: integer inputs (token ids, masks)
+are never scaled or normalized; --scale/--mean/--std apply to image inputs only."""
+
+from __future__ import annotations
+
+import difflib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from deploytool.data.feed import Feed
+from deploytool.data.npz import declared_members, memory_limit_bytes
+from deploytool.errors import DataError, ShapeError
+from deploytool.modelfiles.signature import Signature, TensorSpec
+from deploytool.spec import Preprocess
+
+LABELS = ("y", "y_train")
+
+
+def _how(sig: Signature) -> str:
+    names = ", ".join(f"{t.name}=..." for t in sig.inputs)
+    single = " (or x=... for its one input)" if len(sig.inputs) == 1 else ""
+    return f"save with np.savez(path, {names}, y=labels){single}"
+
+
+def load_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz, loaded without pickle, after its declared sizes were found to fit in memory."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file; pass an .npz with one array per model input")
+    try:
+        declared = declared_members(path)
+        need = sum(int(np.prod(s, dtype=np.float64)) * max(4, dt.itemsize) for s, dt in declared.values())
+        limit = memory_limit_bytes()
+        if need > limit:
+            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB, more than this machine can hold "
+                            f"({limit / 2**30:.1f} GiB usable); pass a smaller test set")
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except DataError:
+        raise
+    except MemoryError:
+        raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
+    except ValueError as e:
+        if "allow_pickle" in str(e) or "Object arrays" in str(e):
+            raise DataError(f"{path}: an array holds Python objects (ragged rows of different lengths?); store "
+                            "each input as one rectangular array: pad sequences to one length and pass a mask"
+                            ) from None
+        raise DataError(f"{path}: not a readable .npz ({str(e).splitlines()[0] if str(e) else 'ValueError'})"
+                        ) from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(f"{path}: not a readable .npz ({text})") from None
+
+
+def _array_for(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature, path: Path, split: str) -> np.ndarray | None:
+    """The array feeding input `t` in `split` ("" test, "_train" calibration); None for a missing train split."""
+    names = [t.name + split] + ([f"x{split}"] if len(sig.inputs) == 1 else [])
+    for name in names:
+        if name in arrays:
+            return arrays[name]
+    if split:
+        return None
+    inputs = [n for n in arrays if n not in LABELS and not n.endswith("_train")]
+    near = difflib.get_close_matches(t.name, inputs, n=1, cutoff=0.5)
+    hint = f" (is {near[0]!r} meant for it?)" if near else ""
+    raise DataError(f"{path}: no array for input {t.describe()}{hint}; it holds {sorted(arrays) or 'nothing'}; "
+                    f"{_how(sig)}")
+
+
+def _checked(a: np.ndarray, t: TensorSpec, path: Path, member: str) -> np.ndarray:
+    """`a` as input `t` takes it: its dtype (integers stay integers), its rank and its fixed dimensions."""
+    where = f"{path}: {member} (for input {t.describe()})"
+    if a.ndim == 0:
+        raise DataError(f"{where} is a single value (a 0-d array), not one entry per sample")
+    if np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise DataError(f"{where} holds {a.dtype}; store numbers")
+    if not t.is_float and not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise DataError(f"{where} holds {a.dtype} but the model takes {t.dtype} (token ids, masks): store integers "
+                        f"(e.g. ids.astype(np.{t.dtype}))")
+    if a.ndim != t.rank:
+        raise ShapeError(f"{where} has shape {list(a.shape)}, {a.ndim}-D; the model takes {t.rank}-D samples "
+                         f"[N, {', '.join('?' if d is None else str(d) for d in t.sample_shape)}]")
+    wrong = [(i, want, got) for i, (want, got) in enumerate(zip(t.shape[1:], a.shape[1:]), 1)
+             if want is not None and want != got]
+    if wrong:
+        i, want, got = wrong[0]
+        raise ShapeError(f"{where} has {got} in dimension {i}, the model takes {want} "
+                         f"(shape {list(a.shape)} against [N, {', '.join('?' if d is None else str(d) for d in t.sample_shape)}])")
+    if t.is_float:
+        if np.issubdtype(a.dtype, np.floating) and len(a) and not np.isfinite(a).all():
+            bad = np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(1))
+            raise DataError(f"{where}: {len(bad)} sample(s) contain NaN or infinity (first: {bad[:5].tolist()}); "
+                            "remove or repair them before measuring")
+        return np.ascontiguousarray(a, dtype=np.float32)
+    info = np.iinfo(np.dtype(t.dtype)) if np.dtype(t.dtype).kind in "iu" else None
+    if info is not None and a.size and (a.min() < info.min or a.max() > info.max):
+        raise DataError(f"{where} holds values {a.min()}..{a.max()}, outside {t.dtype}")
+    return np.ascontiguousarray(a, dtype=np.dtype(t.dtype))
+
+
+def _preprocessed(a: np.ndarray, t: TensorSpec, p: Preprocess) -> np.ndarray:
+    """Images get --scale/--mean/--std (per channel on the last axis); every other input is fed as stored."""
+    if t.kind != "image" or p == Preprocess():
+        return a
+    out = a.astype(np.float32, copy=True)
+    out *= np.float32(p.scale)
+    out -= np.asarray(p.mean, np.float32)
+    out /= np.asarray(p.std, np.float32)
+    return out
+
+
+def _labels(arrays: dict[str, np.ndarray], name: str, n: int, path: Path) -> np.ndarray:
+    if name not in arrays:
+        return np.zeros(0, np.int64)
+    y = arrays[name]
+    if y.ndim == 0:
+        raise DataError(f"{path}: {name} is a single value (a 0-d array), not one label per sample")
+    if len(y) != n:
+        raise ShapeError(f"{path}: {n} samples but {len(y)} labels in {name}")
+    if np.issubdtype(y.dtype, np.integer):
+        return y.astype(np.int64).reshape(n) if y.ndim == 1 else y.astype(np.int64)
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.isfinite(y).all():
+            raise DataError(f"{path}: {name} holds NaN or infinity; regression targets must be finite numbers")
+        return y.astype(np.float32)
+    raise DataError(f"{path}: {name} holds {y.dtype}; labels are integers (classes) or floats (regression targets)")
+
+
+def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndarray, Feed | None, np.ndarray]:
+    """(test inputs, test labels, calibration inputs or None, their labels) of a signature's model."""
+    arrays = load_arrays(path)
+    test = {t.name: _checked(_array_for(arrays, t, sig, path, ""), t, path, t.name) for t in sig.inputs}
+    sizes = {n: len(a) for n, a in test.items()}
+    if len(set(sizes.values())) > 1:
+        raise ShapeError(f"{path}: the inputs hold different numbers of samples {sizes}; give every input the "
+                         "same samples, in the same order")
+    n = next(iter(sizes.values()))
+    if n == 0:
+        raise DataError(f"{path}: the test set has 0 samples; nothing can be measured on it")
+    train_arrays = {t.name: _array_for(arrays, t, sig, path, "_train") for t in sig.inputs}
+    train = None
+    if all(a is not None for a in train_arrays.values()):
+        train = Feed({t.name: _preprocessed(_checked(train_arrays[t.name], t, path, f"{t.name}_train"), t, p)
+                      for t in sig.inputs})
+    feed = Feed({t.name: _preprocessed(test[t.name], t, p) for t in sig.inputs})
+    for name, a in feed.items():
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise DataError(f"{path}: input {name} is not finite after preprocessing; check --scale/--mean/--std")
+    return (feed, _labels(arrays, "y", n, path), train,
+            _labels(arrays, "y_train", len(train), path) if train is not None else np.zeros(0, np.int64))
