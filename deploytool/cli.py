@@ -305,15 +305,25 @@ def _fmt(v, spec: str, scale: float = 1.0) -> str:
 
 
 def _print_results(results) -> None:
+    """One line per row: a classifier's accuracy, its change and the agreement; a regressor's RMSE, its relative
+    change against the PC baseline and the output's cosine; raw outputs' cosine and range-relative error."""
+    tasks = {r.comparison.task for r in results if r.comparison is not None} or {"classification"}
+    task = tasks.pop() if len(tasks) == 1 else "classification"
+    columns = {"classification": (("accuracy", "accuracy", ".2%"), ("delta", "accuracy_delta_points", "+.2f"),
+                                  ("agree", "agreement", ".2%")),
+               "regression": (("rmse", "rmse", ".4g"), ("Δrmse", "rmse_increase", "+.2%"),
+                              ("cos min", "cosine_min", ".5f")),
+               "raw": (("cos min", "cosine_min", ".5f"), ("rel err", "rel_error", ".2e"),
+                       ("max err", "max_abs_error", ".2e"))}[task]
     rows = []
     for r in results:
         m = r.metrics
         rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
-                     _fmt(m.get("accuracy"), ".2%"), _fmt(m.get("accuracy_delta_points"), "+.2f"),
-                     _fmt(m.get("agreement"), ".2%"), _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
+                     *(_fmt(m.get(key), spec) for _, key, spec in columns),
+                     _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
                      str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}"))
-    _print_table(("framework", "format", "quantize", "target", "accuracy", "delta", "agree", "p50 ms", "p90 ms",
+    _print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
                   "KiB", "verdict"), rows)
 
 

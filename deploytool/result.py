@@ -88,7 +88,8 @@ def format_tolerance(metric: str, limits: tuple[float, float]) -> str:
 class OutputComparison:
     """One output of the model against the same output of the PC baseline. `rel_error` is the largest absolute
     error over the output's range (its largest |baseline value|); `cosine_*` are over the per-sample cosine
-    similarities of the flattened output (two all-zero samples agree: 1; one all-zero against another: 0)."""
+    similarities of the flattened output (two all-zero samples agree: 1; one all-zero against another: 0);
+    for an output of one value per sample, the cosine of the whole column."""
 
     name: str
     shape: tuple[int, ...]  # one sample's
@@ -316,6 +317,10 @@ class Result:
                        flipped_count=len(c.flipped), max_abs_error=c.max_abs_error, mean_abs_error=c.mean_abs_error,
                        latency_ratio_p50=c.latency_ratio_p50, latency_ratio_p90=c.latency_ratio_p90,
                        memory_ratio=c.memory_ratio, size_ratio=c.size_ratio)
+            if c.outputs:  # rows measured since every output is compared (issue 24)
+                out.update(cosine_min=c.cosine_min, rel_error=c.rel_error, top5_agreement=c.top5_agreement,
+                           mae=c.mae, rmse=c.rmse, baseline_rmse=c.baseline_rmse, rmse_increase=c.rmse_increase,
+                           mae_increase=c.mae_increase)
         if m is not None:
             mem = m.memory
             out.update(p50_ms=m.p50_ms, p90_ms=m.p90_ms, p99_ms=m.p99_ms, mean_ms=m.mean_ms,

@@ -15,6 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish
 from deploytool.convert._tf import saved_model_dir, serving_function
+from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"
@@ -29,6 +30,8 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     import tf2onnx
 
     path = Path(out_dir) / "model.onnx"
+    if source.signature is not None:
+        return _convert_named(source, quantize, path)
     spec = (tf.TensorSpec((None, *source.input_shape), tf.float32, name="input"),)
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx-") as tmp:
         loaded, in_name, out_name, sig = serving_function(saved_model_dir(source, Path(tmp)))
@@ -47,3 +50,33 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "from": "saved_model serving_default", "input_name": "input",
                    "output_name": "output"})
+
+
+def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
+    """A model with a signature: every input by its own name and dtype (open dimensions stay open), every
+    output by the source's name."""
+    import tensorflow as tf
+    import tf2onnx
+
+    sig = source.signature
+    assert sig is not None
+    spec = tuple(tf.TensorSpec((None, *t.sample_shape), tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs)
+    with tempfile.TemporaryDirectory(prefix="deploytool-onnx-") as tmp:
+        loaded = tf.saved_model.load(str(saved_model_dir(source, Path(tmp))))
+        serving = loaded.signatures["serving_default"]
+        feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
+        fetches = match_names(sig.output_names, list(serving.structured_outputs))
+
+        @tf.function(input_signature=spec)
+        def serve(*x):
+            out = serving(**{feeds[t.name]: v for t, v in zip(sig.inputs, x)})
+            return {name: out[fetches[name]] for name in sig.output_names}
+
+        model_proto, _ = tf2onnx.convert.from_function(serve, input_signature=spec, opset=OPSET,
+                                                       output_path=str(path))
+        del loaded
+    check_onnx(model_proto)
+    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
+                  {"opset": OPSET, "from": "saved_model serving_default", "input_names": list(sig.input_names),
+                   "output_names": list(sig.output_names)})
+

@@ -14,6 +14,9 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 from deploytool.convert._tf import saved_model_dir
+from deploytool.data.feed import Feed
+from deploytool.errors import StageFailed
+from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -40,19 +43,32 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
     options: dict = {"from": "saved_model"}
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:
-        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir(source, Path(tmp))))
+        saved_model = saved_model_dir(source, Path(tmp))
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
         if quantize != "none":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
             options["optimizations"] = ["DEFAULT"]
         if quantize == "fp16":
             converter.target_spec.supported_types = [tf.float16]
             options["supported_types"] = ["float16"]
+        if quantize == "int8-io" and source.signature is not None and not source.signature.all_float_inputs:
+            raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
+                              + ", ".join(t.describe() for t in source.signature.inputs if not t.is_float)
+                              + " takes integers already (ids, masks); use int8")
         if quantize in ("int8", "int8-io"):
             samples = calibration_subset(calibration, f"TFLite {quantize}")
+            if isinstance(samples, Feed):  # every input from the user's data, by the serving signature's names
+                loaded = tf.saved_model.load(str(saved_model))
+                names = match_names(samples.names, list(loaded.signatures["serving_default"]
+                                                        .structured_input_signature[1]))
 
-            def representative_dataset():
-                for i in range(len(samples)):
-                    yield [samples[i : i + 1]]
+                def representative_dataset():
+                    for i in range(len(samples)):
+                        yield {names[n]: a[i : i + 1] for n, a in samples.items()}
+            else:
+                def representative_dataset():
+                    for i in range(len(samples)):
+                        yield [samples[i : i + 1]]
 
             converter.representative_dataset = representative_dataset
             # Only integer kernels: a float fallback op would silently make it a hybrid model.

@@ -25,7 +25,7 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import UnknownOption
 from deploytool.localize import savedmodel
-from deploytool.modelfiles.tflite_io import _from_detail
+from deploytool.modelfiles.tflite_io import tensor_quant
 from deploytool.proc.quiet import import_tensorflow
 
 # Ops that only move or relabel numbers (or make shapes): a cut there holds what the cut before it held.
@@ -105,7 +105,7 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
     if int(inp["shape"][0]) != 1:
         it.resize_tensor_input(inp["index"], [1, *x.shape[1:]])
     it.allocate_tensors()
-    quant_in = _from_detail(inp)
+    quant_in = tensor_quant(inp)
     details = {d["index"]: d for d in it.get_tensor_details()}
     made_by: dict[int, str] = {}
     for op in it._get_ops_details():
@@ -118,7 +118,7 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
         it.set_tensor(inp["index"], quant_in.quantize(sample[None]))
         it.invoke()
         for t, _ in points:
-            values[t].append(_from_detail(details[t]).dequantize(it.get_tensor(t)))
+            values[t].append(tensor_quant(details[t]).dequantize(it.get_tensor(t)))
     out: Trace = {}
     for t, kind in points:
         if any(v.ndim == 0 or v.shape[0] != 1 for v in values[t]):

@@ -36,15 +36,15 @@ class TensorQuant:
         return ((q.astype(np.float32) - self.zero_point) * self.scale).astype(np.float32)
 
 
-def _from_detail(d: dict) -> TensorQuant:
+def tensor_quant(d: dict) -> TensorQuant:
     scale, zp = d.get("quantization", (0.0, 0))
     return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
 
 
 def io_of(interpreter) -> tuple[list[TensorQuant], list[TensorQuant]]:
     """(inputs, outputs) of a LiteRT interpreter already holding a model."""
-    return ([_from_detail(d) for d in interpreter.get_input_details()],
-            [_from_detail(d) for d in interpreter.get_output_details()])
+    return ([tensor_quant(d) for d in interpreter.get_input_details()],
+            [tensor_quant(d) for d in interpreter.get_output_details()])
 
 
 def read_io(model_path: str) -> tuple[list[TensorQuant], list[TensorQuant]]:
@@ -52,3 +52,17 @@ def read_io(model_path: str) -> tuple[list[TensorQuant], list[TensorQuant]]:
     from ai_edge_litert.interpreter import Interpreter
 
     return io_of(Interpreter(model_path=str(model_path)))
+
+
+def signature_names(interpreter) -> dict[int, str]:
+    """Tensor index -> the name its model's one signature gives it (a converted Keras model's own input and
+    output names); {} for a model without exactly one signature."""
+    runners = interpreter.get_signature_list()
+    if len(runners) != 1:
+        return {}
+    runner = interpreter.get_signature_runner(next(iter(runners)))
+    names: dict[int, str] = {}
+    for details in (runner.get_input_details(), runner.get_output_details()):
+        names.update({int(d["index"]): name for name, d in details.items()})
+    return names
+

@@ -62,7 +62,9 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray) -> O
     max_err = float(err.max()) if err.size and finite.all() else (float("inf") if err.size else 0.0)
     mean_err = float(err[finite].mean()) if finite.any() else (float("inf") if err.size else 0.0)
     scale = float(np.abs(r[np.isfinite(r)]).max()) if np.isfinite(r).any() else 0.0
-    cos = cosine_per_sample(t, r)
+    # one value per sample has no direction of its own: its cosine is the whole column's (the N values as one
+    # vector), not a per-sample sign agreement
+    cos = cosine_per_sample(t, r) if t[0].size > 1 else cosine_per_sample(t.reshape(1, -1), r.reshape(1, -1))
     return OutputComparison(name=name, shape=tuple(int(d) for d in t.shape[1:]), max_abs_error=max_err,
                             mean_abs_error=mean_err, rel_error=max_err / (scale or 1.0),
                             cosine_min=float(np.nanmin(cos)) if np.isfinite(cos).all() else float("nan"),

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed
 from deploytool.errors import BadModelFile
+from deploytool.modelfiles.signature import match_names
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
 from deploytool.runtimes.base import Outputs, Runtime
@@ -46,11 +48,44 @@ class KerasRuntime(Runtime):
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
             raise BadModelFile(f"{artifact.path}: cannot be loaded as a {artifact.format} model "
                                f"({str(e).splitlines()[0][:200]}); check the file or re-export it") from None
+        self._tf = tf
+        if artifact.signature is not None:
+            self._bind(artifact, model if artifact.format == "keras" else None)
+            return
         spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
         self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
-        self._tf = tf
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
+    def _bind(self, artifact: Artifact, model: object | None) -> None:
+        """A model with a signature: one traced function taking every named input at its dtype (open
+        dimensions stay open) and returning every output by the source's names."""
+        tf, sig = self._tf, artifact.signature
+        assert sig is not None
+        specs = {t.name: tf.TensorSpec([None, *t.sample_shape], tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs}
+        if model is not None:
+            keras_names = [str(i.name).split(":")[0] for i in model.inputs]
+            order = list(match_names(sig.input_names, keras_names))  # source names, in the model's input order
+            names = list(sig.output_names)
+
+            def call(**x):
+                out = model([x[n] for n in order] if len(order) > 1 else x[order[0]], training=False)
+                outs = out if isinstance(out, (list, tuple)) else [out]
+                return dict(zip(names, outs))
+        else:
+            serving = self._loaded.signatures["serving_default"]
+            feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
+            fetches = match_names(sig.output_names, list(serving.structured_outputs))
+
+            def call(**x):
+                out = serving(**{feeds[n]: v for n, v in x.items()})
+                return {n: out[fetches[n]] for n in fetches}
+        self._fn = tf.function(lambda *args: call(**dict(zip(specs, args))), input_signature=list(specs.values()),
+                               reduce_retracing=True)
+        self._names = list(specs)
+
+    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+        if isinstance(x, Feed):
+            out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
+            return Feed({n: v.numpy() for n, v in out.items()})
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: np.ndarray) -> Outputs:

@@ -14,7 +14,9 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
-from deploytool.modelfiles.tflite_io import TensorQuant, io_of
+from deploytool.data.feed import Feed
+from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.tflite_io import TensorQuant, tensor_quant, io_of, signature_names
 from deploytool.runtimes.base import Outputs, Runtime
 
 _FLOATS = ("float32", "float16")
@@ -58,6 +60,9 @@ class LiteRTRuntime(Runtime):
             ins, outs = io_of(self._it)
         except Exception as e:  # a corrupt flatbuffer: this combination's (final) result
             raise self._failed(e, "load_failed") from e
+        if artifact.signature is not None:
+            self._bind(artifact)
+            return
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
@@ -83,12 +88,61 @@ class LiteRTRuntime(Runtime):
         except Exception as e:  # an op this LiteRT build lacks fails here, every time
             raise self._failed(e, "load_failed") from e
 
+    def _bind(self, artifact: Artifact) -> None:
+        """A model with a signature: each named input at its tensor (quantized where the tensor is), resized
+        to each batch's shape (a sequence length the data decides); every output dequantized, by the source's
+        names."""
+        assert artifact.signature is not None
+        names = signature_names(self._it)
+        ins, outs = self._it.get_input_details(), self._it.get_output_details()
+        by_name_in = {names.get(int(d["index"]), d["name"]): d for d in ins}
+        by_name_out = {names.get(int(d["index"]), d["name"]): d for d in outs}
+        try:
+            self._feeds = {src: by_name_in[m] for src, m in match_names(artifact.signature.input_names,
+                                                                        list(by_name_in)).items()}
+            self._fetches = {src: by_name_out[m] for src, m in match_names(artifact.signature.output_names,
+                                                                           list(by_name_out)).items()}
+        except KeyError as e:
+            raise StageFailed("load_failed", f"{self.name} {self._version()}: {e.args[0]}") from None
+        self._quant = {int(d["index"]): tensor_quant(d) for d in (*ins, *outs)}
+        first = next(iter(self._feeds.values()))
+        sig = first.get("shape_signature")
+        self._resizable = sig is not None and len(sig) > 0 and int(sig[0]) == -1
+        self._fixed_batch = None if self._resizable else int(first["shape"][0])
+        self._shapes: dict[int, tuple[int, ...]] = {}
+        self._in = self._quant[int(first["index"])]
+        self._out = self._quant[int(next(iter(self._fetches.values()))["index"])]
+        try:
+            self._it.allocate_tensors()
+        except Exception as e:
+            raise self._failed(e, "load_failed") from e
+
+    def _predict_feed(self, x: Feed) -> Feed:
+        n = len(x)
+        if self._fixed_batch is not None and n != self._fixed_batch:
+            if n > self._fixed_batch:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
+            x = x.map(lambda _, a: np.concatenate([a, np.zeros((self._fixed_batch - n, *a.shape[1:]), a.dtype)]))
+        wanted = {int(d["index"]): tuple(x[src].shape) for src, d in self._feeds.items()}
+        if wanted != self._shapes:  # a new batch size or sequence length: resize every input, then allocate
+            for index, shape in wanted.items():
+                self._it.resize_tensor_input(index, list(shape), strict=not self._resizable)
+            self._it.allocate_tensors()
+            self._shapes = wanted
+        for src, d in self._feeds.items():
+            self._it.set_tensor(int(d["index"]), self._quant[int(d["index"])].quantize(x[src]))
+        self._it.invoke()
+        return Feed({src: self._quant[int(d["index"])].dequantize(self._it.get_tensor(int(d["index"])))[:n]
+                     for src, d in self._fetches.items()})
+
     def _resize(self, n: int) -> None:
         self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)
         self._it.allocate_tensors()
         self._batch = n
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
+    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+        if isinstance(x, Feed):
+            return self._predict_feed(x)
         n = len(x)
         if self._resizable:
             if n != self._batch:

@@ -108,3 +108,9 @@ def test_a_comparison_with_outputs_and_regression_figures_survives_the_json_boun
     back = comparison_from_json(json.loads(json.dumps(c.to_json())))
     assert json.dumps(back.to_json()) == json.dumps(c.to_json())  # NaN accuracy included
     assert back.outputs[0].shape == (1,) and back.task == "regression" and back.rmse_increase == c.rmse_increase
+
+
+def test_a_one_value_output_has_the_cosine_of_its_whole_column():
+    o = output_comparison("v", np.array([[1.0], [0.0], [-2.0]]), np.array([[1.0], [0.5], [-2.0]]))
+    whole = (1 + 4) / (math.sqrt(5) * math.sqrt(5.25))
+    assert o.cosine_min == pytest.approx(whole) and o.cosine_mean == pytest.approx(whole)
