@@ -20,6 +20,7 @@ from typing import Any
 from deploytool import zoo
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
 from deploytool.modelfiles.signature import Signature
+from deploytool.zoo.plans import INPUT_KINDS, input_shape_of
 from deploytool.workspace import check_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -86,6 +87,16 @@ class ModelSpec:
     @property
     def num_classes(self) -> int:
         return len(self.labels)
+
+    @property
+    def input_kind(self) -> str:
+        """What the architecture reads: image, sequence or features (deploytool.zoo.plans.INPUT_KINDS)."""
+        return INPUT_KINDS.get(self.architecture, "image")
+
+    @property
+    def model_input_shape(self) -> tuple[int, ...]:
+        """One sample as the model takes it: the image (H, W, C), or its rows as a sequence, or its values."""
+        return input_shape_of(self.input_kind, self.input_shape) if self.input_shape else ()
 
     def tolerance_for(self, quantize: str) -> dict[str, tuple[float, float]]:
         return self.tolerances["none" if quantize == "none" else "quantized"]

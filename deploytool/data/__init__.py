@@ -204,6 +204,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
             raise DataError(f"{where}: the {part} samples are not finite after preprocessing "
                             f"(scale {spec.preprocess.scale:g}, mean {spec.preprocess.mean}, std {spec.preprocess.std}); "
                             "check --scale/--mean/--std")
+    if spec.input_kind != "image":  # the images as the architecture reads them: rows as steps, or flat
+        xtr, xte = (x.reshape(len(x), *spec.model_input_shape) for x in (xtr, xte))
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=origin,
                    sha256=_checksum(xte, y_test, xtr, y_train), train_sha256=_checksum(xtr, y_train),

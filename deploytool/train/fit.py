@@ -96,7 +96,7 @@ def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
               verbose=0, callbacks=[Measure()])
     model.save(path)
     logits = model.predict(ds.x_test, batch_size=512, verbose=0)
-    return path, "NHWC", tuple(spec.input_shape), seconds, history, logits
+    return path, "NHWC", tuple(spec.model_input_shape), seconds, history, logits
 
 
 def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
@@ -110,7 +110,8 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes)
     opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
-    x = torch.from_numpy(ds.in_layout(ds.x_train, "NCHW"))
+    layout = "NCHW" if spec.input_kind == "image" else "NHWC"  # a sequence or features are fed as stored
+    x = torch.from_numpy(ds.in_layout(ds.x_train, layout))
     y = torch.from_numpy(ds.y_train)
     gen = torch.Generator().manual_seed(spec.train.seed)
     bs = spec.train.batch_size
@@ -119,7 +120,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if spec.train.schedule == "cosine" else None
     seconds: list[float] = []
     history: list[dict[str, float]] = []
-    x_test = ds.in_layout(ds.x_test, "NCHW")
+    x_test = ds.in_layout(ds.x_test, layout)
 
     for epoch in range(epochs):
         model.train()
@@ -145,15 +146,17 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
         seconds.append(time.perf_counter() - t0)
         bar.close()
         if after_epoch is not None:  # first: its CPU time must not include the test evaluation below
-            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, "NCHW")))
+            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, layout)))
         logits = _torch_logits(model, x_test)
         history.append({"loss": loss_sum / len(x), "accuracy": correct / len(x),
                         "test_accuracy": float(np.mean(logits.argmax(1) == ds.y_test))})
     if not epochs:
         logits = _torch_logits(model, x_test)
-    export_torch(model, (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), path)
+    h, w, c = spec.input_shape
+    sample = (c, h, w) if layout == "NCHW" else spec.model_input_shape
+    export_torch(model, sample, path)
     torch.save(model.state_dict(), path.with_name("weights.pt"))
-    return path, "NCHW", (spec.input_shape[2], spec.input_shape[0], spec.input_shape[1]), seconds, history, logits
+    return path, layout, sample, seconds, history, logits
 
 
 def _torch_logits(model, x_nchw: np.ndarray) -> np.ndarray:
@@ -165,7 +168,7 @@ def _torch_logits(model, x_nchw: np.ndarray) -> np.ndarray:
         return torch.cat([model(x[i : i + 512]) for i in range(0, len(x), 512)]).numpy()
 
 
-def export_torch(model, input_chw: tuple[int, int, int], path: Path) -> None:
+def export_torch(model, input_chw: tuple[int, ...], path: Path) -> None:
     """Save an nn.Module as a .pt2 ExportedProgram with a dynamic batch dimension."""
     import torch
 

@@ -12,6 +12,9 @@ import keras
 from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
+    GRU,
+    INPUT_KINDS,
+    LSTM,
     BasicBlock,
     BatchNorm,
     Conv,
@@ -20,6 +23,7 @@ from deploytool.zoo.plans import (
     GlobalAvgPool,
     MaxPool,
     ReLU,
+    input_shape_of,
 )
 
 
@@ -62,7 +66,8 @@ def _basic_block(x, block: BasicBlock):
 
 
 def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> keras.Model:
-    inputs = keras.Input(shape=input_hwc, dtype="float32", name="input")
+    inputs = keras.Input(shape=input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc), dtype="float32",
+                         name="input")
     x = inputs
     for op in plan:
         if isinstance(op, Conv):
@@ -83,6 +88,10 @@ def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> keras.Model:
             )(x)
         elif isinstance(op, BasicBlock):
             x = _basic_block(x, op)
+        elif isinstance(op, LSTM):
+            x = keras.layers.LSTM(op.units, use_bias=False, name=op.name)(x)
+        elif isinstance(op, GRU):
+            x = keras.layers.GRU(op.units, reset_after=True, name=op.name)(x)
         else:
             raise TypeError(f"no Keras builder for plan op {type(op).__name__}")
     return keras.Model(inputs, x, name=arch)

@@ -80,7 +80,34 @@ class BasicBlock:
     stride: int = 1
 
 
-Op = Union[Conv, BatchNorm, ReLU, MaxPool, Flatten, GlobalAvgPool, Dense, BasicBlock]
+@dataclass(frozen=True)
+class LSTM:
+    """An LSTM over (steps, features), giving its last hidden state. Without biases: Keras keeps one bias per
+    gate, PyTorch two (input and recurrent), so with them the twins could not have equal parameter counts."""
+
+    name: str
+    units: int
+
+
+@dataclass(frozen=True)
+class GRU:
+    """A GRU over (steps, features), giving its last hidden state: Keras's reset_after=True form (PyTorch's,
+    with an input and a recurrent bias each)."""
+
+    name: str
+    units: int
+
+
+Op = Union[Conv, BatchNorm, ReLU, MaxPool, Flatten, GlobalAvgPool, Dense, BasicBlock, LSTM, GRU]
+
+# What a zoo architecture reads: an image (H, W, C), a sequence (steps = H rows, W*C features per step) or
+# features (H*W*C values): the dataset's images are reshaped once, after preprocessing (deploytool.data).
+INPUT_KINDS: dict[str, str] = {}
+
+
+def input_shape_of(kind: str, hwc: tuple[int, int, int]) -> tuple[int, ...]:
+    h, w, c = hwc
+    return {"image": (h, w, c), "sequence": (h, w * c), "features": (h * w * c,)}[kind]
 
 
 def _lenet1(num_classes: int) -> tuple[Op, ...]:
@@ -137,12 +164,30 @@ def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
+def _mlp(num_classes: int) -> tuple[Op, ...]:
+    # Seed 002's fully connected network: the 784 flattened pixels through two hidden layers.
+    return (Dense("fc1", 256), ReLU("relu1"), Dense("fc2", 128), ReLU("relu2"), Dense("fc3", num_classes))
+
+
+def _lstm(num_classes: int) -> tuple[Op, ...]:
+    # Seed 002's recurrent family on sequential MNIST: a digit read as 28 rows of 28 pixels.
+    return (LSTM("lstm", 64), Dense("fc", num_classes))
+
+
+def _gru(num_classes: int) -> tuple[Op, ...]:
+    return (GRU("gru", 64), Dense("fc", num_classes))
+
+
 _PLANS = {
     "lenet1": _lenet1,
     "lenet5": _lenet5,
     "resnet20": _resnet20,
     "vgg_small": _vgg_small,
+    "mlp": _mlp,
+    "lstm": _lstm,
+    "gru": _gru,
 }
+INPUT_KINDS.update(mlp="features", lstm="sequence", gru="sequence")
 
 ARCHITECTURES: tuple[str, ...] = tuple(_PLANS)
 
@@ -176,7 +221,7 @@ def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc) -> list[tuple[int, 
             f"input shape {input_hwc!r} for {arch} is not (height, width, channels) of "
             "positive integers: fix the manifest's input shape"
         )
-    shape: tuple[int, ...] = tuple(input_hwc)
+    shape: tuple[int, ...] = input_shape_of(INPUT_KINDS.get(arch, "image"), tuple(input_hwc))
     shapes = []
     for op in plan:
         if isinstance(op, (Conv, MaxPool, BasicBlock)):
@@ -199,6 +244,8 @@ def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc) -> list[tuple[int, 
         elif isinstance(op, GlobalAvgPool):
             shape = (shape[2],)
         elif isinstance(op, Dense):
+            shape = (op.units,)
+        elif isinstance(op, (LSTM, GRU)):
             shape = (op.units,)
         shapes.append(shape)
     return shapes

@@ -17,6 +17,9 @@ from torch import nn
 from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
+    GRU,
+    INPUT_KINDS,
+    LSTM,
     BasicBlock,
     BatchNorm,
     Conv,
@@ -25,6 +28,7 @@ from deploytool.zoo.plans import (
     GlobalAvgPool,
     MaxPool,
     ReLU,
+    input_shape_of,
     trace_shapes,
 )
 
@@ -78,6 +82,33 @@ class ResidualBlock(nn.Module):
         return self.relu2(y + shortcut)
 
 
+class LastHidden(nn.Module):
+    """nn.LSTM / nn.GRU over (batch, steps, features), giving the last step's hidden state (what Keras's
+    recurrent layers give by default); the module is `rnn`, so its weights are `<layer>.rnn.*`."""
+
+    def __init__(self, rnn: nn.Module):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(x)
+        return out[:, -1, :]
+
+
+def _recurrent(kind: type, features: int, units: int, bias: bool) -> LastHidden:
+    rnn = kind(features, units, batch_first=True, bias=bias)
+    for name, w in rnn.named_parameters():  # Keras's defaults: glorot kernels, orthogonal recurrence, zero bias
+        if name.startswith("weight_ih"):
+            for gate in w.data.chunk(w.shape[0] // units):
+                nn.init.xavier_uniform_(gate)
+        elif name.startswith("weight_hh"):
+            for gate in w.data.chunk(w.shape[0] // units):
+                nn.init.orthogonal_(gate)
+        else:
+            nn.init.zeros_(w)
+    return LastHidden(rnn)
+
+
 class ZooNet(nn.Sequential):
     """A zoo architecture as a named nn.Sequential; `arch` and `input_hwc` say what it is."""
 
@@ -90,7 +121,7 @@ class ZooNet(nn.Sequential):
 def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> ZooNet:
     shapes = trace_shapes(arch, plan, input_hwc)
     layers: OrderedDict[str, nn.Module] = OrderedDict()
-    in_shape: tuple[int, ...] = input_hwc
+    in_shape: tuple[int, ...] = input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc)
     for op, out_shape in zip(plan, shapes):
         if isinstance(op, Conv):
             layers[op.name] = _conv(in_shape[2], op.filters, op.kernel, op.stride, op.pad, op.bias, op.init)
@@ -111,6 +142,10 @@ def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> ZooNet:
             layers[op.name] = linear
         elif isinstance(op, BasicBlock):
             layers[op.name] = ResidualBlock(in_shape[2], op)
+        elif isinstance(op, LSTM):
+            layers[op.name] = _recurrent(nn.LSTM, in_shape[-1], op.units, bias=False)
+        elif isinstance(op, GRU):
+            layers[op.name] = _recurrent(nn.GRU, in_shape[-1], op.units, bias=True)
         else:
             raise TypeError(f"no PyTorch builder for plan op {type(op).__name__}")
         in_shape = out_shape
