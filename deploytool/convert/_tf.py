@@ -45,3 +45,30 @@ def serving_function(saved_model: Path):
         raise ValueError(f"the serving signature has {len(output_names)} outputs; deploytool handles "
                          "one-output models")
     return loaded, next(iter(inputs)), output_names[0], sig
+
+
+def unrolled_saved_model(source: Artifact, tmp: Path) -> Path | None:
+    """A SavedModel of the Keras `source` with every recurrent layer unrolled over its steps (same weights), or
+    None when it has none that can be (not a .keras file, no recurrent layer, or a free number of steps)."""
+    import keras
+
+    if source.format != "keras":
+        return None
+    model = load_keras(source.path)
+    kinds = (keras.layers.LSTM, keras.layers.GRU, keras.layers.SimpleRNN)
+    if not any(isinstance(layer, kinds) for layer in model.layers) or any(
+            d is None for i in model.inputs for d in list(i.shape)[1:]):
+        return None
+
+    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
+        config = layer.get_config()
+        if isinstance(layer, kinds):
+            config["unroll"] = True
+        return layer.__class__.from_config(config)
+
+    unrolled = keras.models.clone_model(model, clone_function=clone)
+    unrolled.set_weights(model.get_weights())
+    out = Path(tmp) / "saved_model_unrolled"
+    unrolled.export(str(out), format="tf_saved_model", verbose=False)
+    return out
+

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
-from deploytool.convert._tf import saved_model_dir
+from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from deploytool.modelfiles.signature import match_names
@@ -41,44 +42,75 @@ UNSUPPORTED = {
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 
+    if quantize == "int8-io" and source.signature is not None and not source.signature.all_float_inputs:
+        raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
+                          + ", ".join(t.describe() for t in source.signature.inputs if not t.is_float)
+                          + " takes integers already (ids, masks); use int8")
     options: dict = {"from": "saved_model"}
+    notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:
         saved_model = saved_model_dir(source, Path(tmp))
+        loaded = tf.saved_model.load(str(saved_model))
+        serving = loaded.signatures["serving_default"]
         converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
-        if quantize != "none":
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            options["optimizations"] = ["DEFAULT"]
-        if quantize == "fp16":
-            converter.target_spec.supported_types = [tf.float16]
-            options["supported_types"] = ["float16"]
-        if quantize == "int8-io" and source.signature is not None and not source.signature.all_float_inputs:
-            raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
-                              + ", ".join(t.describe() for t in source.signature.inputs if not t.is_float)
-                              + " takes integers already (ids, masks); use int8")
-        if quantize in ("int8", "int8-io"):
-            samples = calibration_subset(calibration, f"TFLite {quantize}")
-            if isinstance(samples, Feed):  # every input from the user's data, by the serving signature's names
-                loaded = tf.saved_model.load(str(saved_model))
-                names = match_names(samples.names, list(loaded.signatures["serving_default"]
-                                                        .structured_input_signature[1]))
-
-                def representative_dataset():
-                    for i in range(len(samples)):
-                        yield {names[n]: a[i : i + 1] for n, a in samples.items()}
-            else:
-                def representative_dataset():
-                    for i in range(len(samples)):
-                        yield [samples[i : i + 1]]
-
-            converter.representative_dataset = representative_dataset
-            # Only integer kernels: a float fallback op would silently make it a hybrid model.
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-            options.update(supported_ops=["TFLITE_BUILTINS_INT8"], calibration_samples=len(samples))
-        if quantize == "int8-io":
-            converter.inference_input_type = tf.int8
-            converter.inference_output_type = tf.int8
-            options.update(inference_input_type="int8", inference_output_type="int8")
-        flatbuffer = converter.convert()
+        _configure(converter, quantize, source, calibration, serving, options)
+        try:
+            flatbuffer = converter.convert()
+        except Exception as e:
+            # Keras 3 exports a recurrent layer as a while loop over TensorLists of unknown element shape, which
+            # TFLite's converter lowers only with SELECT_TF_OPS (TensorFlow kernels inside the model, which
+            # LiteRT and the browser lack). Unrolled over its fixed steps the same weights need no loop.
+            unrolled = unrolled_saved_model(source, Path(tmp)) if "TensorList" in str(e) else None
+            if unrolled is None:
+                raise
+            converter = tf.lite.TFLiteConverter.from_saved_model(str(unrolled))
+            options["recurrent_layers"] = "unrolled"
+            _configure(converter, quantize, source, calibration, serving, options)
+            flatbuffer = converter.convert()
+            notes = ("TFLite's converter cannot lower Keras 3's recurrent loop without SELECT_TF_OPS "
+                     f"({str(e).splitlines()[0][:140]}); converted with the recurrent layers unrolled over their "
+                     "fixed steps (the same weights, no loop)",)
+        del loaded
     path = Path(out_dir) / "model.tflite"
     path.write_bytes(flatbuffer)
-    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)
+    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options, notes)
+
+
+def _configure(converter: Any, quantize: str, source: Artifact, calibration: Any, serving: Any,
+               options: dict[str, Any], positional: bool = False) -> None:
+    """The quantization `quantize` asks for, on either kind of converter; what was set goes into `options`.
+    `positional`: a converter of a traced function takes its calibration inputs as a list, in the source's
+    input order (a SavedModel's signature takes them by name)."""
+    import tensorflow as tf
+
+    if quantize != "none":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        options["optimizations"] = ["DEFAULT"]
+    if quantize == "fp16":
+        converter.target_spec.supported_types = [tf.float16]
+        options["supported_types"] = ["float16"]
+    if quantize in ("int8", "int8-io"):
+        samples = calibration_subset(calibration, f"TFLite {quantize}")
+        if isinstance(samples, Feed) and positional:
+            def representative_dataset() -> Iterator[Any]:
+                for i in range(len(samples)):
+                    yield [a[i : i + 1] for a in samples.arrays()]
+        elif isinstance(samples, Feed):  # every input from the user's data, by the serving signature's names
+            names = match_names(samples.names, list(serving.structured_input_signature[1]))
+
+            def representative_dataset() -> Iterator[Any]:
+                for i in range(len(samples)):
+                    yield {names[n]: a[i : i + 1] for n, a in samples.items()}
+        else:
+            def representative_dataset() -> Iterator[Any]:
+                for i in range(len(samples)):
+                    yield [samples[i : i + 1]]
+
+        converter.representative_dataset = representative_dataset
+        # Only integer kernels: a float fallback op would silently make it a hybrid model.
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        options.update(supported_ops=["TFLITE_BUILTINS_INT8"], calibration_samples=len(samples))
+    if quantize == "int8-io":
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+        options.update(inference_input_type="int8", inference_output_type="int8")
