@@ -89,3 +89,37 @@ def onnx_input_name(path: Path) -> str:
     if len(names) != 1:
         raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input models")
     return names[0]
+
+
+def torch_samples(source: Artifact, calibration: Any, batch: int) -> tuple[Any, ...]:
+    """Zero tensors to trace a PyTorch source with: one per input, `batch` samples, each input's own dtype;
+    a dimension the model leaves open (a sequence length) takes the data's."""
+    import torch
+
+    if source.signature is None:
+        return (torch.zeros((batch, *source.input_shape), dtype=torch.float32),)
+    first = calibration[:1] if isinstance(calibration, Feed) and len(calibration) else None
+    out = []
+    for t in source.signature.inputs:
+        dims = [d if d is not None else (first[t.name].shape[i + 1] if first is not None else 1)
+                for i, d in enumerate(t.sample_shape)]
+        out.append(torch.zeros((batch, *dims), dtype=getattr(torch, t.dtype)))
+    return tuple(out)
+
+
+def torch_calibration_batches(samples: Any, i: int) -> tuple[Any, ...]:
+    """Sample `i` of a calibration set as the tensors a PyTorch module takes (every input of a Feed)."""
+    import torch
+
+    arrays = samples.arrays() if isinstance(samples, Feed) else [samples]
+    return tuple(torch.from_numpy(np.ascontiguousarray(a[i : i + 1])) for a in arrays)
+
+
+def refuse_integer_io_for_integer_inputs(source: Artifact, quantize: str) -> None:
+    """int8-io makes every input an int8 tensor: meaningless for inputs that take integers already."""
+    sig = source.signature
+    if quantize == "int8-io" and sig is not None and not sig.all_float_inputs:
+        raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
+                          + ", ".join(t.describe() for t in sig.inputs if not t.is_float)
+                          + " takes integers already (ids, masks); use int8")
+

@@ -37,8 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.artifact import Artifact, array_sha256, content_hash
-from deploytool.convert._common import dist_version, onnx_input_name
+from deploytool.artifact import Artifact, content_hash
+from deploytool.convert._common import dist_version, onnx_input_names
+from deploytool.data.feed import Feed, feed_sha256
+from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "onnx2tf"
@@ -74,19 +76,26 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     # onnx2tf writes back into the model file it is given (shape inference, renamed outputs): give it a copy, with
     # its external weight files, so the source — a user's file in the workspace, content-addressed — never changes.
     src = copy_with_external(Path(source.path), out_dir / "onnx2tf-input")
-    name = onnx_input_name(src)
-    keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" else \
+    names = onnx_input_names(src)
+    if source.signature is None and len(names) != 1:
+        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input image models here")
+    keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" and source.signature is None else \
         "keep_nwc_or_nhwc_or_ndhwc_input_names"
-    kwargs: dict = {keep: [name]}
+    # every input kept as fed: an image in the source's layout, a sequence (N, steps, features) as stored
+    kwargs: dict = {keep: names}
     options: dict = {"keep_input_layout": source.layout, "onnxsim": False, "signaturedefs": True}
     if dynamic:
         kwargs["output_dynamic_range_quantized_tflite"] = True
     if integer:
-        calib = out_dir / "calibration.npy"
-        np.save(calib, np.ascontiguousarray(calibration, dtype=np.float32))
+        arrays = dict(calibration.items()) if isinstance(calibration, Feed) else {names[0]: calibration}
+        paths = []
+        for i, (src_name, model_name) in enumerate(match_names(list(arrays), names).items()):
+            calib = out_dir / f"calibration{i}.npy"
+            a = arrays[src_name]  # token ids and masks keep their integer type: the model takes them so
+            np.save(calib, np.ascontiguousarray(a, dtype=np.float32 if a.dtype.kind == "f" else a.dtype))
+            paths.append([model_name, str(calib), 0.0, 1.0])
         kwargs.update(output_integer_quantized_tflite=True, quant_type="per-channel",
-                      custom_input_op_name_np_data_path=[[name, str(calib), 0.0, 1.0]],
-                      input_quant_dtype="int8", output_quant_dtype="int8")
+                      custom_input_op_name_np_data_path=paths, input_quant_dtype="int8", output_quant_dtype="int8")
         options.update(quant_type="per-channel", calibration_samples=len(calibration))
     printed = io.StringIO()
     try:
@@ -132,7 +141,7 @@ def shared_run(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[s
     """(our quantization word -> the .tflite file, the run's options) of the one onnx2tf run of `source` with
     `calibration` in this process, made on first use: with calibration every file, without it the float32,
     float16 and dynamic-range ones. Raises that run's error, each time it is asked. Do not write to the files."""
-    key = (content_hash(source.path), source.layout, None if calibration is None else array_sha256(calibration),
+    key = (content_hash(source.path), source.layout, None if calibration is None else feed_sha256(calibration),
            dist_version(DIST))
     with _runs_lock:
         made = _runs.get(key)

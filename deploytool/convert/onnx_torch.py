@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
-from deploytool.convert._common import Mode, check_onnx, dist_version, finish
+from deploytool.convert._common import Mode, check_onnx, dist_version, finish, torch_samples
 from deploytool.modelfiles import pt2
 
 CONVERTER = "torch.onnx"
@@ -43,7 +43,7 @@ _exports_dir: Any = None
 _exports_lock = threading.Lock()
 
 
-def _export(source: Artifact, path: Path) -> None:
+def _export(source: Artifact, path: Path, calibration: Any = None) -> None:
     import logging
 
     import torch
@@ -52,9 +52,10 @@ def _export(source: Artifact, path: Path) -> None:
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
     program = load_program(source.path)
-    sample = torch.zeros((2, *source.input_shape), dtype=torch.float32)
-    torch.onnx.export(program, (sample,), str(path), dynamo=True, opset_version=OPSET,
-                      input_names=["input"], output_names=["output"], external_data=False, verbose=False)
+    sig = source.signature
+    inputs, outputs = (list(sig.input_names), list(sig.output_names)) if sig is not None else (["input"], ["output"])
+    torch.onnx.export(program, torch_samples(source, calibration, 2), str(path), dynamo=True, opset_version=OPSET,
+                      input_names=inputs, output_names=outputs, external_data=False, verbose=False)
     check_onnx(path)
 
 
@@ -65,7 +66,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     with _exports_lock:
         made = _exports.get(key)
         if made is None or not made.is_file():
-            _export(source, path)
+            _export(source, path, calibration)
             if _exports_dir is None:
                 _exports_dir = tempfile.TemporaryDirectory(prefix="deploytool-onnx-export-")  # removed at exit
             made = _exports[key] = Path(_exports_dir.name) / f"{key[0][:16]}-{len(_exports)}.onnx"

@@ -18,7 +18,8 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
-from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
+                                         refuse_integer_io_for_integer_inputs)
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -38,6 +39,7 @@ UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js mo
 
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+    refuse_integer_io_for_integer_inputs(source, quantize)
     integer = quantize in ("int8", "int8-io")
     if integer:
         files, options = _onnx2tf.shared_run(source, calibration_subset(calibration, f"onnx2tf {quantize}"))

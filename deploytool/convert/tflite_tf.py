@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
+                                         refuse_integer_io_for_integer_inputs)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
@@ -42,10 +43,7 @@ UNSUPPORTED = {
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 
-    if quantize == "int8-io" and source.signature is not None and not source.signature.all_float_inputs:
-        raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
-                          + ", ".join(t.describe() for t in source.signature.inputs if not t.is_float)
-                          + " takes integers already (ids, masks); use int8")
+    refuse_integer_io_for_integer_inputs(source, quantize)
     options: dict = {"from": "saved_model"}
     notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:

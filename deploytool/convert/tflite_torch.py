@@ -15,7 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.convert._common import (
+    Mode,
+    calibration_subset,
+    dist_version,
+    finish,
+    torch_calibration_batches,
+    torch_samples,
+)
 from deploytool.modelfiles.pt2 import load_program
 
 CONVERTER = "litert-torch"
@@ -53,18 +60,17 @@ def _pt2e_int8(module, sample, samples: np.ndarray):
     with torch.no_grad():
         # The batch-1 export guards its batch size: calibrate one sample at a time.
         for i in range(len(samples)):
-            prepared(torch.from_numpy(samples[i : i + 1]))
+            prepared(*torch_calibration_batches(samples, i))
     return convert_pt2e(prepared, fold_quantize=False), QuantConfig(pt2e_quantizer=quantizer)
 
 
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     os.environ.setdefault("LITERT_TORCH_SHOW_PROGRESS", "n")
     import litert_torch
-    import torch
     from litert_torch.generative.quantize import quant_recipes
 
     module = load_program(source.path).module()
-    sample = (torch.zeros((1, *source.input_shape), dtype=torch.float32),)
+    sample = torch_samples(source, calibration, 1)
     options: dict = {"batch": 1}
     if quantize == "none":
         edge = litert_torch.convert(module, sample)
