@@ -17,7 +17,6 @@ from deploytool.convert._common import (Mode, calibration_subset, dist_version, 
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.data.feed import Feed
-from deploytool.errors import StageFailed
 from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "tf.lite.TFLiteConverter"
