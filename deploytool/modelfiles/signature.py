@@ -145,12 +145,15 @@ def canonical_name(name: str) -> str:
 
 def match_names(wanted: tuple[str, ...] | list[str], available: list[str]) -> dict[str, str]:
     """Each wanted name (the source model's) -> the name it has in a converted model: the same, the same once
-    converter decorations are taken off (`serving_default_x:0`), or, when neither pairs all of them and the
-    counts agree, the same position. Raises KeyError naming what could not be paired."""
+    converter decorations are taken off (`serving_default_x:0`), `output_<i>` for the i-th (Keras's export names
+    outputs so), or, when none of these pairs all of them and the counts agree, the same position. Raises
+    KeyError naming what could not be paired."""
     out: dict[str, str] = {}
     free = list(available)
-    for w in wanted:
+    for i, w in enumerate(wanted):
         hit = w if w in free else next((a for a in free if canonical_name(a) == canonical_name(w)), None)
+        if hit is None and f"output_{i}" in free:  # Keras's export names a model's outputs by position
+            hit = f"output_{i}"
         if hit is not None:
             out[w] = hit
             free.remove(hit)

@@ -170,8 +170,14 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
         r.traceback = traceback.format_exc(limit=20)
         return r
     t = time.perf_counter()
-    r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
-                                        r.artifact.size_bytes, ctx.spec.task)
+    try:
+        r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
+                                            r.artifact.size_bytes, ctx.spec.task)
+    except ValueError as e:  # outputs that cannot be laid beside the baseline's: the converted model's fault
+        r.status = Status.RUNTIME_FAILED
+        r.reason = f"its outputs do not match the PC baseline's: {e}"
+        r.environment = dict(outputs.environment)
+        return r
     r.output_layout = outputs.output_layout
     r.times.compare = time.perf_counter() - t
     r.status, r.environment = Status.MEASURED, dict(outputs.environment)
