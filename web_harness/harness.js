@@ -90,14 +90,22 @@
   }
 
   // ---- runtimes: RUNTIMES[format](cfg) loads the library and the model and
-  // returns {facts, sync, usesTfjs, wasmMemoryBytes(), infer(view, batch)};
-  // infer returns the output as a typed array. `sync` runtimes return it
+  // returns {facts, sync, usesTfjs, wasmMemoryBytes(), inputNames, outputNames,
+  // infer(views, batch, inputs, outputs)}: `views` one typed array per input;
+  // `inputs`/`outputs` the model's names (null for one image input and one
+  // output); it returns one typed array per output. `sync` runtimes return it
   // directly, so the timed loop never pays for a promise it does not need.
 
   function checkSingleOutput(y) {
     if (y instanceof tf.Tensor) return y;
     throw new Error('the model has several outputs; deploytool compares one output vector per sample');
   }
+
+  // numpy dtype -> each library's name for it, and the typed array that carries it
+  const TFJS_DTYPE = {float32: 'float32', int32: 'int32', int64: 'int32', bool: 'bool', uint8: 'int32', int8: 'int32'};
+  const ORT_DTYPE = {float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', uint8: 'uint8', int8: 'int8'};
+  const ARRAY = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array, uint8: Uint8Array,
+                 bool: Uint8Array, int16: Int16Array};
 
   const RUNTIMES = {
     async tfjs_graph(cfg) {
@@ -139,19 +147,39 @@
           const b = tf.backend();
           return backend === 'wasm' && b.wasm ? b.wasm.HEAPU8.byteLength : null;
         },
-        infer(view, batch) {
-          const x = tf.tensor(view, [batch, ...shape], 'float32');
-          let y;
-          try {
-            // A model with control flow throws here asking for executeAsync;
-            // that message is the browser's own and becomes the run's result.
-            y = checkSingleOutput(model.predict(x));
-          } finally {
-            x.dispose();
+        inputNames: model.inputs.map((i) => i.name),
+        outputNames: model.outputs.map((o) => o.name),
+        infer(views, batch, inputs, outputs) {
+          if (!inputs) {  // one image input, one output of scores (every image model)
+            const x = tf.tensor(views[0], [batch, ...shape], 'float32');
+            let y;
+            try {
+              // A model with control flow throws here asking for executeAsync;
+              // that message is the browser's own and becomes the run's result.
+              y = checkSingleOutput(model.predict(x));
+            } finally {
+              x.dispose();
+            }
+            const out = y.dataSync();
+            y.dispose();
+            return [out];
           }
-          const out = y.dataSync();
-          y.dispose();
-          return out;
+          // named inputs at their own types (TF.js has no int64: ids and masks are int32 there)
+          const feed = {};
+          inputs.forEach((inp, k) => {
+            const data = inp.dtype === 'int64' ? Int32Array.from(views[k], Number) : views[k];
+            feed[inp.model] = tf.tensor(data, [batch, ...inp.shape], TFJS_DTYPE[inp.dtype] || 'float32');
+          });
+          let ys;
+          try {
+            ys = model.execute(feed, outputs);
+          } finally {
+            Object.values(feed).forEach((x) => x.dispose());
+          }
+          ys = Array.isArray(ys) ? ys : [ys];
+          const outs = ys.map((y) => Float32Array.from(y.dataSync()));
+          ys.forEach((y) => y.dispose());
+          return outs;
         },
       };
     },
@@ -173,7 +201,7 @@
       const modelLoadMs = now() - t2;
       const inName = session.inputNames[0];
       const outName = session.outputNames[0];
-      if (session.outputNames.length !== 1) {
+      if (!cfg.named && session.outputNames.length !== 1) {
         throw new Error('the model has several outputs; deploytool compares one output vector per sample');
       }
       const meta = (session.inputMetadata || [])[0];
@@ -188,11 +216,24 @@
         },
         sync: false, usesTfjs: false,
         wasmMemoryBytes: () => null,  // onnxruntime-web does not expose its wasm instance
-        async infer(view, batch) {
-          const x = new ort.Tensor('float32', view, [batch, ...shape]);
-          const r = await session.run({[inName]: x});
-          const out = r[outName].data;
-          return out;
+        inputNames: session.inputNames,
+        outputNames: session.outputNames,
+        async infer(views, batch, inputs, outputs) {
+          if (!inputs) {
+            const x = new ort.Tensor('float32', views[0], [batch, ...shape]);
+            const r = await session.run({[inName]: x});
+            return [r[outName].data];
+          }
+          // int64 ids and masks travel as BigInt64Array, as onnxruntime-web takes them
+          const feed = {};
+          inputs.forEach((inp, k) => {
+            feed[inp.model] = new ort.Tensor(ORT_DTYPE[inp.dtype] || 'float32', views[k], [batch, ...inp.shape]);
+          });
+          const r = await session.run(feed, outputs);
+          return outputs.map((name) => {
+            const d = r[name].data;
+            return d instanceof Float32Array ? d : Float32Array.from(d, Number);
+          });
         },
       };
     },
@@ -213,12 +254,12 @@
       const mr = model.modelRunner;
       const ins = mr.getInputs();
       const outs = mr.getOutputs();
-      if (ins.length !== 1 || outs.length !== 1) {
+      if (!cfg.named && (ins.length !== 1 || outs.length !== 1)) {
         throw new Error(`the model has ${ins.length} inputs and ${outs.length} outputs; ` +
                         'deploytool runs single-input single-output models');
       }
       const inType = ins[0].dataType;
-      if (inType !== cfg.inputDtype) {
+      if (!cfg.named && inType !== cfg.inputDtype) {
         throw new Error(`the model's input is ${inType} but ${cfg.inputDtype} inputs were prepared`);
       }
       const features = await tflite.getWasmFeatures();
@@ -234,13 +275,39 @@
         wasmMemoryBytes() {
           return mr.module && mr.module.HEAPU8 ? mr.module.HEAPU8.byteLength : null;
         },
-        infer(view, batch) {
+        inputNames: ins.map((i) => i.name),
+        outputNames: outs.map((o) => o.name),
+        infer(views, batch, inputs, outputs) {
           if (batch !== 1) throw new Error('TFLite models run at batch 1 here');
           // getInputs()/getOutputs() each time: the tensor infos they return
           // are only valid until the next call (their C++ vector is freed).
-          mr.getInputs()[0].data().set(view);
+          if (!inputs) {
+            mr.getInputs()[0].data().set(views[0]);
+            if (!mr.infer()) throw new Error('TFLite inference failed');
+            return [mr.getOutputs()[0].data().slice()];
+          }
+          const live = mr.getInputs();
+          inputs.forEach((inp, k) => {
+            const tensor = live.find((i) => i.name === inp.model);
+            if (!tensor) throw new Error(`the TFLite model has no input ${inp.model}`);
+            const dst = tensor.data();  // the model's own type: ids may be int32 or int64 in the file
+            const src = views[k];
+            if (!dst || typeof dst.set !== 'function') {
+              throw new Error(`tfjs-tflite gives no buffer for input ${inp.model} of type ${tensor.dataType}`);
+            }
+            if (dst instanceof BigInt64Array) {
+              dst.set(src instanceof BigInt64Array ? src : BigInt64Array.from(src, (v) => BigInt(v)));
+            } else {
+              dst.set(src instanceof BigInt64Array ? Array.from(src, Number) : src);
+            }
+          });
           if (!mr.infer()) throw new Error('TFLite inference failed');
-          return mr.getOutputs()[0].data().slice();
+          const got = mr.getOutputs();
+          return outputs.map((name) => {
+            const o = got.find((x) => x.name === name);
+            if (!o) throw new Error(`the TFLite model has no output ${name}`);
+            return Float32Array.from(o.data(), Number);
+          });
         },
       };
     },
@@ -254,69 +321,81 @@
     if (!make) throw new Error(`the harness cannot run ${cfg.format} models`);
     const t0 = now();
     runner = await make(cfg);
-    runner.shape = cfg.sampleShape;
-    runner.sampleSize = cfg.sampleShape.reduce((a, b) => a * b, 1);
+    runner.shape = cfg.sampleShape || [];
+    runner.sampleSize = runner.shape.reduce((a, b) => a * b, 1);
     sampleMemory();
     status('loaded');
-    return Object.assign({load_ms: now() - t0}, runner.facts);
+    return Object.assign({load_ms: now() - t0, input_names: runner.inputNames || [],
+                          output_names: runner.outputNames || []}, runner.facts);
   }
 
   async function run(cfg) {
     if (!runner) throw new Error('no model is loaded');
     status('running');
-    const per = runner.sampleSize;
-    const t0 = now();
-    const buf = await fetchBytes(cfg.inputsUrl);
-    const fetchMs = now() - t0;
-    const X = cfg.inputDtype === 'int8' ? new Int8Array(buf)
-        : cfg.inputDtype === 'uint8' ? new Uint8Array(buf) : new Float32Array(buf);
     const n = cfg.n;
-    if (X.length !== n * per) throw new Error(`inputs hold ${X.length} values, expected ${n} x ${per}`);
-    const sample = (i, b) => X.subarray(i * per, (i + b) * per);
-    const call = runner.sync ? (v, b) => runner.infer(v, b) : null;
+    const t0 = now();
+    // One input (an image model: cfg.inputsUrl) or several named ones (cfg.inputs), each its own typed array
+    const named = Array.isArray(cfg.inputs);
+    const specs = named ? cfg.inputs
+        : [{url: cfg.inputsUrl, dtype: cfg.inputDtype, shape: runner.shape}];
+    const arrays = [];
+    for (const s of specs) {
+      const buf = await fetchBytes(s.url);
+      const X = new (ARRAY[s.dtype] || Float32Array)(buf);
+      const per = s.shape.reduce((a, b) => a * b, 1);
+      if (X.length !== n * per) throw new Error(`inputs hold ${X.length} values, expected ${n} x ${per}`);
+      arrays.push({X, per});
+    }
+    const fetchMs = now() - t0;
+    const sample = (i, b) => arrays.map(({X, per}) => X.subarray(i * per, (i + b) * per));
+    const inputs = named ? cfg.inputs : null;
+    const outputNames = named ? cfg.outputs : null;
+    const infer = (v, b) => runner.infer(v, b, inputs, outputNames);
     const inferStart = now();
 
     // First inference apart: it pays lazy initialisation (kernel compile,
     // shader build, memory planning) that steady state does not.
     let t = now();
-    const first = runner.sync ? call(sample(0, 1), 1) : await runner.infer(sample(0, 1), 1);
+    const first = runner.sync ? infer(sample(0, 1), 1) : await infer(sample(0, 1), 1);
     const firstMs = now() - t;
-    const numOutputs = first.length;
+    const sizes = first.map((o) => o.length);  // values per sample of each output
 
     for (let i = 0; i < cfg.warmupRuns; i++) {
       const j = i % n;
-      if (runner.sync) call(sample(j, 1), 1); else await runner.infer(sample(j, 1), 1);
+      if (runner.sync) infer(sample(j, 1), 1); else await infer(sample(j, 1), 1);
     }
 
     const m = Math.min(cfg.latencySamples == null ? n : cfg.latencySamples, n);
     const lat = new Float64Array(m);
     const bs = runner.facts.batch_dynamic ? Math.max(1, cfg.batchSize) : 1;
-    const outputs = new Float32Array(n * numOutputs);
+    const outputs = sizes.map((k) => new Float32Array(n * k));
     // A model that runs at batch 1 only: the timed batch-1 pass gives those samples' outputs too (kept
     // after each timer reading), and the whole-set pass runs only the samples it did not time.
     const keep = bs === 1;
-    const check = (o, b) => {
-      if (o.length !== b * numOutputs) {
-        throw new Error(`batch of ${b} gave ${o.length} outputs, expected ${b * numOutputs}`);
-      }
-      return o;
+    const put = (os, i, b) => {
+      os.forEach((o, k) => {
+        if (o.length !== b * sizes[k]) {
+          throw new Error(`batch of ${b} gave ${o.length} outputs, expected ${b * sizes[k]}`);
+        }
+        outputs[k].set(o, i * sizes[k]);  // int8 outputs become their float values here
+      });
     };
     t = now();
     if (runner.sync) {
       for (let i = 0; i < m; i++) {
         const v = sample(i, 1);
         const s = now();
-        const o = call(v, 1);
+        const o = infer(v, 1);
         lat[i] = now() - s;
-        if (keep) outputs.set(check(o, 1), i * numOutputs);
+        if (keep) put(o, i, 1);
       }
     } else {
       for (let i = 0; i < m; i++) {
         const v = sample(i, 1);
         const s = now();
-        const o = await runner.infer(v, 1);
+        const o = await infer(v, 1);
         lat[i] = now() - s;
-        if (keep) outputs.set(check(o, 1), i * numOutputs);
+        if (keep) put(o, i, 1);
       }
     }
     const timedPassMs = now() - t;
@@ -326,8 +405,7 @@
     t = now();
     for (let i = from; i < n; i += bs) {
       const b = Math.min(bs, n - i);
-      const o = runner.sync ? call(sample(i, b), b) : await runner.infer(sample(i, b), b);
-      outputs.set(check(o, b), i * numOutputs);  // int8 outputs become their float values here
+      put(runner.sync ? infer(sample(i, b), b) : await infer(sample(i, b), b), i, b);
     }
     // the whole set's time: at batch 1 the timed pass is part of it
     const wholeSetMs = now() - t + (keep ? timedPassMs : 0);
@@ -336,12 +414,17 @@
 
     status('posting');
     t = now();
-    await postBytes('/results/outputs', outputs);
+    if (named) {
+      for (let k = 0; k < outputs.length; k++) await postBytes(`/results/output_${k}`, outputs[k]);
+    } else {
+      await postBytes('/results/outputs', outputs[0]);
+    }
     await postBytes('/results/latency', lat);
     const postMs = now() - t;
     status('done');
     return {
-      n, num_outputs: numOutputs, latency_samples: m, batch_size: bs, outputs_from_timed_pass: keep ? m : 0,
+      n, num_outputs: sizes[0], output_sizes: sizes, latency_samples: m, batch_size: bs,
+      outputs_from_timed_pass: keep ? m : 0,
       first_inference_ms: firstMs, whole_set_ms: wholeSetMs, inference_ms: inferenceMs,
       inputs_fetch_ms: fetchMs, results_post_ms: postMs, page_run_ms: now() - t0,
       js_heap_used_bytes: memory.jsHeapUsedPeak || null,

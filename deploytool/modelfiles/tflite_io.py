@@ -66,3 +66,24 @@ def signature_names(interpreter) -> dict[int, str]:
         names.update({int(d["index"]): name for name, d in details.items()})
     return names
 
+
+@dataclass(frozen=True)
+class NamedTensors:
+    """A TFLite file's inputs and outputs by the names its signature gives them (else their tensor names), each
+    with its tensor (whose `name` is the flatbuffer's own, what a runtime other than LiteRT shows)."""
+
+    inputs: dict[str, TensorQuant]
+    outputs: dict[str, TensorQuant]
+
+
+def tflite_tensors(model_path: str) -> NamedTensors:
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(model_path))
+    names = signature_names(interpreter)
+
+    def named(details: list[dict]) -> dict[str, TensorQuant]:
+        return {names.get(int(d["index"]), d["name"]): tensor_quant(d) for d in details}
+
+    return NamedTensors(named(interpreter.get_input_details()), named(interpreter.get_output_details()))
+

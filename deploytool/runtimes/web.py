@@ -18,6 +18,7 @@ module must not compare outputs or touch the store.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from contextlib import contextmanager
@@ -28,11 +29,14 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed, layout_of
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
 from deploytool.errors import BadModelFile, StageFailed, UnknownOption
 from deploytool.modelfiles.onnx_external import external_locations
 from deploytool.modelfiles.tflite_io import read_io
+from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.tflite_io import NamedTensors, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
 from deploytool.runtimes.web_session import WebSession
@@ -40,6 +44,15 @@ from deploytool.runtimes.web_session import WebSession
 BACKENDS = ("wasm", "cpu", "webgl")
 DEFAULT_THREADS = 1
 OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size", "session")
+
+def _tfjs_signature(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """A TF.js graph model's signature (model.json): input and output keys, each with its tensor's name."""
+    folder = path.parent if path.is_file() else path
+    meta = json.loads((folder / "model.json").read_text())
+    sig = meta.get("signature") or (meta.get("userDefinedMetadata") or {}).get("signature") or {}
+    return ({k: v.get("name", k) for k, v in (sig.get("inputs") or {}).items()},
+            {k: v.get("name", k) for k, v in (sig.get("outputs") or {}).items()})
+
 
 def _one_line(text: str, limit: int = 600) -> str:
     text = str(text).split("Call log:")[0]
@@ -113,6 +126,10 @@ class WebRuntime(Runtime):
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
         self._io: tuple[list, list] | None = None  # TFLite tensor quantization
+        # a model with a signature: a TFLite file's tensors by name, and the page's names for the source's
+        self._tensors: NamedTensors | None = None
+        self._in_names: dict[str, str] = {}
+        self._out_names: list[str] = []
         self._external_data: list[dict[str, str]] = []  # ONNX weights kept beside the model
         self._console_errors: list[str] = []
         self._crashed = False
@@ -129,8 +146,10 @@ class WebRuntime(Runtime):
         if self._own_session:
             self._session = WebSession(find_chromium(), check_harness())
         model_route, model_url = self._model_route(artifact)
+        named = artifact.signature is not None
         if artifact.format == "tflite":
-            self._io = self._tflite_io(artifact)
+            self._io = self._tflite_io(artifact) if not named else None
+            self._tensors = tflite_tensors(str(artifact.path)) if named else None
         with self._faults_end_the_row():
             self._server = self._session.server()
             self._root = self._session.harness_root
@@ -151,10 +170,13 @@ class WebRuntime(Runtime):
             self._timings_ms["page_open"] = (time.perf_counter() - t0) * 1e3
             self._facts = self._browser.describe(self._page)
             cfg = {"format": artifact.format, "backend": self.backend, "threads": self.threads,
-                   "modelUrl": model_url, "sampleShape": list(artifact.input_shape),
-                   "inputDtype": self._input_dtype(), "externalData": self._external_data}
+                   "modelUrl": model_url, "externalData": self._external_data, "named": named}
+            if not named:
+                cfg.update(sampleShape=list(artifact.input_shape), inputDtype=self._input_dtype())
             facts = self._job("load", cfg)
         self._facts.update(facts)
+        if named:
+            self._bind(artifact, facts)
         for k in ("library_load_ms", "backend_init_ms", "model_load_ms"):
             self._timings_ms[k[:-3]] = float(facts.get(k) or 0.0)
         self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
@@ -199,6 +221,31 @@ class WebRuntime(Runtime):
                 self._external_data.append({"path": location, "data": url})
         return routes, f"{prefix}{name}"
 
+    def _bind(self, artifact: Artifact, facts: dict[str, Any]) -> None:
+        """A model with a signature: the page's input and output names for the source's (a TFLite file's own
+        tensor names, read with LiteRT, pair them by its signature)."""
+        sig = artifact.signature
+        assert sig is not None
+        try:
+            if self._tensors is not None:
+                ins = match_names(sig.input_names, list(self._tensors.inputs))
+                outs = match_names(sig.output_names, list(self._tensors.outputs))
+                self._tensors = NamedTensors({src: self._tensors.inputs[m] for src, m in ins.items()},
+                                             {src: self._tensors.outputs[m] for src, m in outs.items()})
+                self._in_names = {src: q.name for src, q in self._tensors.inputs.items()}
+                self._out_names = [self._tensors.outputs[n].name for n in sig.output_names]
+            elif artifact.format == "tfjs_graph":  # model.json's signature: its keys, each with its node's name
+                ins, outs = _tfjs_signature(Path(artifact.path))
+                self._in_names = {s: ins[k] for s, k in match_names(sig.input_names, list(ins)).items()}
+                self._out_names = [outs[k] for k in (match_names(sig.output_names, list(outs))[n]
+                                                     for n in sig.output_names)]
+            else:
+                self._in_names = match_names(sig.input_names, list(facts.get("input_names") or []))
+                outs = match_names(sig.output_names, list(facts.get("output_names") or []))
+                self._out_names = [outs[n] for n in sig.output_names]
+        except KeyError as e:
+            raise StageFailed("load_failed", f"browser: {e.args[0]}") from None
+
     def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
         try:
             ins, outs = read_io(str(artifact.path))
@@ -215,20 +262,35 @@ class WebRuntime(Runtime):
         return self._io[0][0].dtype if self._io else "float32"
 
     # ---- run
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _blobs(self, inputs: np.ndarray | Feed) -> tuple[list[str], dict[str, Any]]:
+        """Each input's bytes served to the page (quantized where the TFLite tensor is int8): their URLs and
+        the part of the run's config that describes them."""
+        if not isinstance(inputs, Feed):
+            url = f"/data/{self._row}/inputs.bin"
+            self._server.put_blob(url, np.ascontiguousarray(self._io[0][0].quantize(inputs) if self._io else inputs))
+            return [url], {"inputsUrl": url, "inputDtype": self._input_dtype()}
+        specs, urls = [], []
+        for k, (src, a) in enumerate(inputs.items()):
+            url = f"/data/{self._row}/input_{k}.bin"
+            q = self._tensors.inputs[src] if self._tensors is not None else None
+            data = np.ascontiguousarray(q.quantize(a) if q is not None and q.quantized else a)
+            self._server.put_blob(url, data)  # served from this array's memory: no file
+            urls.append(url)
+            specs.append({"url": url, "dtype": data.dtype.name, "shape": list(a.shape[1:]),
+                          "model": self._in_names[src]})
+        return urls, {"inputs": specs, "outputs": self._out_names}
+
+    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
-        inputs_url = f"/data/{self._row}/inputs.bin"
         with self._faults_end_the_row():
             t0 = time.perf_counter()
-            data = np.ascontiguousarray(self._io[0][0].quantize(inputs) if self._io else inputs)
-            self._server.put_blob(inputs_url, data)  # served from this array's memory: no file
+            urls, described = self._blobs(inputs)
             write_ms = (time.perf_counter() - t0) * 1e3
             self._server.clear_results()
-            cfg = {"inputsUrl": inputs_url, "n": n, "inputDtype": self._input_dtype(),
-                   "warmupRuns": self.warmup_runs, "latencySamples": self.latency_samples,
-                   "batchSize": self.batch_size}
+            cfg = {"n": n, "warmupRuns": self.warmup_runs, "latencySamples": self.latency_samples,
+                   "batchSize": self.batch_size, **described}
             # what other processes took of this machine's CPUs just before the page's timing (the lab judges
             # latency against it); Chromium's renderer is not running a job meanwhile
             timed = self.latency_samples is None or self.latency_samples >= MIN_TIMED_SAMPLES
@@ -237,10 +299,16 @@ class WebRuntime(Runtime):
             try:
                 res = self._job("run", cfg)
             finally:
-                self._server.drop_blob(inputs_url)
+                for url in urls:
+                    self._server.drop_blob(url)
             run_ms = (time.perf_counter() - t_run) * 1e3
             t1 = time.perf_counter()
-            outputs, latency = self._collect(res, n)
+            layout = None
+            if isinstance(inputs, Feed):
+                named, latency = self._collect_named(res, n)
+                layout, outputs = layout_of(named), named.flat()
+            else:
+                outputs, latency = self._collect(res, n)
             collect_ms = (time.perf_counter() - t1) * 1e3
             memory = self._memory(res)
         timings = dict(self._timings_ms)
@@ -259,7 +327,32 @@ class WebRuntime(Runtime):
             throughput_sps=(n / whole_s) if whole_s > 0 else None,
             environment=env,
             notes=notes,
+            output_layout=layout,
         )
+
+    def _collect_named(self, res: dict[str, Any], n: int) -> tuple[Feed, np.ndarray]:
+        """Every output the page posted, dequantized where the TFLite tensor is int8, by the source's names."""
+        sig = self.artifact.signature if self.artifact else None
+        assert sig is not None
+        out = {}
+        for k, name in enumerate(sig.output_names):
+            raw = self._server.take_result(f"output_{k}")
+            if raw is None:
+                raise StageFailed("runtime_failed", "the page finished without posting its results")
+            values = np.frombuffer(raw, dtype=np.float32)
+            size = int(res["output_sizes"][k])
+            if values.size != n * size:
+                raise StageFailed("runtime_failed", f"the page posted {values.size} values of output {name}, "
+                                                    f"expected {n} x {size}")
+            q = self._tensors.outputs[name] if self._tensors is not None else None
+            values = q.dequantize(values) if q is not None and q.quantized else values
+            shape = tuple(d for d in sig.outputs[k].sample_shape) if None not in sig.outputs[k].sample_shape and \
+                int(np.prod(sig.outputs[k].sample_shape or (1,))) == size else (size,)
+            out[name] = np.ascontiguousarray(values, dtype=np.float32).reshape(n, *shape)
+        raw_lat = self._server.take_result("latency")
+        if raw_lat is None:
+            raise StageFailed("runtime_failed", "the page finished without posting its latencies")
+        return Feed(out), np.frombuffer(raw_lat, dtype=np.float64).copy()
 
     def _collect(self, res: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
         raw_out = self._server.take_result("outputs")
