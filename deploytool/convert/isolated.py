@@ -1,9 +1,9 @@
-"""Conversions in a child process (a `proc.worker.Worker`). A converter that crashes (a segfault in a native
-library, an abort, the kernel's OOM killer) or hangs then becomes that combination's `conversion_failed` /
+"""Conversions in a child process (a `proc.worker.Worker`), so that a converter that crashes (a segfault in a
+native library, an abort, the kernel's OOM killer) or hangs becomes that combination's `conversion_failed` /
 `timeout` result instead of the end of the matrix, and TensorFlow's threads and memory stay out of the process
-that measures latency. The worker is started once and reused, a dead one replaced; its stderr (converter
-chatter) goes to a log file whose tail explains a crash. This module only says what runs in the worker and
-what its failures mean to a conversion; `convert` converts, and the process itself is proc.worker's business.
+that measures latency. The worker is started once and reused, a dead one replaced; its output (converter
+chatter) goes to a log whose tail explains a crash. This module only says what runs in the worker and what its
+failures mean to a conversion: it must not convert (`convert` does) nor manage the process (proc.worker does).
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ class IsolatedConverter:
     """`convert(...)` with the same signature and results as deploytool.convert.convert, in `worker`."""
 
     def __init__(self, log_path: Path, timeout_s: float | None = None):
-        self.log_path = Path(log_path)
         self.timeout_s = timeout_s
-        self.worker = Worker(_quiet, log_path=self.log_path, env=WORKER_ENV)
+        self.worker = Worker(_quiet, log_path=Path(log_path), env=WORKER_ENV)
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
                 calibration: np.ndarray | None = None) -> Artifact:

@@ -83,7 +83,7 @@ class Worker:
         raises WorkerLost, a call longer than `timeout` seconds WorkerTimedOut; either way the process is gone."""
         child, _ = self._running()
         try:
-            future = child.call = _submit_from_lasting_thread(child.pool, fn, *args)
+            future = child.last_call = _submit_from_lasting_thread(child.pool, fn, *args)
         except RuntimeError:  # BrokenProcessPool: it died while idle; or another thread has just ended it
             raise WorkerLost(self._end(child), self.log_tail()) from None
         wait([future], timeout=timeout, return_when=FIRST_COMPLETED)
@@ -109,7 +109,7 @@ class Worker:
             child, self._child = self._child, None
         if child is None:
             return
-        busy = child.call is not None and not child.call.done()
+        busy = child.last_call is not None and not child.last_call.done()
         if not busy and any(p.is_alive() for p in _processes(child.pool)):
             try:
                 child.pool.submit(_run_exit_hooks).result(timeout=EXIT_HOOKS_TIMEOUT_S)
@@ -164,7 +164,7 @@ class _Child:
 
     def __init__(self, pool: ProcessPoolExecutor):
         self.pool = pool
-        self.call: Future | None = None
+        self.last_call: Future | None = None
         self.how: str | None = None
         self._lock = threading.Lock()
 

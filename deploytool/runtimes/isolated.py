@@ -1,12 +1,13 @@
 """In-process runtimes (host rows and the PC baseline) measured in a process of
 their own, so a row's memory figure is the model's and not an accident of what
-the measuring process imported or ran before. One spawned worker per runtime
-class, reused for a run's rows: its framework is imported when it starts, and
-each row's load + run is one measured span. The figure is that span's peak RSS
-above the worker's RSS just before it, after garbage collection and
-malloc_trim, so a row measures the same alone and inside a matrix.
-This module moves a measurement across the process boundary; the runtimes and
-measure.py do the measuring. It never compares or stores.
+the measuring process imported or ran before. One spawned worker (a
+`proc.worker.Worker`) per runtime class, reused for a run's rows: its framework
+is imported when it starts, and each row's load + run is one measured span. The
+figure is that span's peak RSS above the worker's RSS just before it, after
+garbage collection and malloc_trim, so a row measures the same alone and inside
+a matrix. This module moves a measurement across the process boundary; the
+runtimes and measure.py do the measuring, proc.worker runs the process. It
+never compares or stores.
 """
 
 from __future__ import annotations
