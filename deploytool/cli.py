@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from deploytool import __version__
@@ -449,7 +451,23 @@ COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, 
             "devices": cmd_devices, "study": cmd_study}
 
 
+def _interrupt_on_signals() -> None:
+    """Ctrl-C (SIGINT) and `kill` (SIGTERM) end a command as interrupted (runs and nights are marked so, results
+    kept, exit 130). SIGINT is armed even when this process was started with it ignored — a background job of a
+    non-interactive shell, a CI runner or a supervisor hands that on, and Python then installs no handler, so a
+    deliberate SIGINT would be lost and a night would run on to the end."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _interrupt_on_signals()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(studies=command_of(argv) == "study")

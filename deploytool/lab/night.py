@@ -146,13 +146,13 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
         cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)}, engine.cluster_cpus(c))
         done = {r.environment.get("lab_cell") for r in store.results_for(run_id) if r.status.final}
-        store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
-                                                      "cells": len(cells)})
         todo = [cell for cell in cells if cell.id not in done]
-        if len(cells) - len(todo):
-            log(f"night {night}: {len(cells) - len(todo)} of {len(cells)} cells already measured; "
-                f"running the other {len(todo)}")
-        try:
+        try:  # from the moment the night is recorded, an interruption marks it so
+            store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
+                                                          "cells": len(cells)})
+            if len(cells) - len(todo):
+                log(f"night {night}: {len(cells) - len(todo)} of {len(cells)} cells already measured; "
+                    f"running the other {len(todo)}")
             _run_cells(c, todo, ws, store, run_id, as_completed, progress)
             judged = judge_night(lab, ws, store, run_id, cells)
             # a latency change may be the machine, not the model: measure that cell once more before judging
