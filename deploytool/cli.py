@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from deploytool import __version__
+from deploytool.bugs.findings import export_finding
 from deploytool.bugs.upstream import write_finding
 from deploytool.data import load_dataset
 from deploytool.devices import adb
@@ -173,6 +176,10 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, help="a Dask scheduler tcp://HOST:8786 (default: an embedded "
                    "LocalCluster with this machine's host, Chromium and phones)")
     p.add_argument("--name", default=None, help="worker: its name (default: this host's name)")
+    p.add_argument("--connect-timeout", type=positive_seconds, default=30.0,
+                   help="worker: seconds to reach the scheduler before giving up with exit 2 (default 30)")
+    p.add_argument("--retry", action="store_true",
+                   help="worker: keep trying to reach the scheduler for as long as it takes (a service's way)")
     p.add_argument("--no-worker-timeout", type=positive_seconds, default=None,
                    help="run: seconds a cell waits for a worker with its resource before it is `no_worker` (default 30)")
     p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="history: output format")
@@ -363,7 +370,6 @@ def cmd_localize(args: argparse.Namespace) -> int:
 
 def cmd_findings(args: argparse.Namespace) -> int:
     import json
-    import shutil
 
     ws = Workspace.open(args.workspace, writable=args.action == "export")
     store = open_store(args.db, ws.default_db_url)
@@ -394,10 +400,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")
     if not folder.is_dir():
         write_finding(f, ws.finding_dir(f.id))
-    dest = args.dir.expanduser().absolute()
-    if dest.exists() and any(dest.iterdir()):
-        raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
-    shutil.copytree(folder, dest, dirs_exist_ok=True)
+    dest = export_finding(folder, args.dir)
     print(json.dumps({"finding": f.id, "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
     return 0
 
@@ -408,7 +411,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if args.action == "worker":
         if not args.scheduler:
             raise UnknownOption("`lab worker` needs --scheduler tcp://HOST:8786 (start one with `dask scheduler`)")
-        run_worker(args.scheduler, args.name)
+        run_worker(args.scheduler, args.name, connect_timeout_s=None if args.retry else args.connect_timeout)
         return 0
     ws = Workspace.open(args.workspace, writable=args.action == "run")
     store = open_store(args.db, ws.default_db_url)
@@ -458,7 +461,23 @@ COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, 
             "devices": cmd_devices, "study": cmd_study}
 
 
+def _interrupt_on_signals() -> None:
+    """Ctrl-C (SIGINT) and `kill` (SIGTERM) end a command as interrupted (runs and nights are marked so, results
+    kept, exit 130). SIGINT is armed even when this process was started with it ignored — a background job of a
+    non-interactive shell, a CI runner or a supervisor hands that on, and Python then installs no handler, so a
+    deliberate SIGINT would be lost and a night would run on to the end."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _interrupt_on_signals()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(studies=command_of(argv) == "study")

@@ -23,6 +23,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.modelfiles.onnx_external import copy_with_external
 from deploytool.provenance import host_facts
+from deploytool.report.markdown import code, fence
 from deploytool.result import Result, Status
 from deploytool.targets import Position, get_target
 
@@ -151,7 +152,7 @@ def _readme(meta: dict[str, Any], command: str) -> str:
                   f"{meta['dataset']} test samples (max |output difference| {m['max_abs_error']:.3g}); "
                   f"the tolerance's pass limits are {json.dumps(meta['pass_limits'])}.", ""]
     else:
-        lines += [f"Status `{meta['status']}` on `{meta['where']}`:", "", "```", meta["reason"], "```", ""]
+        lines += [f"Status {code(meta['status'])} on {code(meta['where'])}:", "", *fence(meta["reason"]), ""]
     lines += ["## Files", "",
               f"- `model/{meta['model_file']}`: " + ("the source model that did not convert" if meta["status"] ==
                                                      "conversion_failed" else "the converted model that misbehaves"),
@@ -171,7 +172,7 @@ def _readme(meta: dict[str, Any], command: str) -> str:
         lines += ["`backend_test/` is ONNX's backend-test layout: `model.onnx` and `test_data_set_0/input_0.pb`, "
                   f"`output_0.pb` (the source model's outputs) for the {meta['backend_test']['samples']} sample(s) "
                   "that show the fault; reproduce.py replays it too.", ""]
-    lines += ["With deploytool, the same combination again:", "", "```", command, "```", "",
+    lines += ["With deploytool, the same combination again:", "", *fence(command), "",
               "## How the model was made", ""]
     if art:
         lines += [f"- converter: {art.get('converter')} {art.get('converter_version')}",

@@ -11,9 +11,12 @@ writes an `issue.md` addressed to the project that owns the faulty part
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
+from deploytool.errors import UnknownOption, WorkspaceError
 from deploytool.report.pairs import converter_pairs, row_of
 from deploytool.result import Result, Status
 from deploytool.runtimes import default_runtime
@@ -228,3 +231,20 @@ def record_run(store: ResultStore, run_id: str, results: list[Result], host_vers
         changed = {p: v for p, v in host_versions.items() if f.last_versions.get(p) not in (None, v)}
         store.mark_finding_absent(f.id, run_id, changed)
     return list(touched.values())
+
+
+def export_finding(folder: Path, dest: Path) -> Path:
+    """Copy a finding's folder (issue.md and its bundle's files) into `dest`, a new or empty folder; any place
+    that cannot take it (a file, a read-only or virtual file system such as /proc or /sys) is one line."""
+    dest = Path(dest).expanduser().absolute()
+    if dest.exists() and not dest.is_dir():
+        raise UnknownOption(f"{dest} is a file, not a folder; export into a new or empty folder")
+    try:
+        if dest.exists() and any(dest.iterdir()):
+            raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
+        shutil.copytree(folder, dest, dirs_exist_ok=True)
+    except (OSError, shutil.Error) as e:
+        why = getattr(e, "strerror", None) or type(e).__name__
+        raise WorkspaceError(f"cannot export into {dest} ({why}); choose a writable folder of your own") from None
+    return dest
+

@@ -16,6 +16,7 @@ from typing import Any
 from deploytool.bugs.bundle import PACKAGES
 from deploytool.bugs.findings import Signature, record_run
 from deploytool.provenance import host_facts
+from deploytool.report.markdown import code, fence, prose
 from deploytool.store import Finding, ResultStore
 
 BUNDLE_LIMIT_BYTES = 10 * 2**20
@@ -85,17 +86,17 @@ def _collect_env() -> str:
 def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     sig, owner = Signature.from_json(finding.signature), finding.owner
     m = meta.get("metrics") or {}
-    lines = [f"<!-- for https://github.com/{owner}/issues/new -->", f"# {finding.title}", "",
+    lines = [f"<!-- for https://github.com/{owner}/issues/new -->", f"# {prose(finding.title)}", "",
              f"Seen {finding.occurrences} time(s) in {len(finding.runs)} run(s), first {finding.first_seen}, "
-             f"last {finding.last_seen}; in: " + ", ".join(f"`{e}`" for e in finding.examples[:6]) + ".", ""]
+             f"last {finding.last_seen}; in: " + ", ".join(code(e) for e in finding.examples[:6]) + ".", ""]
     if finding.not_seen_since:
         lines += [f"**Not seen since {finding.not_seen_since}.**", ""]
     lines += ["## What happens", "", f"- stage: {sig.stage}; conversion: {sig.direction} with {sig.converter}, "
               f"quantization `{sig.quantize}`" + (f"; runtime: {sig.runtime}" if sig.runtime else "")]
     if sig.error:
-        lines.append(f"- error: `{sig.error}`" + (f" on {', '.join(sig.ops)}" if sig.ops else ""))
+        lines.append(f"- error: {code(sig.error)}" + (f" on {', '.join(code(op) for op in sig.ops)}" if sig.ops else ""))
     if meta.get("reason"):
-        lines += ["", "```", str(meta["reason"])[:2000], "```"]
+        lines += ["", *fence(str(meta["reason"])[:2000])]
     if m.get("agreement") is not None:
         lines += ["", "## Expected versus actual", "",
                   f"- expected: the source model's outputs (`expected.npy`; top-1 accuracy "
@@ -115,7 +116,7 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
         lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
     lines += [f"- {ask}" for ask in TEMPLATE_ASKS.get(owner, [])]
     if owner == "pytorch/pytorch":
-        lines += ["", "<details><summary>collect_env</summary>", "", "```", _collect_env(), "```", "</details>"]
+        lines += ["", "<details><summary>collect_env</summary>", "", *fence(_collect_env()), "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
     if "reproduce.py" in files:
         ran = meta.get("versions") or {}

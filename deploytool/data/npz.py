@@ -52,6 +52,14 @@ def memory_limit_bytes() -> int:
         return 8 << 30
 
 
+def _refuse_scalars(path: Path, **arrays: np.ndarray) -> None:
+    """A 0-d array holds one value, not one per sample: nothing can be indexed by sample in it."""
+    for name, a in arrays.items():
+        if a.ndim == 0:
+            raise DataError(f"{path}: {name} is a single value (a 0-d array), not one entry per sample; "
+                            f"{_HOW}, with one row per sample")
+
+
 def load(path: Path) -> RawData:
     path = Path(path)
     if not path.exists():
@@ -69,8 +77,10 @@ def load(path: Path) -> RawData:
             if not {"x", "y"} <= keys:
                 raise DataError(f"{path}: needs arrays 'x' and 'y', found {sorted(keys) or 'none'}; {_HOW}")
             x, y = z["x"], z["y"]
+            _refuse_scalars(path, x=x, y=y)
             x_train = z["x_train"] if "x_train" in keys else x[:0]
             y_train = z["y_train"] if "y_train" in keys else y[:0]
+            _refuse_scalars(path, x_train=x_train, y_train=y_train)
     except DataError:
         raise
     except MemoryError:

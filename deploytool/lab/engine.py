@@ -9,6 +9,8 @@ worker has it" are Dask's."""
 from __future__ import annotations
 
 import contextlib
+import os
+from urllib.parse import urlsplit
 from typing import Any, Iterator
 
 from deploytool.devices import adb
@@ -18,7 +20,30 @@ from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.provenance import host_name
 from deploytool.targets import all_targets
 
+CONNECT_TIMEOUT_S = 30.0  # `lab worker` gives up on a scheduler it cannot reach after this (unless --retry)
+SCHEMES = ("tcp", "tls")
+_HOW = "give the scheduler as tcp://HOST:PORT (e.g. tcp://lab1:8786, tcp://[::1]:8786)"
 NO_WORKER_TIMEOUT_S = 30.0  # a cell whose resource no worker has fails after this, instead of waiting forever
+
+
+def check_scheduler_address(address: str) -> str:
+    """`address` as Dask expects it (tcp://HOST:PORT; a bare HOST:PORT means tcp), or one line saying what is
+    wrong with it: checked here because Dask answers a malformed address with a traceback."""
+    text = address.strip()
+    if "://" not in text:
+        text = f"tcp://{text}"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as e:
+        raise UnknownOption(f"--scheduler {address!r} is not an address ({e}); {_HOW}") from None
+    if parts.scheme not in SCHEMES:
+        raise UnknownOption(f"--scheduler {address!r}: unknown scheme {parts.scheme!r} (Dask speaks "
+                            f"{', '.join(SCHEMES)}); {_HOW}")
+    if not host or port is None or not 0 < port < 65536 or parts.path not in ("", "/") or parts.query:
+        raise UnknownOption(f"--scheduler {address!r} needs a host and a port 1-65535; {_HOW}")
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def local_resources(browsers: int = 1) -> dict[str, float]:
@@ -68,6 +93,13 @@ def cluster_resources(c: Any) -> dict[str, dict[str, str]]:
     return out
 
 
+def cluster_cpus(c: Any) -> int | None:
+    """The most CPUs any worker of the cluster has (None when no worker answers): a cell asking for more
+    threads than that can run nowhere."""
+    told = [n for n in c.run(os.cpu_count, on_error="return").values() if isinstance(n, int)]
+    return max(told) if told else None
+
+
 def _config(no_worker_timeout_s: float) -> Any:
     import dask
 
@@ -92,6 +124,7 @@ def client(scheduler: str | None = None, resources: dict[str, float] | None = No
 
     with _config(no_worker_timeout_s):
         if scheduler:
+            scheduler = check_scheduler_address(scheduler)
             try:
                 c = Client(scheduler, timeout=10)
             except (OSError, TimeoutError) as e:
@@ -113,16 +146,33 @@ def client(scheduler: str | None = None, resources: dict[str, float] | None = No
             yield c
 
 
-def run_worker(scheduler: str, name: str | None = None, browsers: int = 1, poll_s: float = 10.0) -> None:
+def run_worker(scheduler: str, name: str | None = None, browsers: int = 1, poll_s: float = 10.0,
+               connect_timeout_s: float | None = CONNECT_TIMEOUT_S) -> None:
     """`deploytool lab worker`: a Dask worker named after this host that advertises its resources and updates them
-    when a phone is plugged in or unplugged. Runs until interrupted."""
+    when a phone is plugged in or unplugged. Runs until interrupted. A scheduler it cannot reach within
+    `connect_timeout_s` is one line (exit 2); `None` waits for it as long as it takes, like a service."""
     import asyncio
+    import logging
 
     from distributed import Worker
 
+    address = check_scheduler_address(scheduler)
+    # Dask's start-up banner and reconnection chatter are not the user's business: this command prints what
+    # the worker is and what it owns, and one line when it cannot reach the scheduler.
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
     async def main() -> None:
         current = local_resources(browsers)
-        async with Worker(scheduler, name=name or host_name(), resources=current, nthreads=1) as w:
+        worker = Worker(address, name=name or host_name(), resources=current, nthreads=1,
+                        death_timeout=connect_timeout_s, dashboard=False)
+        try:
+            await worker
+        except (OSError, TimeoutError, asyncio.TimeoutError, RuntimeError) as e:
+            await worker.close(timeout=5)
+            raise UnknownOption(f"cannot reach the Dask scheduler at {address} within {connect_timeout_s:g} s "
+                                f"({type(e).__name__}); start it with `dask scheduler`, check the address, or pass "
+                                "--retry to keep trying") from None
+        async with worker as w:
             print(f"lab worker {w.name} at {w.address}: {current}", flush=True)
             while w.status.name not in ("closed", "closing", "failed"):
                 await asyncio.sleep(poll_s)

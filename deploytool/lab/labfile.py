@@ -3,6 +3,7 @@ one line naming the file and the field."""
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,10 @@ from typing import Any
 from deploytool.errors import DeploytoolError, SpecError
 from deploytool.spec import TOLERANCE_METRICS, _Reader
 from deploytool.targets import get_target
+
+
+# A night bigger than this is almost surely a mistake (threads = [1..1000]); `[lab] max_cells` raises it.
+MAX_CELLS = 5000
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,25 @@ class Lab:
     regression: Regression = Regression()
     browsers_per_host: int = 1
     report_nights: int = 14  # the lab report's matrix and trend plots span this many nights
+    max_cells: int = MAX_CELLS  # a plan with more cells is refused before anything trains
+
+
+LAB_KEYS = ("name", "repeats", "latency_samples", "test_samples", "browsers_per_host", "report_nights", "max_cells")
+MATRIX_KEYS = ("formats", "quantize", "targets", "threads", "runtimes")
+MODEL_KEYS = ("name", "file", "frameworks", "data", "scale", "mean", "std", "layout")
+
+
+def _refuse_unknown(r: _Reader, section: str, table: Any, allowed: tuple[str, ...]) -> None:
+    """A key the lab does not read is a typo (`format =` for `formats =`): refused, with the nearest key, rather
+    than silently running the defaults."""
+    if not isinstance(table, dict):
+        raise r.fail(section, "must be a table")
+    for key in table:
+        if key not in allowed:
+            near = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise r.fail(f"{section}.{key}", f"is not a key of [{section.split('[')[0]}]; {hint}"
+                                              f"keys are {', '.join(allowed)}")
 
 
 def _strings(r: _Reader, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -76,6 +100,9 @@ def load_lab(path: str | Path) -> Lab:
     if unknown:
         raise r.fail(unknown[0], "is not a section of a lab file "
                                  "(lab, models, matrix, target_options, tolerance, regression)")
+    _refuse_unknown(r, "lab", data.get("lab", {}), LAB_KEYS)
+    _refuse_unknown(r, "matrix", data.get("matrix", {}), MATRIX_KEYS)
+    _refuse_unknown(r, "regression", data.get("regression", {}), tuple(Regression.__dataclass_fields__))
     target_options = {}
     for t, opts in (data.get("target_options") or {}).items():
         try:
@@ -91,6 +118,7 @@ def load_lab(path: str | Path) -> Lab:
         if not isinstance(m, dict):
             raise r.fail(f"models[{i}]", "must be a table")
         mr = _Reader(path, m)
+        _refuse_unknown(r, f"models[{i}]", m, MODEL_KEYS)
         name = mr.get("name", str, "") or mr.get("file", str, "")
         if not name:
             raise r.fail(f"models[{i}].name", "is missing (a zoo name, or `file` for a model file)")
@@ -113,6 +141,9 @@ def load_lab(path: str | Path) -> Lab:
     repeats = r.get("lab.repeats", int, 1)
     if repeats < 1:
         raise r.fail("lab.repeats", "must be >= 1")
+    max_cells = r.get("lab.max_cells", int, MAX_CELLS)
+    if max_cells < 1:
+        raise r.fail("lab.max_cells", "must be >= 1")
     report_nights = r.get("lab.report_nights", int, 14)
     if report_nights < 1:
         raise r.fail("lab.report_nights", "must be >= 1")
@@ -122,7 +153,8 @@ def load_lab(path: str | Path) -> Lab:
                threads=tuple(threads), runtimes=tuple(r.get("matrix.runtimes", list, [])),
                target_options=target_options, repeats=repeats, latency_samples=r.get("lab.latency_samples", int, None),
                test_samples=r.get("lab.test_samples", int, None), tolerances=tolerances, regression=reg,
-               browsers_per_host=r.get("lab.browsers_per_host", int, 1), report_nights=report_nights)
+               browsers_per_host=r.get("lab.browsers_per_host", int, 1), report_nights=report_nights,
+               max_cells=max_cells)
 
 
 def describe(lab: Lab) -> dict[str, Any]:

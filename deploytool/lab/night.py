@@ -89,25 +89,44 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
                           layout=m.layout)
 
 
-def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]]) -> list[Cell]:
+def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]],
+               worker_cpus: int | None = None) -> list[Cell]:
+    """Every cell of the night. A plan larger than `[lab] max_cells` is refused before anything trains; a cell
+    asking for more threads than the largest worker has CPUs (`worker_cpus`) is planned as unavailable."""
+    first = {m: _model_plan(lab, m, lab.threads[0], ws, resources) for m in lab.models}
+    total = sum(len(combos) for _, _, combos in first.values()) * len(lab.threads) * lab.repeats
+    if total > lab.max_cells:
+        raise UnknownOption(f"{lab.path}: the night plans {total} cells ({len(lab.models)} model(s) x "
+                            f"{len(lab.threads)} thread count(s) x {lab.repeats} repeat(s) x the matrix), more than "
+                            f"[lab] max_cells = {lab.max_cells}; narrow [matrix] or raise max_cells")
     cells: list[Cell] = []
     for m in lab.models:
         for threads in lab.threads:
-            req = model_request(lab, m, threads)
-            targets = requested_targets(req)
-            ctx = RunContext.build(req, ws, targets=targets, run=False)
-            for t in targets:
-                ctx.preflight[t] = get_target(t).lab_preflight(ctx.target_options[t], resources)
+            req, ctx, combos = first[m] if threads == lab.threads[0] else _model_plan(lab, m, threads, ws, resources)
             request = req.to_json()
             for repeat in range(lab.repeats):
-                for c in plan_matrix(ctx, targets):
+                for c in combos:
                     cell = stable_hash({"request": request, "combo": c.__dict__, "repeat": repeat}, 16)
                     res = get_target(c.target).resource(ctx.position(c))
                     label = f"{ctx.spec.name} {c.label}" + (f" x{threads}t" if len(lab.threads) > 1 else "") + \
                         (f" #{repeat + 1}" if lab.repeats > 1 else "")
-                    cells.append(Cell(cell, label, request, c, res, ctx.spec.name,
-                                      ctx.preflight[c.target].unavailable.get(c.device, "")))
+                    why = ctx.preflight[c.target].unavailable.get(c.device, "")
+                    if not why and worker_cpus and threads > worker_cpus and get_target(c.target).threads_on_worker:
+                        why = f"asks for {threads} threads; no lab worker has more than {worker_cpus} CPUs"
+                    cells.append(Cell(cell, label, request, c, res, ctx.spec.name, why))
     return cells
+
+
+def _model_plan(lab: Lab, m: Any, threads: int, ws: Workspace,
+                resources: dict[str, dict[str, str]]) -> tuple[Any, RunContext, list[Combo]]:
+    """One lab model at one thread count: its request, the context of a stored run (nothing trains) and the
+    combinations of its matrix."""
+    req = model_request(lab, m, threads)
+    targets = requested_targets(req)
+    ctx = RunContext.build(req, ws, targets=targets, run=False)
+    for t in targets:
+        ctx.preflight[t] = get_target(t).lab_preflight(ctx.target_options[t], resources)
+    return req, ctx, plan_matrix(ctx, targets)
 
 
 def _lost(cell: Cell, run_id: str, status: Status, reason: str) -> Result:
@@ -125,15 +144,15 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
     t0 = time.perf_counter()
     timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
-        cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)})
+        cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)}, engine.cluster_cpus(c))
         done = {r.environment.get("lab_cell") for r in store.results_for(run_id) if r.status.final}
-        store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
-                                                      "cells": len(cells)})
         todo = [cell for cell in cells if cell.id not in done]
-        if len(cells) - len(todo):
-            log(f"night {night}: {len(cells) - len(todo)} of {len(cells)} cells already measured; "
-                f"running the other {len(todo)}")
-        try:
+        try:  # from the moment the night is recorded, an interruption marks it so
+            store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
+                                                          "cells": len(cells)})
+            if len(cells) - len(todo):
+                log(f"night {night}: {len(cells) - len(todo)} of {len(cells)} cells already measured; "
+                    f"running the other {len(todo)}")
             _run_cells(c, todo, ws, store, run_id, as_completed, progress)
             judged = judge_night(lab, ws, store, run_id, cells)
             # a latency change may be the machine, not the model: measure that cell once more before judging

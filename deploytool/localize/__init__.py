@@ -274,6 +274,10 @@ def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str
 def _verdict_traced(loc: Localization, traced: int, elsewhere: str) -> str:
     bad = loc.first_bad
     on_host = f" (both files traced on the host; the row ran on {elsewhere})" if elsewhere else ""
+    if not loc.cuts:
+        return (f"nothing was compared: none of the {traced} value(s) traced in the source model has a counterpart "
+                "of the same name and size in the converted file, so this trace cannot say where the row goes "
+                "wrong (the bug bundle's model and inputs still show that it does)")
     if bad is None:
         worst = max(loc.cuts, key=lambda cut: cut.rel_error or 0.0, default=None)
         most = f"; the largest is {worst.rel_error:.3g} at {worst.layer} ({worst.kind})" if worst else ""

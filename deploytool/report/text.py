@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
+from deploytool.report.markdown import prose
+
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
     from deploytool.report.rows import ReportRow
@@ -193,6 +195,12 @@ def json_document(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, Any]
 
 # ---------------------------------------------------------------- Markdown
 def _md(s: Any) -> str:
+    """Prose or a table cell: inert Markdown (deploytool.report.markdown.prose)."""
+    return prose(first_line(s, 160))
+
+
+def _code(s: Any) -> str:
+    """Inside a code span of a table row: backticks cannot close it, `|` cannot split the row."""
     return first_line(s, 160).replace("|", "\\|").replace("`", "'")
 
 
@@ -200,7 +208,7 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
     counts = counts_of(rows)
     base = ", ".join(f"{fw} {fmt_pct(b.get('accuracy'))}" for fw, b in sorted(inp.baselines.items()))
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
-    lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_md(inp.run_id)}`", "",
+    lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_code(inp.run_id)}`", "",
              f"{icon} **{one_line_summary(counts)}**" + (f" · baseline accuracy {base}" if base else ""), "",
              *[f"⚠️ test set: {_md(w)}" + "\n" for w in inp.run_info.get("data_warnings") or []],
              "| combination | acc | Δ pts | agree | flips | p50 ms | ×p50 | size | ×size | result |",
@@ -216,12 +224,12 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
         lines += ["", "**Failures**", ""]
         for r in failures:
             why = "; ".join(r.broken) if r.status == "measured" else first_line(r.reason) or "no reason recorded"
-            lines.append(f"- `{_md(r.label)}` — {r.outcome}: {_md(why)}"
+            lines.append(f"- `{_code(r.label)}` — {r.outcome}: {_md(why)}"
                          + (f" (reproducer: `{r.bundle}/`)" if r.bundle else ""))
     regressed = [r for r in rows if r.regression and not r.failing]
     if regressed:
         lines += ["", "**Regressions against earlier runs**", ""]
-        lines += [f"- `{_md(r.label)}` — {_md('; '.join(r.regression))}" for r in regressed]
+        lines += [f"- `{_code(r.label)}` — {_md('; '.join(r.regression))}" for r in regressed]
     lines += ["", f"<sub>Full report: `{html_name}` (plots, confusion difference, flipped samples).</sub>", ""]
     return "\n".join(lines)
 

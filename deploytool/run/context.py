@@ -18,7 +18,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.data import Dataset, load_dataset
 from deploytool.data.feed import feed_sha256
-from deploytool.errors import DataError
+from deploytool.errors import BadModelFile, DataError, StageFailed
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
@@ -124,8 +124,17 @@ class RunContext:
         """The source model (trained once, cached) and its PC baseline (measured once, cached)."""
         if framework not in self.sources:
             art = self.source_model(framework)
-            b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
-                             latency_samples=self.req.latency_samples, threads=self.req.threads)
+            try:
+                b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
+                                 latency_samples=self.req.latency_samples, threads=self.req.threads)
+            except StageFailed as e:
+                if self.user_artifact is None:
+                    raise  # a zoo model's baseline failing is that framework's rows' result
+                # The user's own file failing in its own runtime is the file's problem, not a converter's or a
+                # runtime's bug: no row, no finding; one line with the runtime's words.
+                raise BadModelFile(f"{self.req.model}: your model does not run in its own runtime on this machine "
+                                   f"({e.reason}); fix the model (an op the runtime lacks, a tensor too large) "
+                                   "and run again") from None
             self.sources[framework] = Source(framework, art, b)
         return self.sources[framework]
 

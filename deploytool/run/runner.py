@@ -18,7 +18,7 @@ import numpy as np
 
 from deploytool import convert
 from deploytool.artifact import Artifact
-from deploytool.errors import DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
+from deploytool.errors import BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
 from deploytool.run.baseline import cached_baseline
@@ -155,8 +155,8 @@ def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, 
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason
         return r
-    except (HarnessMissing, DeviceNotFound):
-        raise  # the machine lacks something every combination of this target needs: one line, exit 2
+    except (HarnessMissing, DeviceNotFound, BadModelFile):
+        raise  # the machine lacks what every combination needs, or the user's own file does not run: exit 2
     except OSError as e:
         if is_workspace_fault(ctx.ws, e):
             raise  # the workspace itself failed (full, read-only): the run stops, resumable

@@ -116,6 +116,17 @@ def resolve_grid(flags: dict[str, Any], manifest: dict[str, Any], train_defaults
         target_accuracy=None if target is None else float(target))
 
 
+def _refuse_threads_above_cores(grid: Grid, targets: list[str], cores: int) -> None:
+    """More threads than this machine has cores measures its scheduler, not the model: refused (training always
+    runs here; inference here unless every target runs on its own device, a phone)."""
+    here = any(get_target(t).threads_on_worker for t in targets)
+    asked = [*(grid.threads if here else ()), *grid.train_threads]
+    if asked and max(asked) > cores:
+        flag = "--threads" if here and max(grid.threads) > cores else "--train-threads"
+        raise UnknownOption(f"{flag} asks for {max(asked)} threads; this machine has {cores} CPU(s): "
+                            f"ask for at most {cores}")
+
+
 _MANIFEST_KEYS = ("threads", "batch", "train_batch", "train_threads", "lr", "optimizer", "train_epochs",
                   "train_samples", "target_accuracy")
 
@@ -246,11 +257,15 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
     if part not in PARTS:
         raise UnknownOption(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
 
-    resolve_grid(flags, {}, TrainSpec(1, 1, "adam", 1.0, 0), 1)  # the flags alone, before anything loads
+    cores = os.cpu_count() or 1
+    targets = requested_targets(req)
+    # the flags alone, before anything loads
+    _refuse_threads_above_cores(resolve_grid(flags, {}, TrainSpec(1, 1, "adam", 1.0, 0), 1), targets, cores)
     ws = Workspace.open(workspace)
-    ctx = RunContext.build(req, ws, targets=requested_targets(req), progress=progress)
+    ctx = RunContext.build(req, ws, targets=targets, progress=progress)
     frameworks = expand(req.frameworks, ctx.spec.frameworks, "framework")
-    grid = resolve_grid(flags, manifest_table(ctx.spec), ctx.spec.train, os.cpu_count() or 1)
+    grid = resolve_grid(flags, manifest_table(ctx.spec), ctx.spec.train, cores)
+    _refuse_threads_above_cores(grid, targets, cores)
     units = plan_units(ctx, frameworks, runtimes) if part in ("all", "infer") else []
     if part in ("all", "infer") and not units:
         raise UnknownOption(f"no runtime of {', '.join(runtimes)} runs on {', '.join(ctx.preflight)}; "

@@ -38,6 +38,7 @@ class AndroidTarget(Target):
     name = "android"
     label = "Android over ADB"
     Options = AndroidOptions
+    threads_on_worker = False
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--device", action="append", default=[],

@@ -81,6 +81,9 @@ class Target:
     # A failing row's bug bundle reproducer runs the model in a host runtime; on the host target that *is*
     # the runtime that failed, so the reproducer judges the row itself (exit code 1 when it reproduces).
     judges_itself: ClassVar[bool] = False
+    # Its rows' threads run on the CPUs of the machine (the lab worker) that measures them; a phone's run on
+    # the phone's own cores.
+    threads_on_worker: ClassVar[bool] = True
 
     # -- options ---------------------------------------------------------------
     def options(self, values: dict[str, Any] | None = None) -> TargetOptions:

@@ -108,6 +108,10 @@ def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], st
          "contain NaN or infinity"),
         ("complex pixels", ["migrate", "--model", str(model), "--data",
                             str(_npz(bad / "cplx.npz", x=x.astype(np.complex64), y=y))], "complex"),
+        ("0-d x", ["migrate", "--model", str(model), "--data", str(_npz(bad / "x0.npz", x=np.float32(3), y=y))],
+         "x is a single value"),
+        ("0-d y", ["migrate", "--model", str(model), "--data", str(_npz(bad / "y0.npz", x=x, y=np.int64(1)))],
+         "y is a single value"),
         # manifests
         ("manifest not UTF-8", ["migrate", "--model", str(not_utf8)], "not UTF-8"),
         ("lr = nan", ["migrate", "--model", str(_manifest(bad / "lr.toml", train__learning_rate=float("nan")))],
@@ -260,3 +264,116 @@ def test_two_fresh_runs_get_different_ids_and_a_changed_model_is_measured_again(
     assert run1 != run2 and "already measured" not in second.stdout
     outputs = [np.load(next((ws / "outputs" / run.rstrip(":")).glob("*.npy"))) for run in (run1, run2)]
     assert not np.array_equal(*outputs), "the second run reported the first model's outputs"
+
+
+# ---- round 3: the lab, findings and a user's model its own runtime cannot run ---------------------------------
+def _one_line(r, needle: str) -> str | None:
+    """None when `r` is one `deploytool: error:` line naming `needle` with exit 2, else what went wrong."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    if r.returncode == 2 and len(lines) == 1 and lines[0].startswith("deploytool: error:") and needle in lines[0] \
+            and "Traceback" not in r.stderr:
+        return None
+    return f"exit {r.returncode}, stderr {r.stderr[-600:]!r}"
+
+
+def _lab_file(path: Path, extra: str = "", matrix: str = 'formats = ["onnx"]\nquantize = ["none"]') -> Path:
+    path.write_text(f'[lab]\nname = "h"\n{extra}\n[[models]]\nname = "lenet1"\nframeworks = ["keras"]\n\n'
+                    f'[matrix]\n{matrix}\n')
+    return path
+
+
+def test_lab_and_sweep_refuse_what_cannot_be_meant(tmp_path):
+    import time
+
+    ws = ["--workspace", str(tmp_path / "ws")]
+    typo_in_models = tmp_path / "d.toml"
+    typo_in_models.write_text('[lab]\nname = "h"\n[[models]]\nname = "lenet1"\nframwork = ["keras"]\n')
+    cases = [
+        (["lab", "worker", "--scheduler", "notaurl"], "needs a host and a port"),
+        (["lab", "worker", "--scheduler", "garbage://%%%"], "unknown scheme 'garbage'"),
+        (["lab", "worker", "--scheduler", "tcp://[::1"], "is not an address"),
+        (["lab", "run", str(_lab_file(tmp_path / "a.toml")), "--scheduler", "notaurl", *ws], "needs a host and a port"),
+        (["lab", "run", str(_lab_file(tmp_path / "b.toml", "bogus_key = 1")), *ws], "field 'lab.bogus_key'"),
+        (["lab", "run", str(_lab_file(tmp_path / "c.toml", matrix='format = ["onnx"]')), *ws],
+         "did you mean 'formats'"),
+        (["lab", "run", str(typo_in_models), *ws], "did you mean 'frameworks'"),
+        (["lab", "run", str(_lab_file(tmp_path / "e.toml", matrix=f"threads = {list(range(1, 1001))}")), *ws],
+         "more than [lab] max_cells = 5000"),
+        (["study", "sweep", "--model", "lenet1", "--threads", "1000", *ws], "--threads asks for 1000 threads"),
+    ]
+    failures = []
+    for args, needle in cases:
+        t = time.monotonic()
+        r = run_cli(*args, "--quiet", cwd=tmp_path, timeout=120)
+        why = _one_line(r, needle)
+        if why or time.monotonic() - t > 60:  # refused before anything trains or waits
+            failures.append(f"{args}: {why or f'took {time.monotonic() - t:.0f} s'}")
+    assert not failures, "\n".join(failures)
+
+
+def test_a_lab_worker_gives_up_on_an_unreachable_scheduler_within_its_bound(tmp_path):
+    import time
+
+    t = time.monotonic()
+    r = run_cli("lab", "worker", "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "3", cwd=tmp_path, timeout=60)
+    assert _one_line(r, "cannot reach the Dask scheduler at tcp://127.0.0.1:1") is None, r.stderr
+    assert time.monotonic() - t < 30
+
+
+def test_findings_export_into_a_file_or_a_system_folder_is_one_line(tmp_path):
+    from deploytool.bugs import upstream
+    from deploytool.store import open_store
+    from deploytool.workspace import Workspace
+    from tests import results as factory
+
+    ws = Workspace.open(tmp_path / "ws")
+    store = open_store(None, ws.default_db_url)
+    (f,) = upstream.record_and_write(store, ws, "r1", [factory.result("r1", "k", "conversion_failed")])
+    (tmp_path / "a-file").write_text("x")
+    for dest, needle in ((tmp_path / "a-file", "is a file, not a folder"), (Path("/proc/deploytool-x"), "cannot export"),
+                         (Path("/sys/deploytool-x"), "cannot export")):
+        r = run_cli("findings", "export", f.id, str(dest), "--workspace", str(ws.root), cwd=tmp_path)
+        assert _one_line(r, needle) is None, (dest, r.stderr)
+    r = run_cli("findings", "export", f.id, str(tmp_path / "out"), "--workspace", str(ws.root), cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "out" / "issue.md").is_file(), r.stderr
+
+
+def _custom_op_onnx(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("<img src=x onerror=alert(1)>|`x`", ["x"], ["y"], domain="evil.domain")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("evil.domain", 1)]), str(path))
+    return path
+
+
+def _huge_initializer_onnx(path: Path) -> Path:
+    """An initializer declaring 64 x 9,000,000 floats (2.3 GB) and holding none: a few hundred bytes on disk."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[64, 9_000_000])
+    shape = numpy_helper.from_array(np.array([-1, 64], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["f"]), helper.make_node("MatMul", ["f", "W"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 8, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])], [w, shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_users_model_its_own_runtime_cannot_run_is_one_line_and_no_finding(sandbox, tmp_path):
+    _, _, data = sandbox
+    ws = tmp_path / "ws"
+    for model, needle in ((_custom_op_onnx(tmp_path / "custom.onnx"), "evil.domain:<img src=x onerror=alert(1)>"),
+                          (_huge_initializer_onnx(tmp_path / "huge.onnx"), "Initializer 'W'")):
+        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--scale", "0.00392156862745098",
+                    "--format", "onnx", "--quantize", "none", "--workspace", str(ws), "--quiet", cwd=tmp_path,
+                    timeout=300)
+        assert _one_line(r, needle) is None and "your model does not run in its own runtime" in r.stderr, r.stderr
+    with sqlite3.connect(ws / "results.db") as db:
+        assert db.execute("select count(*) from findings").fetchone() == (0,)
+    assert not (ws / "findings").exists() or not any((ws / "findings").iterdir())

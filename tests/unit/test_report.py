@@ -259,7 +259,7 @@ def test_markdown_has_title_verdict_line_table_and_failures(written):
     fail_block = md.split("**Failures**")[1]
     for r in _expected_failing(inp):
         assert r.combo.label in fail_block
-    assert "ConverterError: op <Gather\\|x>" in fail_block and "\x1b" not in md
+    assert "ConverterError: op &lt;Gather\\|x> &amp; 'quotes'" in fail_block and "\x1b" not in md  # markup made inert
 
 
 # ------------------------------------------------------------------ JUnit

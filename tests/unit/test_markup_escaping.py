@@ -1,0 +1,60 @@
+"""Text from converters and models (op names, error messages) carrying HTML or Markdown stays text in every
+place a person reads it: summary.md, junit.xml, issue.md and the bundle's README (report.html is checked in
+test_report.py). A reason inside a fenced block cannot close it, a `|` cannot add a table column."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from deploytool.bugs import findings
+from deploytool.bugs.upstream import issue_text
+from deploytool.report.markdown import code, fence, prose
+from deploytool.store import SqlAlchemyStore
+from tests import results as factory
+from tests.unit.test_report import make_input
+
+HOSTILE = "op <img src=x onerror=alert(1)>|`x` failed\n````\n# injected heading\n````"
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
+def test_a_fence_outlasts_any_backtick_run_inside_it():
+    lines = fence(HOSTILE)
+    assert lines[0] == lines[-1] == "`" * 5 and lines[1:-1] == HOSTILE.splitlines()
+    assert fence("plain") == ["```", "plain", "```"]
+    assert code("a`b") == "``a`b``" and code("`x") == "`` `x ``"
+    assert prose("<b>&|`") == "&lt;b>&amp;\\|'"
+
+
+def test_summary_md_and_junit_keep_hostile_reasons_as_text(tmp_path):
+    from deploytool.report import write_report
+
+    inp = make_input(tmp_path / "d", n_samples=60, n_rows=3, with_history=False)
+    inp.results.append(factory.result("run-1", "hostile", "conversion_failed", reason=HOSTILE, model=inp.model))
+    paths = write_report(inp, tmp_path / "out")
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "<img" not in md and "# injected" not in md.replace("\\#", "")
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    columns = {len(re.split(r"(?<!\\)\|", ln)) for ln in rows}
+    assert len(columns) == 1, rows  # no cell adds a column
+    failure = next(ln for ln in md.splitlines() if "conversion_failed" in ln and ln.startswith("- "))
+    assert "&lt;img src=x onerror=alert(1)>" in failure
+    suite = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    messages = [f.get("message", "") + (f.text or "") for f in suite.iter("failure")]
+    assert any("<img src=x onerror=alert(1)>|`x` failed" in m for m in messages), messages
+    assert paths.html.exists()
+
+
+def test_issue_md_fences_the_reason_and_inlines_names_as_code(tmp_path):
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
+    row = factory.result("r1", "k", "conversion_failed", reason=HOSTILE)
+    (f,) = findings.record_run(store, "r1", [row], {"numpy": "2.1.3"})
+    text = issue_text(f, {"reason": HOSTILE}, [])
+    block = re.search(r"^(`{3,})\n(.*?)\n\1$", text, flags=re.S | re.M)
+    assert block is not None and block.group(2) == HOSTILE  # the whole reason, inside one fence
+    assert len(block.group(1)) > _longest_backtick_run(HOSTILE)
+    outside = text.replace(block.group(0), "")
+    assert "<img" not in outside and "\n# injected" not in outside
