@@ -52,8 +52,13 @@ def test_bad_names_and_shapes_fail_before_any_framework_import():
     assert _run_and_report_heavy_modules(code) == []
 
 
-def test_registry_lists_the_four_architectures():
-    assert zoo.ARCHITECTURES == ("lenet1", "lenet5", "resnet20", "vgg_small")
+def test_registry_lists_the_architectures_and_what_each_reads():
+    assert zoo.ARCHITECTURES == ("lenet1", "lenet5", "resnet20", "vgg_small", "mlp", "lstm", "gru")
+    assert plans.INPUT_KINDS == {"mlp": "features", "lstm": "sequence", "gru": "sequence"}
+    assert plans.input_shape_of("sequence", (28, 28, 1)) == (28, 28)
+    assert plans.input_shape_of("features", (28, 28, 1)) == (784,)
+    assert zoo.trace_shapes("lstm", zoo.layer_plan("lstm", 10), (28, 28, 1)) == [(64,), (10,)]
+    assert zoo.trace_shapes("mlp", zoo.layer_plan("mlp", 10), (28, 28, 1))[-1] == (10,)
 
 
 def test_unknown_architecture_message_lists_the_known_ones():
