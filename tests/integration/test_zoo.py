@@ -11,6 +11,7 @@ import torch
 
 from deploytool import zoo
 from deploytool.errors import BadModelFile, UnknownModel
+from deploytool.zoo.plans import INPUT_KINDS, input_shape_of
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +22,9 @@ INPUT_HWC = {
     "lenet5": (28, 28, 1),
     "resnet20": (32, 32, 3),
     "vgg_small": (32, 32, 3),
+    "mlp": (28, 28, 1),  # read as 784 features
+    "lstm": (28, 28, 1),  # read as 28 rows of 28 pixels
+    "gru": (28, 28, 1),
 }
 NUM_CLASSES = 10
 MAX_ABS_DIFF = 1e-4
@@ -59,7 +63,14 @@ def _expected_counts():
         cin = cout
     vgg_train += _dense(4 * 4 * 128, 128) + _dense(128, 10)
 
+    u, steps = 64, 28
+    lstm = 4 * (steps * u + u * u) + _dense(u, 10)  # no biases (Keras has one per gate, PyTorch two)
+    gru = 3 * (steps * u + u * u) + 2 * 3 * u + _dense(u, 10)  # reset_after: an input and a recurrent bias
+    mlp = _dense(784, 256) + _dense(256, 128) + _dense(128, 10)
     return {
+        "mlp": (mlp, 0),
+        "lstm": (lstm, 0),
+        "gru": (gru, 0),
         "lenet1": (lenet1, 0),
         "lenet5": (lenet5, 0),
         "resnet20": (res_train, 2 * res_bn_channels),
@@ -72,14 +83,22 @@ def _inputs_nhwc(hwc, n=48, seed=0):
     return rng.normal(0.3, 1.0, size=(n, *hwc)).astype(np.float32)
 
 
+def _as_read(arch, x_nhwc, torch_side=False):
+    """The images as `arch` reads them: NHWC (NCHW for PyTorch), or rows as steps, or flat features."""
+    kind = INPUT_KINDS.get(arch, "image")
+    if kind != "image":
+        return np.ascontiguousarray(x_nhwc.reshape(len(x_nhwc), *input_shape_of(kind, x_nhwc.shape[1:])))
+    return np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2)) if torch_side else x_nhwc
+
+
 def _keras_logits(kmodel, x_nhwc):
-    return np.asarray(kmodel(x_nhwc, training=False))
+    return np.asarray(kmodel(_as_read(kmodel.name, x_nhwc), training=False))
 
 
 def _torch_logits(tmodel, x_nhwc):
     tmodel.eval()
     with torch.no_grad():
-        return tmodel(torch.from_numpy(np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2)))).numpy()
+        return tmodel(torch.from_numpy(_as_read(tmodel.arch, x_nhwc, torch_side=True))).numpy()
 
 
 def _perturb_keras(kmodel, hwc, seed=1):
@@ -87,7 +106,8 @@ def _perturb_keras(kmodel, hwc, seed=1):
     passes on shifted data, scale/offset by random draws."""
     rng = np.random.default_rng(seed)
     for _ in range(3):
-        kmodel(_inputs_nhwc(hwc, 16, seed=int(rng.integers(1 << 30))) * 1.5 + 0.5, training=True)
+        kmodel(_as_read(kmodel.name, _inputs_nhwc(hwc, 16, seed=int(rng.integers(1 << 30))) * 1.5 + 0.5),
+               training=True)
     for layer in kmodel.layers:
         if layer.__class__.__name__ == "BatchNormalization":
             gamma, beta, mean, var = layer.get_weights()
@@ -104,7 +124,7 @@ def _perturb_torch(tmodel, hwc, seed=2):
     with torch.no_grad():
         for _ in range(3):
             x = _inputs_nhwc(hwc, 16, seed=int(rng.integers(1 << 30))) * 1.5 + 0.5
-            tmodel(torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))))
+            tmodel(torch.from_numpy(_as_read(tmodel.arch, x, torch_side=True)))
         for module in tmodel.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
                 module.weight.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, module.weight.shape).astype(np.float32)))
