@@ -10,7 +10,9 @@
 #
 # In `batches` mode ARGS read batch_in.bin and write batch_out.bin (relative
 # to the current folder); batch k of INPUTS is copied to batch_in.bin and each
-# batch_out.bin is appended to OUTPUTS. Exit status: the binary's, 124 when a
+# batch_out.bin is appended to OUTPUTS. A model of several inputs gives
+# comma-separated INPUTS and BATCH_BYTES (one per input, in the model's order):
+# batch k of the j-th goes to batch_in_<j>.bin. Exit status: the binary's, 124 when a
 # run passed TIMEOUT_S, 2 for a usage error.
 
 set -u
@@ -73,7 +75,17 @@ batches)
     : > "$outputs" || exit 2
     i=0
     while [ "$i" -lt "$n" ]; do
-        dd if="$inputs" of=batch_in.bin bs="$bb" skip="$i" count=1 2>/dev/null || { echo "run_benchmark.sh: cannot read batch $i of $inputs" >&2; exit 2; }
+        # one INPUTS file (and BATCH_BYTES) per model input, comma-separated: batch k of each goes to
+        # batch_in.bin, or batch_in_<j>.bin when there are several
+        rest_in=$inputs; rest_bb=$bb; j=0
+        while [ -n "$rest_in" ]; do
+            f=${rest_in%%,*}; s=${rest_bb%%,*}
+            if [ "$rest_in" = "$f" ]; then rest_in=""; else rest_in=${rest_in#*,}; fi
+            if [ "$rest_bb" = "$s" ]; then rest_bb=""; else rest_bb=${rest_bb#*,}; fi
+            case "$inputs" in *,*) dst="batch_in_$j.bin" ;; *) dst=batch_in.bin ;; esac
+            dd if="$f" of="$dst" bs="$s" skip="$i" count=1 2>/dev/null || { echo "run_benchmark.sh: cannot read batch $i of $f" >&2; exit 2; }
+            j=$((j + 1))
+        done
         rm -f batch_out.bin
         run_one "$t" "$@" > batch.log 2>&1
         rc=$?

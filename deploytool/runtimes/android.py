@@ -33,7 +33,9 @@ from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
-from deploytool.modelfiles.tflite_io import read_io
+from deploytool.data.feed import Feed, layout_of
+from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.tflite_io import read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
 from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
@@ -131,13 +133,18 @@ class AndroidRuntime(Runtime):
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
             raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}") from e
-        if len(self._in) != 1:
+        self._sources: list[str] = []  # a model with a signature: the source's name of each input, in file order
+        self._out_sources: list[str] = []
+        if artifact.signature is not None:
+            self._bind(artifact)
+        elif len(self._in) != 1:
             raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
                               "the android target feeds single-input models")
-        if "," in self._in[0].name:
-            raise StageFailed("unsupported", f"input name {self._in[0].name!r} contains ',' which "
+        bad = [t.name for t in self._in if "," in t.name]
+        if bad:
+            raise StageFailed("unsupported", f"input name {bad[0]!r} contains ',' which "
                               "benchmark_model's --input_layer cannot express")
-        if tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
+        if artifact.signature is None and tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
             raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
                               f"says one sample is {tuple(artifact.input_shape)}")
         explicit = self._explicit_binary()
@@ -170,6 +177,22 @@ class AndroidRuntime(Runtime):
             "threads": self.threads if self.threads is not None else "default",
         }
 
+    def _bind(self, artifact: Artifact) -> None:
+        """A model with a signature: which of the file's tensors (in its own order, as benchmark_model takes and
+        writes them) is which of the source's inputs and outputs."""
+        sig = artifact.signature
+        assert sig is not None
+        named = tflite_tensors(str(artifact.path))
+        try:
+            ins = match_names(sig.input_names, list(named.inputs))
+            outs = match_names(sig.output_names, list(named.outputs))
+        except KeyError as e:
+            raise StageFailed("load_failed", f"{artifact.path.name}: {e.args[0]}") from None
+        by_tensor_in = {named.inputs[m].name: src for src, m in ins.items()}
+        by_tensor_out = {named.outputs[m].name: src for src, m in outs.items()}
+        self._sources = [by_tensor_in[t.name] for t in self._in]
+        self._out_sources = [by_tensor_out[t.name] for t in self._out]
+
     def _explicit_binary(self) -> Path | None:
         """The binary named by option or env var; None when none is named or
         the name is a folder (then the ABI picks the file in it)."""
@@ -200,12 +223,22 @@ class AndroidRuntime(Runtime):
             f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-model PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
 
     # ---- run ----------------------------------------------------------
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _quantized(self, inputs: np.ndarray | Feed) -> list[np.ndarray]:
+        """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
+        if isinstance(inputs, Feed):
+            return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
+        return [self._in[0].quantize(inputs)]
+
+    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
+        layout = None
         try:
-            q = self._in[0].quantize(inputs)
+            q = self._quantized(inputs)
             outputs, batch, throughput = self._accuracy(q)
+            if isinstance(inputs, Feed):
+                named = self._named_outputs(outputs)
+                layout, outputs = layout_of(named), named.flat()
             busy = self._phone_load()
-            latency_ms, load_ms, first_ms, memory = self._latency(q[0:1])
+            latency_ms, load_ms, first_ms, memory = self._latency([a[0:1] for a in q])
         except BaseException:
             self._cleanup()
             raise
@@ -219,26 +252,43 @@ class AndroidRuntime(Runtime):
             f"run of its own benchmark_model process after {self.warmup_runs} warm-up runs",
         ]
         return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
-                       first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes)
+                       first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes,
+                       output_layout=layout)
 
-    def _model_flags(self, batch: int, value_file: str, graph: str | None = None) -> list[str]:
-        t = self._in[0]
-        name = t.name.replace(":", "::")  # benchmark_model's escape in name:file pairs
-        flags = [f"--graph={graph or self.model_name}", f"--input_layer={t.name}",
-                 f"--input_layer_shape={','.join(str(d) for d in (batch, *t.shape[1:]))}",
-                 f"--input_layer_value_files={name}:{value_file}"]
+    def _named_outputs(self, flat: np.ndarray) -> Feed:
+        """The file's outputs (side by side, in its order) by the source's names, in the source's order."""
+        sig = self.artifact.signature if self.artifact else None
+        assert sig is not None
+        parts, at = {}, 0
+        for t, src in zip(self._out, self._out_sources):
+            size = int(np.prod(t.shape[1:])) if len(t.shape) > 1 else 1
+            parts[src] = flat[:, at:at + size].reshape(len(flat), *t.shape[1:])
+            at += size
+        return Feed({name: parts[name] for name in sig.output_names})
+
+    def _model_flags(self, batch: int, value_files: list[str], graph: str | None = None,
+                     samples: list[np.ndarray] | None = None) -> list[str]:
+        """benchmark_model's flags for the file's inputs, in its order: names, shapes at `batch` (a dimension the
+        model leaves open takes the data's, from `samples`), one value file each."""
+        shapes = [(batch, *(s.shape[1:] if samples is not None else t.shape[1:]))
+                  for t, s in zip(self._in, samples or [None] * len(self._in))]
+        pairs = [f"{t.name.replace(':', '::')}:{f}" for t, f in zip(self._in, value_files)]  # its escape for ':'
+        flags = [f"--graph={graph or self.model_name}", f"--input_layer={','.join(t.name for t in self._in)}",
+                 f"--input_layer_shape={':'.join(','.join(str(d) for d in s) for s in shapes)}",
+                 f"--input_layer_value_files={','.join(pairs)}"]
         flags += DELEGATE_FLAGS[self.delegate]
         if self.threads is not None:
             flags.append(f"--num_threads={self.threads}")
         return flags
 
-    def _batch_ladder(self, q: np.ndarray) -> list[tuple[str, int]]:
-        """(model file on the device, batch) to try in turn for the accuracy pass over `q`."""
-        n = len(q)
+    def _batch_ladder(self, q: list[np.ndarray]) -> list[tuple[str, int]]:
+        """(model file on the device, batch) to try in turn for the accuracy pass over `q` (one array per
+        input; a batch twin only for a single input)."""
+        n = len(q[0])
         declared = int(self._in[0].shape[0]) if self._in[0].shape else 1
         ladder = [min(n, self.max_batch), declared if 1 < declared <= n else 1, 1]
         batches = sorted(set(ladder), reverse=True)
-        twin = self._batch_twin(q) if batches[0] > 1 else None
+        twin = self._batch_twin(q[0]) if batches[0] > 1 and len(q) == 1 else None
         if twin is not None:
             return [twin, (self.model_name, 1)]
         return [(self.model_name, b) for b in batches]
@@ -273,18 +323,21 @@ class AndroidRuntime(Runtime):
         self._env["accuracy_model"] = f"batch-{batch} twin of {self.model_name}"
         return name, batch
 
-    def _accuracy(self, q: np.ndarray) -> tuple[np.ndarray, int, float | None]:
-        n = len(q)
+    def _accuracy(self, q: list[np.ndarray]) -> tuple[np.ndarray, int, float | None]:
+        n = len(q[0])
         ladder = self._batch_ladder(q)
+        files = _files("inputs", len(q))
         for i, (graph, b) in enumerate(ladder):
             k = math.ceil(n / b)
-            padded = np.concatenate([q, np.zeros((k * b - n, *q.shape[1:]), q.dtype)]) if k * b > n else q
-            local = Path(self._tmp.name) / "inputs.bin"
-            padded.tofile(local)
             with self._device_faults("running the test set"):
-                self.device.push(local, f"{self.run_dir}/inputs.bin")
-                args = ["sh", self.driver_remote, "batches", k, b * q[0].nbytes, "inputs.bin", "outputs.bin",
-                        _secs(self.timeout_s), "--", self.bin_remote, *self._model_flags(b, "batch_in.bin", graph),
+                for a, name in zip(q, files):
+                    padded = np.concatenate([a, np.zeros((k * b - n, *a.shape[1:]), a.dtype)]) if k * b > n else a
+                    local = Path(self._tmp.name) / name
+                    padded.tofile(local)
+                    self.device.push(local, f"{self.run_dir}/{name}")
+                args = ["sh", self.driver_remote, "batches", k, ",".join(str(b * a[0].nbytes) for a in q),
+                        ",".join(files), "outputs.bin", _secs(self.timeout_s), "--", self.bin_remote,
+                        *self._model_flags(b, _files("batch_in", len(q)), graph, q),
                         "--output_filepath=batch_out.bin", "--num_runs=1", "--min_secs=0",
                         "--warmup_runs=0", "--warmup_min_secs=0"]
                 r = self.device.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
@@ -340,13 +393,15 @@ class AndroidRuntime(Runtime):
         before, _, after = r.stdout.partition(_STAT_MARK)
         return busy_fraction_between(before, after) if r.exit_code == 0 else None
 
-    def _latency(self, sample: np.ndarray) -> tuple[np.ndarray, float | None, float | None, dict[str, float]]:
-        local = Path(self._tmp.name) / "sample.bin"
-        sample.tofile(local)
+    def _latency(self, samples: list[np.ndarray]) -> tuple[np.ndarray, float | None, float | None, dict[str, float]]:
+        files = _files("sample", len(samples))
         with self._device_faults("measuring latency"):
-            self.device.push(local, f"{self.run_dir}/sample.bin")
+            for sample, name in zip(samples, files):
+                local = Path(self._tmp.name) / name
+                sample.tofile(local)
+                self.device.push(local, f"{self.run_dir}/{name}")
             args = ["sh", self.driver_remote, "repeat", self.latency_runs, _secs(self.timeout_s), "--",
-                    self.bin_remote, *self._model_flags(1, "sample.bin"), "--num_runs=1", "--min_secs=0",
+                    self.bin_remote, *self._model_flags(1, files, samples=samples), "--num_runs=1", "--min_secs=0",
                     f"--warmup_runs={self.warmup_runs}", f"--warmup_min_secs={self.warmup_min_secs:g}",
                     "--report_peak_memory_footprint=true"]
             r = self.device.shell(args, cwd=self.run_dir,
@@ -456,6 +511,11 @@ def _exit_text(code: int) -> str:
         except ValueError:
             pass
     return str(code)
+
+
+def _files(stem: str, count: int) -> list[str]:
+    """One value file per input on the device: `stem.bin` for one input (as ever), `stem_<j>.bin` for several."""
+    return [f"{stem}.bin"] if count == 1 else [f"{stem}_{j}.bin" for j in range(count)]
 
 
 def _secs(timeout_s: float) -> str:
