@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploytool.report.text import clean, num
-from deploytool.result import Check, Flip, Result, format_tolerance, primary_memory
+from deploytool.result import Check, Flip, OutputComparison, Result, format_tolerance, primary_memory
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
 
 # Reading order of the matrix: source framework, format, then quantization from the lightest touch.
 _FORMAT_ORDER = ("keras", "torch", "saved_model", "tflite", "tfjs_graph", "tfjs_layers", "onnx")
+TASK_METRICS = ("top5_agreement", "cosine_min", "rel_error", "mae", "rmse", "baseline_rmse", "mae_increase",
+                "rmse_increase")
 _QUANT_ORDER = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
 
 
@@ -75,6 +77,17 @@ class ReportRow:
     flipped: tuple[Flip, ...] = ()
     latency_path: str | None = None
     outputs_path: str | None = None
+    # what the first output is judged as, and the metrics of the tasks beyond classification (issue 24)
+    task: str = "classification"
+    top5_agreement: float | None = None
+    cosine_min: float | None = None
+    rel_error: float | None = None
+    mae: float | None = None
+    rmse: float | None = None
+    baseline_rmse: float | None = None
+    mae_increase: float | None = None
+    rmse_increase: float | None = None
+    outputs: tuple[OutputComparison, ...] = ()  # every output against the baseline's (empty: older rows)
 
     @property
     def outcome(self) -> str:
@@ -153,5 +166,8 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             artifact=art, environment=dict(r.environment), memory_by_name=memory,
             stage_seconds=asdict(r.times), flipped=tuple(comp.flipped) if comp is not None else (),
             latency_path=r.latency_path or None, outputs_path=r.outputs_path or None,
+            task=comp.task if comp is not None else "classification",
+            **{k: num(m.get(k)) for k in TASK_METRICS},
+            outputs=tuple(comp.outputs) if comp is not None else (),
         ))
     return rows

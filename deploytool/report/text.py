@@ -156,11 +156,12 @@ def _number(v: Any) -> Any:
 
 RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",
                "reason", "verdict", "failing", "metrics", "checks", "tolerances", "memory_figures", "notes",
-               "regression", "artifact", "flipped", "bundle")
+               "regression", "artifact", "flipped", "bundle", "task", "outputs")
 METRIC_KEYS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count", "max_abs_error",
                "mean_abs_error", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "latency_ratio_p50", "latency_ratio_p90",
                "memory_bytes", "memory_ratio", "size_bytes", "size_ratio", "load_ms", "first_inference_ms",
-               "throughput_sps", "latency_samples")
+               "throughput_sps", "latency_samples", "top5_agreement", "cosine_min", "rel_error", "mae", "rmse",
+               "baseline_rmse", "mae_increase", "rmse_increase")
 ARTIFACT_KEYS = ("format", "quantize", "converter", "converter_version", "sha256", "size_bytes")
 
 
@@ -179,6 +180,8 @@ def json_document(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, Any]
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
             "flipped": [asdict(f) for f in row.flipped],
             "bundle": row.bundle,
+            "task": row.task,
+            "outputs": [{**asdict(o), "shape": list(o.shape)} for o in row.outputs],
         })
     baselines = {fw: {"accuracy": b.get("accuracy"), "latency": b.get("latency") or {},
                       "memory_bytes": b.get("memory_bytes") or {}, "size_bytes": b.get("size_bytes")}
@@ -204,6 +207,27 @@ def _code(s: Any) -> str:
     return first_line(s, 160).replace("|", "\\|").replace("`", "'")
 
 
+def _fmt(v: Any, spec: str) -> str:
+    f = num(v)
+    return "–" if f is None else format(f, spec)
+
+
+def _task_columns(rows: list["ReportRow"]) -> list[tuple[str, Callable[["ReportRow"], str]]]:
+    """The four task columns of the summary table: a classifier's accuracy, its change, agreement and flips;
+    a regressor's RMSE, its change against the PC baseline, MAE and the outputs' cosine; raw outputs' cosine,
+    range-relative error and largest error. Rows of several tasks keep the classifier's columns."""
+    tasks = {r.task for r in rows if r.status == "measured"}
+    task = tasks.pop() if len(tasks) == 1 else "classification"
+    if task == "regression":
+        return [("RMSE", lambda r: _fmt(r.rmse, ".4g")), ("Δ RMSE", lambda r: _fmt(r.rmse_increase, "+.2%")),
+                ("MAE", lambda r: _fmt(r.mae, ".4g")), ("cos min", lambda r: _fmt(r.cosine_min, ".5f"))]
+    if task == "raw":
+        return [("cos min", lambda r: _fmt(r.cosine_min, ".5f")), ("rel err", lambda r: _fmt(r.rel_error, ".2e")),
+                ("max err", lambda r: _fmt(r.max_abs_error, ".2e")), ("outputs", lambda r: str(len(r.outputs) or "–"))]
+    return [("acc", lambda r: fmt_pct(r.accuracy)), ("Δ pts", lambda r: fmt_points(r.accuracy_delta_points)),
+            ("agree", lambda r: fmt_pct(r.agreement)), ("flips", lambda r: fmt_count(r.flipped_count))]
+
+
 def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "report.html") -> str:
     counts = counts_of(rows)
     base = ", ".join(f"{fw} {fmt_pct(b.get('accuracy'))}" for fw, b in sorted(inp.baselines.items()))
@@ -211,13 +235,12 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
     lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_code(inp.run_id)}`", "",
              f"{icon} **{one_line_summary(counts)}**" + (f" · baseline accuracy {base}" if base else ""), "",
              *[f"⚠️ test set: {_md(w)}" + "\n" for w in inp.run_info.get("data_warnings") or []],
-             "| combination | acc | Δ pts | agree | flips | p50 ms | ×p50 | size | ×size | result |",
+             f"| combination | {' | '.join(h for h, _ in _task_columns(rows))} | p50 ms | ×p50 | size | ×size | result |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in rows:
         res = r.outcome + (" ↓" if r.regression else "")
-        lines.append(f"| {_md(r.label)} | {fmt_pct(r.accuracy)} | {fmt_points(r.accuracy_delta_points)} | "
-                     f"{fmt_pct(r.agreement)} | {fmt_count(r.flipped_count)} | {fmt_ms(r.p50_ms)} | "
-                     f"{fmt_ratio(r.latency_ratio_p50)} | {fmt_bytes(r.size_bytes)} | "
+        lines.append(f"| {_md(r.label)} | {' | '.join(cell(r) for _, cell in _task_columns(rows))} | "
+                     f"{fmt_ms(r.p50_ms)} | {fmt_ratio(r.latency_ratio_p50)} | {fmt_bytes(r.size_bytes)} | "
                      f"{fmt_ratio(r.size_ratio)} | {'**' + res + '**' if r.failing else res} |")
     failures = [r for r in rows if r.failing]
     if failures:

@@ -1,0 +1,101 @@
+"""Models that are not single-input image classifiers, through the real CLI, on the host runtimes, in headless
+Chromium and on the simulated phone (the ADB simulator and benchmark_model double: TEST DOUBLES, no phone
+exists here): a sequence model (a Keras LSTM), a text classifier with token ids and a mask (an ONNX with two
+int64 inputs), a tabular regressor (float labels: MAE/RMSE), and a model with two outputs (one comparison
+each). Tiny models from tests/anymodels.py; each case is one migrate run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import anymodels
+from tests.conftest import run_cli
+from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+def _migrate(tmp: Path, model: Path, data: Path, *args: str, run_id: str) -> list[dict]:
+    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--latency-samples", "5", "--warmup", "1",
+                "--workspace", str(tmp / "ws"), "--quiet", "--run-id", run_id, *args, cwd=tmp, timeout=1200)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout + r.stderr
+    return json.loads((tmp / "ws" / "reports" / run_id / "report.json").read_text())["results"]
+
+
+def _rows(rows: list[dict], **where: str) -> list[dict]:
+    return [r for r in rows if all(r[k] == v for k, v in where.items())]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("any")
+    anymodels.onnx_text_classifier(d / "text.onnx")
+    anymodels.text_data(d / "text.npz")
+    anymodels.keras_regression_mlp(d / "price.keras", epochs=10)
+    x, y = anymodels.tabular_data(120, seed=9)
+    np.savez(d / "price.npz", features=x, y=y)
+    anymodels.keras_lstm(d / "seq.keras")
+    anymodels.sequence_data(d / "seq.npz")
+    anymodels.keras_two_outputs(d / "two.keras")
+    np.savez(d / "two.npz", features=np.random.default_rng(3).normal(size=(40, 16)).astype(np.float32))
+    return d
+
+
+def test_a_text_classifier_with_ids_and_a_mask_on_the_host_and_in_the_browser(models, tmp_path):
+    rows = _migrate(tmp_path, models / "text.onnx", models / "text.npz", "--target", "host,web", "--format",
+                    "onnx,tflite", "--quantize", "none", run_id="text")
+    host = _rows(rows, target="host", format="onnx")[0]
+    assert host["status"] == "measured" and host["metrics"]["agreement"] == 1.0  # its own file, its own runtime
+    web = _rows(rows, target="web", format="onnx")[0]  # onnxruntime-web, int64 inputs as BigInt64Array
+    assert web["status"] == "measured" and web["metrics"]["agreement"] == 1.0, web["reason"]
+    assert web["metrics"]["max_abs_error"] < 1e-4
+    lite = _rows(rows, target="host", format="tflite")[0]  # onnx2tf takes both inputs
+    assert lite["status"] == "measured" and lite["metrics"]["agreement"] == 1.0, lite["reason"]
+
+
+def test_a_regressor_with_float_labels_reports_mae_and_rmse_and_their_change(models, tmp_path):
+    rows = _migrate(tmp_path, models / "price.keras", models / "price.npz", "--target", "host,web", "--format",
+                    "tflite,onnx,tfjs", "--quantize", "none,int8", run_id="price")
+    measured = [r for r in rows if r["status"] == "measured"]
+    assert {r["target"] for r in measured} == {"host", "web"} and len(measured) >= 8, \
+        [(r["target"], r["format"], r["quantize"], r["status"], r["reason"][:80]) for r in rows]
+    for r in measured:
+        m = r["metrics"]
+        assert m["accuracy"] is None and m["rmse"] > 0 and m["mae"] > 0 and m["rmse_increase"] is not None
+        assert {c["metric"] for c in r["checks"]} >= {"rmse_increase"}
+    exact = _rows(rows, target="host", format="onnx", quantize="none")[0]["metrics"]
+    assert abs(exact["rmse_increase"]) < 1e-3 and exact["cosine_min"] > 0.9999
+    summary = (tmp_path / "ws" / "reports" / "price" / "summary.md").read_text()
+    assert "RMSE" in summary
+
+
+def test_a_sequence_model_on_the_host_and_the_simulated_phone(models, tmp_path, phone):  # noqa: F811
+    rows = _migrate(tmp_path, models / "seq.keras", models / "seq.npz", "--target", "host,android", "--format",
+                    "tflite", "--quantize", "none,int8", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
+                    run_id="seq")
+    for target in ("host", "android"):
+        none = _rows(rows, target=target, quantize="none")[0]
+        assert none["status"] == "measured", (target, none["reason"])
+        assert none["metrics"]["agreement"] == 1.0 and none["metrics"]["max_abs_error"] < 1e-4
+    assert any("unrolled" in n for r in rows for n in r["notes"])  # Keras's LSTM loop, converted unrolled
+
+
+def test_token_inputs_reach_the_simulated_phone(models, tmp_path, phone):  # noqa: F811
+    rows = _migrate(tmp_path, models / "text.onnx", models / "text.npz", "--target", "android", "--format", "tflite",
+                    "--quantize", "none", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE), run_id="text-phone")
+    (row,) = rows
+    assert row["status"] == "measured" and row["metrics"]["agreement"] == 1.0, row["reason"]
+
+
+def test_two_outputs_get_one_comparison_each(models, tmp_path):
+    rows = _migrate(tmp_path, models / "two.keras", models / "two.npz", "--target", "host,web", "--format",
+                    "tflite,onnx,tfjs", "--quantize", "none", run_id="two")
+    assert all(r["status"] == "measured" for r in rows), [(r["target"], r["format"], r["reason"][:90]) for r in rows]
+    report = json.loads((tmp_path / "ws" / "reports" / "two" / "report.json").read_text())
+    stored = report["results"][0]
+    assert [o["name"] for o in stored["outputs"]] == ["scores", "value"]
+    assert all(o["cosine_min"] > 0.9999 for r in report["results"] for o in r["outputs"])
