@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.data.feed import Feed, OutputLayout, split
 from deploytool.modelfiles.onnx_external import copy_with_external
+from deploytool.modelfiles.signature import match_names
 from deploytool.provenance import host_facts
 from deploytool.report.markdown import code, fence
 from deploytool.result import Result, Status
@@ -83,7 +85,10 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
     else:
         copy_with_external(model_path, bundle / "model")  # an .onnx's external weights go with it
     idx = _pick(result, len(x_test))
-    np.save(bundle / "inputs.npy", x_test[idx])
+    if isinstance(x_test, Feed):  # one array per named input
+        np.savez(bundle / "inputs.npz", **dict(x_test[idx].items()))
+    else:
+        np.save(bundle / "inputs.npy", x_test[idx])
     np.save(bundle / "expected.npy", baseline_outputs[idx])
     if result.outputs_path and Path(result.outputs_path).exists():
         np.save(bundle / "observed.npy", np.load(result.outputs_path)[idx])
@@ -92,8 +97,8 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
     backend_test = None
     if host_runtime == "onnxruntime":
         observed = np.load(bundle / "observed.npy") if (bundle / "observed.npy").exists() else None
-        backend_test = write_backend_test(bundle / "backend_test", model_path, np.load(bundle / "inputs.npy"),
-                                          np.load(bundle / "expected.npy"), observed)
+        backend_test = write_backend_test(bundle / "backend_test", model_path, x_test[idx],
+                                          np.load(bundle / "expected.npy"), observed, result.output_layout)
     packages = {p: versions.get(p, "") for p in ("numpy", *PACKAGES.get(host_runtime or "", ()))}
     limits = {k: v[0] for k, v in result.tolerances.items() if k in ("agreement", "max_abs_error")}
     where = c.where
@@ -104,7 +109,9 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
             "where": where, "model_file": model_path.name, "host_runtime": host_runtime, "pass_limits": limits,
             "packages": packages, "backend_test": backend_test,
             "sample_indices": idx.tolist(), "layout": (art or {}).get("layout") or source.layout,
-            "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions}
+            "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions,
+            "inputs_file": "inputs.npz" if isinstance(x_test, Feed) else "inputs.npy",
+            "output_layout": [[n, list(s)] for n, s in result.output_layout] if result.output_layout else None}
     (bundle / "bundle.json").write_text(json.dumps(meta, indent=2, default=str))
     shutil.copy2(REPRODUCER, bundle / "reproduce.py")
     (bundle / "README.md").write_text(_readme(meta, command))
@@ -122,10 +129,11 @@ def fault_samples(expected: np.ndarray, observed: np.ndarray | None, most: int) 
     return order[: min(most, int(flipped.sum()) or most)]
 
 
-def write_backend_test(folder: Path, model_path: Path, x: np.ndarray, expected: np.ndarray,
-                       observed: np.ndarray | None) -> dict[str, Any]:
-    """ONNX's backend-test layout: model.onnx (weights inside) and test_data_set_0/input_0.pb, output_0.pb
-    (the source model's outputs: what a correct backend gives) for the few samples that show the fault."""
+def write_backend_test(folder: Path, model_path: Path, x: np.ndarray | Feed, expected: np.ndarray,
+                       observed: np.ndarray | None, layout: OutputLayout | None = None) -> dict[str, Any]:
+    """ONNX's backend-test layout: model.onnx (weights inside) and test_data_set_0/input_<k>.pb (every graph
+    input, by its name), output_<k>.pb (the source model's outputs: what a correct backend gives) for the few
+    samples that show the fault."""
     import onnx
     from onnx import numpy_helper
 
@@ -136,11 +144,20 @@ def write_backend_test(folder: Path, model_path: Path, x: np.ndarray, expected: 
     data = folder / "test_data_set_0"
     data.mkdir(parents=True)
     onnx.save(model, str(folder / "model.onnx"))
-    inp_name = next(i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
-    for name, arr, tensor in (("input_0.pb", x[keep], inp_name), ("output_0.pb", expected[keep],
-                                                                  model.graph.output[0].name)):
-        (data / name).write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr, np.float32), tensor)
-                                  .SerializeToString())
+    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    graph_outputs = [o.name for o in model.graph.output]
+    if isinstance(x, Feed):
+        feeds = {graph: x[src][keep] for src, graph in match_names(x.names, graph_inputs).items()}
+    else:
+        feeds = {graph_inputs[0]: np.ascontiguousarray(x[keep], np.float32)}
+    named = split(expected[keep], layout) if layout else Feed.one(graph_outputs[0], expected[keep])
+    outs = {graph: named[src] for src, graph in match_names(named.names, graph_outputs).items()}
+    for k, (tensor, arr) in enumerate(feeds.items()):
+        (data / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr), tensor)
+                                             .SerializeToString())
+    for k, (tensor, arr) in enumerate(outs.items()):
+        (data / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.ascontiguousarray(arr, np.float32), tensor)
+                                              .SerializeToString())
     return {"folder": folder.name, "samples": len(keep), "sample_positions": keep.tolist()}
 
 
@@ -156,9 +173,14 @@ def _readme(meta: dict[str, Any], command: str) -> str:
     lines += ["## Files", "",
               f"- `model/{meta['model_file']}`: " + ("the source model that did not convert" if meta["status"] ==
                                                      "conversion_failed" else "the converted model that misbehaves"),
-              f"- `inputs.npy`: {len(meta['sample_indices'])} test samples, float32, preprocessed, "
-              f"layout {meta['layout']} (the samples whose prediction changed come first)",
-              "- `expected.npy`: the source model's outputs on them (the PC baseline)",
+              (f"- `inputs.npy`: {len(meta['sample_indices'])} test samples, float32, preprocessed, "
+               f"layout {meta['layout']} (the samples whose prediction changed come first)"
+               if meta.get("inputs_file", "inputs.npy") == "inputs.npy" else
+               f"- `inputs.npz`: {len(meta['sample_indices'])} test samples, one array per model input named "
+               "after it, each in its own dtype (the samples whose prediction changed come first)"),
+              "- `expected.npy`: the source model's outputs on them (the PC baseline)"
+              + ("; several outputs side by side, as `output_layout` in bundle.json lists them"
+                 if meta.get("output_layout") and len(meta["output_layout"]) > 1 else ""),
               "- `observed.npy`: what the target produced (when it produced anything)",
               "- `bundle.json`: everything below, machine-readable", "",
               "## Reproduce", ""]

@@ -29,6 +29,7 @@ from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.bugs.bundle import bundle_row
 from deploytool.bugs.upstream import write_finding
 from deploytool.convert.isolated import IsolatedConverter
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
 from deploytool.proc.quiet import import_tensorflow
@@ -259,14 +260,17 @@ def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np
     return loc
 
 
-def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray,
+def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray | Feed,
                         expected: np.ndarray, observed: np.ndarray) -> None:
     """The smallest failing piece of both files: each graph pruned to what computes `tensor`."""
 
     for name, model in (("source", user), ("converted", art)):
         (folder / name).mkdir(parents=True)
         _onnx_cut(Path(model.path), tensor, folder / name / "cut.onnx")
-    np.save(folder / "inputs.npy", x)
+    if isinstance(x, Feed):  # one array per named input
+        np.savez(folder / "inputs.npz", **dict(x.items()))
+    else:
+        np.save(folder / "inputs.npy", x)
     np.save(folder / "expected.npy", expected.reshape(len(x), -1))
     np.save(folder / "observed.npy", observed.reshape(len(x), -1))
 

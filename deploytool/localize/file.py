@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.data.feed import Feed
 from deploytool.errors import UnknownOption
 from deploytool.localize import savedmodel
-from deploytool.modelfiles.tflite_io import tensor_quant
+from deploytool.modelfiles.signature import Signature, match_names, output_spec
+from deploytool.modelfiles.tflite_io import signature_names, tensor_quant
 from deploytool.proc.quiet import import_tensorflow
 
 # Ops that only move or relabel numbers (or make shapes): a cut there holds what the cut before it held.
@@ -48,8 +50,9 @@ class Point:
 Trace = dict[str, tuple[str, np.ndarray]]  # name -> (op type, values (N, ...)), in graph order
 
 
-def trace(path: Path, fmt: str, x: np.ndarray) -> Trace:
-    """Every intermediate value of the model at `path` on `x`, from one run."""
+def trace(path: Path, fmt: str, x: np.ndarray | Feed) -> Trace:
+    """Every intermediate value of the model at `path` on `x` (one array, or a model's named inputs), from one
+    run."""
     tracer = {"onnx": _trace_onnx, "tflite": _trace_tflite, "keras": _trace_keras,
               "saved_model": _trace_saved_model}.get(fmt)
     if tracer is None:
@@ -74,21 +77,26 @@ def _onnx_outputs_exposed(path: Path) -> tuple[Any, dict[str, str]]:
     return model, kinds
 
 
-def _trace_onnx(path: Path, x: np.ndarray) -> Trace:
+def _trace_onnx(path: Path, x: np.ndarray | Feed) -> Trace:
     import onnxruntime as ort
 
     model, kinds = _onnx_outputs_exposed(path)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    inp = sess.get_inputs()[0]
+    inputs = sess.get_inputs()
     names = [o.name for o in sess.get_outputs()]
-    batch_one = inp.shape and inp.shape[0] == 1
-    runs = [sess.run(names, {inp.name: s[None]}) for s in x] if batch_one else [sess.run(names, {inp.name: x})]
+    # every graph input from the samples, by its name (one array feeds a one-input model)
+    feeds = ({m: x[src] for src, m in match_names(x.names, [i.name for i in inputs]).items()}
+             if isinstance(x, Feed) else {inputs[0].name: x})
+    n = len(x)
+    batch_one = inputs[0].shape and inputs[0].shape[0] == 1
+    runs = ([sess.run(names, {k: a[j : j + 1] for k, a in feeds.items()}) for j in range(n)] if batch_one
+            else [sess.run(names, feeds)])
     out: Trace = {}
-    for i, n in enumerate(names):
+    for i, name in enumerate(names):
         v = np.concatenate([np.asarray(r[i]) for r in runs]) if batch_one else np.asarray(runs[0][i])
-        if n in kinds and v.dtype.kind == "f" and v.ndim and v.shape[0] == len(x):
-            out[n] = (kinds[n], v.astype(np.float32))
-    return {n: out[n] for n in kinds if n in out}
+        if name in kinds and v.dtype.kind == "f" and v.ndim and v.shape[0] == n:
+            out[name] = (kinds[name], v.astype(np.float32))
+    return {name: out[name] for name in kinds if name in out}
 
 
 def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
@@ -101,11 +109,17 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
         # Builtin kernels only: a delegate (XNNPACK) computes a partition's inner tensors where they are not kept.
         it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    inp = it.get_input_details()[0]
-    if int(inp["shape"][0]) != 1:
-        it.resize_tensor_input(inp["index"], [1, *x.shape[1:]])
+    ins = it.get_input_details()
+    if isinstance(x, Feed):  # each input by its signature's (or tensor's) name
+        sig = signature_names(it)
+        by_name = {sig.get(int(d["index"]), d["name"]): d for d in ins}
+        feeds = [(by_name[m], x[src]) for src, m in match_names(x.names, list(by_name)).items()]
+    else:
+        feeds = [(ins[0], x)]
+    for d, a in feeds:
+        if int(d["shape"][0]) != 1 or list(d["shape"][1:]) != list(a.shape[1:]):
+            it.resize_tensor_input(d["index"], [1, *a.shape[1:]])
     it.allocate_tensors()
-    quant_in = tensor_quant(inp)
     details = {d["index"]: d for d in it.get_tensor_details()}
     made_by: dict[int, str] = {}
     for op in it._get_ops_details():
@@ -114,8 +128,9 @@ def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
                 made_by.setdefault(int(t), op["op_name"])
     points = list(made_by.items())
     values: dict[int, list[np.ndarray]] = {t: [] for t, _ in points}
-    for sample in x:
-        it.set_tensor(inp["index"], quant_in.quantize(sample[None]))
+    for j in range(len(x)):
+        for d, a in feeds:
+            it.set_tensor(d["index"], tensor_quant(d).quantize(a[j : j + 1]))
         it.invoke()
         for t, _ in points:
             values[t].append(tensor_quant(details[t]).dequantize(it.get_tensor(t)))
@@ -146,7 +161,13 @@ def _trace_keras(path: Path, x: np.ndarray) -> Trace:
     model = _load_keras(path)
     layers = _keras_points(model)
     every = keras.Model(model.inputs, [layer.output for layer in layers])
-    outs = every(x, training=False)
+    if isinstance(x, Feed):  # the model's inputs in its own order
+        names = [str(i.name).split(":")[0] for i in model.inputs]
+        order = match_names(x.names, names)
+        by_model = {m: x[src] for src, m in order.items()}
+        outs = every([by_model[n] for n in names] if len(names) > 1 else by_model[names[0]], training=False)
+    else:
+        outs = every(x, training=False)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     return {layer.name: (type(layer).__name__, np.asarray(v, np.float32)) for layer, v in zip(layers, outs)}
 
@@ -188,10 +209,13 @@ class FileSource:
             model = _load_keras(Path(self.artifact.path))
             path = out_dir / "cut.keras"
             keras.Model(model.inputs, model.get_layer(point.name).output).save(path)
+        sig = self.artifact.signature  # the source's inputs, and the cut's one value as its output
+        cut_sig = None if sig is None else Signature(sig.inputs, (output_spec(point.name, "float32",
+                                                                             [None, *ref.shape[1:]]),))
         art = Artifact(path=path, format=self.artifact.format, framework=self.artifact.framework,
                        layout=self.artifact.layout, input_shape=tuple(self.artifact.input_shape),
                        num_outputs=int(np.prod(ref.shape[1:])), converter=f"deploytool.localize cut at {point.name}",
-                       sha256=content_hash(path), size_bytes=size_on_disk(path))
+                       sha256=content_hash(path), size_bytes=size_on_disk(path), signature=cut_sig)
         return art, ref
 
 

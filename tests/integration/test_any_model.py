@@ -94,8 +94,37 @@ def test_token_inputs_reach_the_simulated_phone(models, tmp_path, phone):  # noq
 def test_two_outputs_get_one_comparison_each(models, tmp_path):
     rows = _migrate(tmp_path, models / "two.keras", models / "two.npz", "--target", "host,web", "--format",
                     "tflite,onnx,tfjs", "--quantize", "none", run_id="two")
-    assert all(r["status"] == "measured" for r in rows), [(r["target"], r["format"], r["reason"][:90]) for r in rows]
+    ran = [r for r in rows if r["status"] != "not_applicable"]  # TF.js runs in the browser only
+    assert len(ran) == 5 and all(r["status"] == "measured" for r in ran), \
+        [(r["target"], r["format"], r["reason"][:90]) for r in rows]
     report = json.loads((tmp_path / "ws" / "reports" / "two" / "report.json").read_text())
     stored = report["results"][0]
     assert [o["name"] for o in stored["outputs"]] == ["scores", "value"]
     assert all(o["cosine_min"] > 0.9999 for r in report["results"] for o in r["outputs"])
+    assert all(len(r["outputs"]) == 2 for r in report["results"] if r["status"] == "measured")
+
+
+def test_a_failing_text_row_bundles_every_input_and_its_reproducer_runs_them(models, tmp_path):
+    import subprocess
+    import sys
+
+    from onnx import TensorProto
+
+    rows = _migrate(tmp_path, models / "text.onnx", models / "text.npz", "--target", "host", "--format", "onnx",
+                    "--quantize", "dynamic", "--tolerance", "max_abs_error=0,0", run_id="text-fail")
+    (row,) = rows
+    assert row["failing"] and row["bundle"], row
+    bundle = tmp_path / "ws" / "reports" / "text-fail" / row["bundle"]
+    with np.load(bundle / "inputs.npz") as z:
+        assert sorted(z.files) == ["attention_mask", "input_ids"] and z["input_ids"].dtype == np.int64
+    data = bundle / "backend_test" / "test_data_set_0"
+    names = set()
+    for pb in sorted(data.glob("input_*.pb")):
+        t = TensorProto()
+        t.ParseFromString(pb.read_bytes())
+        names.add(t.name)
+        assert t.data_type == TensorProto.INT64
+    assert names == {"input_ids", "attention_mask"} and (data / "output_0.pb").is_file()
+    r = subprocess.run([sys.executable, "reproduce.py"], cwd=bundle, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "REPRODUCED" in r.stdout, r.stdout + r.stderr  # max |error| > 0 on the host
+    assert "backend_test/" in r.stdout

@@ -3,13 +3,14 @@
     python reproduce.py          # needs numpy and the packages bundle.json names
 
 Copied verbatim into every bug bundle as reproduce.py. It reads bundle.json,
-runs model/<file> on inputs.npy one sample at a time with LiteRT or
-onnxruntime, and compares with expected.npy (the source model's outputs on the
-PC). When the finding is about this very runtime, it exits 1 if the problem
+runs model/<file> on inputs.npy (a model of several named inputs: inputs.npz,
+one array per input) one sample at a time with LiteRT or onnxruntime, and
+compares with expected.npy (the source model's outputs on the PC, every output
+side by side in the order bundle.json's output_layout gives). When the finding is about this very runtime, it exits 1 if the problem
 reproduces; when the finding is about a browser or a phone, it shows that the
 model itself is fine here and prints what the target produced instead. An
 ONNX bundle's backend_test/ folder (ONNX's backend-test layout) is replayed
-too: model.onnx on test_data_set_0/input_0.pb, against output_0.pb.
+too: model.onnx on test_data_set_0/input_<k>.pb, against output_<k>.pb.
 """
 
 import json
@@ -37,46 +38,93 @@ def _dequantize(y, detail):
     return ((y.astype(np.float32) - zero_point) * scale).astype(np.float32)
 
 
-def run_litert(model, x):
+def _stripped(name):
+    """A tensor name without a converter's decorations: serving_default_input_ids:0 -> input_ids."""
+    name = name.split(":")[0]
+    return name[len("serving_default_"):] if name.startswith("serving_default_") else name
+
+
+def _pair(wanted, available):
+    """Each wanted name -> an available one: the same, the same undecorated, output_<i>, else by position."""
+    out, free = {}, list(available)
+    for i, w in enumerate(wanted):
+        hit = next((a for a in free if a == w or _stripped(a) == _stripped(w)), None)
+        hit = hit or (f"output_{i}" if f"output_{i}" in free else None)
+        if hit is not None:
+            out[w] = hit
+            free.remove(hit)
+    return out if len(out) == len(wanted) else dict(zip(wanted, available))
+
+
+def _signature_names(it):
+    runners = it.get_signature_list()
+    if len(runners) != 1:
+        return {}
+    r = it.get_signature_runner(next(iter(runners)))
+    names = {}
+    for details in (r.get_input_details(), r.get_output_details()):
+        names.update({int(d["index"]): n for n, d in details.items()})
+    return names
+
+
+def run_litert(model, x, outputs):
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_path=str(model))
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    if int(inp["shape"][0]) != 1:
-        it.resize_tensor_input(inp["index"], [1, *x.shape[1:]])
+    sig = _signature_names(it)
+    ins = {sig.get(int(d["index"]), d["name"]): d for d in it.get_input_details()}
+    outs = {sig.get(int(d["index"]), d["name"]): d for d in it.get_output_details()}
+    feeds = x if isinstance(x, dict) else {next(iter(ins)): x}
+    inputs = {name: ins[m] for name, m in _pair(list(feeds), list(ins)).items()}
+    fetch = [outs[m] for m in _pair(outputs or list(outs)[:1], list(outs)).values()]
+    for name, d in inputs.items():
+        if int(d["shape"][0]) != 1 or list(d["shape"][1:]) != list(feeds[name].shape[1:]):
+            it.resize_tensor_input(d["index"], [1, *feeds[name].shape[1:]])
     it.allocate_tensors()
     rows = []
-    for sample in x:
-        it.set_tensor(inp["index"], _quantize(sample[None], inp))
+    for i in range(len(next(iter(feeds.values())))):
+        for name, d in inputs.items():
+            it.set_tensor(d["index"], _quantize(feeds[name][i : i + 1], d))
         it.invoke()
-        rows.append(_dequantize(it.get_tensor(out["index"]), out).reshape(-1))
+        rows.append(np.concatenate([_dequantize(it.get_tensor(d["index"]), d).reshape(-1) for d in fetch]))
     return np.stack(rows)
 
 
-def run_onnxruntime(model, x):
+def run_onnxruntime(model, x, outputs):
     import onnxruntime as ort
 
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.stack([np.asarray(sess.run(None, {name: sample[None]})[0]).reshape(-1) for sample in x])
+    names = [i.name for i in sess.get_inputs()]
+    feeds = x if isinstance(x, dict) else {names[0]: x}
+    pairs = _pair(list(feeds), names)
+    fetch = list(_pair(outputs or [sess.get_outputs()[0].name], [o.name for o in sess.get_outputs()]).values())
+    rows = []
+    for i in range(len(next(iter(feeds.values())))):
+        got = sess.run(fetch, {pairs[n]: a[i : i + 1] for n, a in feeds.items()})
+        rows.append(np.concatenate([np.asarray(g, np.float32).reshape(-1) for g in got]))
+    return np.stack(rows)
 
 
 RUNNERS = {"litert": run_litert, "onnxruntime": run_onnxruntime}
 
 
 def replay_backend_test(folder):
-    """ONNX's backend-test case in `folder`, run with onnxruntime: (agreement, max |difference|) with output_0.pb."""
+    """ONNX's backend-test case in `folder`, run with onnxruntime: (agreement, max |difference|) with the
+    output_<k>.pb files (every input_<k>.pb fed by its tensor's name)."""
     from onnx import TensorProto, numpy_helper
 
     def read(path):
         t = TensorProto()
         t.ParseFromString(path.read_bytes())
-        return numpy_helper.to_array(t)
+        return t.name, numpy_helper.to_array(t)
 
     data = folder / "test_data_set_0"
-    x, expected = read(data / "input_0.pb"), read(data / "output_0.pb")
-    got = run_onnxruntime(folder / "model.onnx", x)
-    return compare(got, expected.reshape(len(x), -1)) + (len(x),)
+    inputs = dict(read(p) for p in sorted(data.glob("input_*.pb")))
+    outputs = [read(p) for p in sorted(data.glob("output_*.pb"))]
+    got = run_onnxruntime(folder / "model.onnx", inputs, [name for name, _ in outputs])
+    n = len(next(iter(inputs.values())))
+    expected = np.concatenate([a.reshape(n, -1) for _, a in outputs], axis=1)
+    return compare(got, expected) + (n,)
 
 
 def compare(a, b):
@@ -85,8 +133,13 @@ def compare(a, b):
 
 def main():
     meta = json.loads((HERE / "bundle.json").read_text())
-    x = np.load(HERE / "inputs.npy")
+    if (HERE / "inputs.npz").exists():  # a model of several named inputs
+        with np.load(HERE / "inputs.npz") as z:
+            x = {name: z[name] for name in z.files}
+    else:
+        x = np.load(HERE / "inputs.npy")
     expected = np.load(HERE / "expected.npy")
+    outputs = [name for name, _ in meta.get("output_layout") or []]
     runner = RUNNERS.get(meta["host_runtime"] or "")
     print(meta["title"])
     if meta["status"] == "conversion_failed":
@@ -96,14 +149,14 @@ def main():
     if runner is None:
         print("no standalone runtime for this format on a PC; see README.md for the deploytool command")
         return 0
-    got = runner(HERE / "model" / meta["model_file"], x)
+    got = runner(HERE / "model" / meta["model_file"], x, outputs)
     agreement, max_err = compare(got, expected)
     if meta.get("backend_test"):
         b_agree, b_err, n = replay_backend_test(HERE / meta["backend_test"]["folder"])
         print(f"backend_test/ ({n} samples): top-1 agreement with output_0.pb {b_agree:.2%}, "
               f"max |difference| {b_err:.3g}")
     print(f"{meta['host_runtime']} here: top-1 agreement with the source model {agreement:.2%}, "
-          f"max |output difference| {max_err:.3g} over {len(x)} samples")
+          f"max |output difference| {max_err:.3g} over {len(expected)} samples")
     observed = HERE / "observed.npy"
     if not meta["judges_itself"]:
         if observed.exists():
