@@ -37,8 +37,10 @@ class ReportInput:
     baselines: dict[str, dict[str, Any]]  # framework -> asdict(Baseline)
     labels: list[str]  # class names
     y_true: np.ndarray  # (N,) int
-    images: np.ndarray  # (N, H, W, C) float in [0, 1], for the gallery
+    images: Any  # (N, H, W, C) float in [0, 1] for the gallery; None when the samples are not pictures
     history: dict[str, Result] = field(default_factory=dict)  # combo_key -> earlier measured result
+    # the test inputs of a model with a signature (a Feed): the gallery shows a sample's values, not a picture
+    inputs: Any = None
 
 
 @dataclass

@@ -195,6 +195,48 @@ def _image(images: Any, index: int) -> np.ndarray | None:
     return a if a.ndim == 2 or (a.ndim == 3 and a.shape[-1] in (1, 3, 4)) else None
 
 
+def _values(inputs: Any, index: int, shown: int = 8) -> str:
+    """A sample of named inputs (tokens, features, a sequence) as text: each input's first values."""
+    if inputs is None:
+        return ""
+    parts = []
+    for name, a in inputs.items():
+        v = np.asarray(a[index]).reshape(-1)
+        head = " ".join(f"{x:.4g}" if a.dtype.kind == "f" else str(x) for x in v[:shown])
+        parts.append(f"{name}: {head}{' …' if v.size > shown else ''}")
+    return "; ".join(parts)
+
+
+def outputs_table(rows: list["ReportRow"]) -> list[dict[str, Any]]:
+    """Every output of every measured row against the baseline's, for a model with several outputs or a task
+    other than classification ([] otherwise: the summary says it all)."""
+    measured = [v for v in rows if v.status == "measured" and v.outputs]
+    if not measured or all(v.task == "classification" and len(v.outputs) == 1 for v in measured):
+        return []
+    return [{"row": v, "name": o.name, "shape": "×".join(str(d) for d in o.shape) or "1",
+             "max_abs_error": o.max_abs_error, "rel_error": o.rel_error, "cosine_min": o.cosine_min,
+             "cosine_mean": o.cosine_mean} for v in measured for o in v.outputs]
+
+
+def regression_scatters(inp: "ReportInput", rows: list["ReportRow"], most: int = 12, points: int = 400) -> list[str]:
+    """For a regressor, one scatter per measured row: the row's first output value against the PC baseline's
+    on the same samples (on the diagonal when they agree)."""
+    out = []
+    for v in [r for r in rows if r.status == "measured" and r.task == "regression"][:most]:
+        base = (inp.baselines.get(v.framework) or {}).get("outputs_path")
+        got, ref = _load_samples(v.outputs_path), _load_samples(base)
+        if got is None or ref is None or len(got) != len(ref):
+            continue
+        got, ref = got.reshape(len(got), -1)[:, 0], ref.reshape(len(ref), -1)[:, 0]
+        idx = np.unique(np.linspace(0, len(got) - 1, num=min(points, len(got))).round().astype(int))
+        pts = [svg.Point(float(ref[i]), float(got[i]), "", f"sample {i}: PC {ref[i]:.5g}, {v.where} {got[i]:.5g}",
+                         svg.PALETTE[0], "circle") for i in idx]
+        out.append(svg.scatter(pts, title=f"{v.label}: outputs against the PC baseline's",
+                               x_label="PC baseline output", y_label=f"{v.format}/{v.quantize} output",
+                               x_log=False))
+    return out
+
+
 def gallery(inp: "ReportInput", flipped_rows: list["ReportRow"]) -> list[dict[str, Any]]:
     """Up to GALLERY_PER_ROW flipped samples per row as PNG thumbnails with their three classes."""
     cache: dict[int, tuple[str, int, int] | None] = {}
@@ -209,7 +251,7 @@ def gallery(inp: "ReportInput", flipped_rows: list["ReportRow"]) -> list[dict[st
             if idx not in cache:
                 img = _image(inp.images, idx)
                 cache[idx] = png.thumbnail_uri(img) if img is not None else None
-            figs.append({"index": idx, "thumb": cache[idx],
+            figs.append({"index": idx, "thumb": cache[idx], "values": _values(inp.inputs, idx),
                          "kind": ("broke" if f.baseline_pred == f.true_label else
                                   "fixed" if f.target_pred == f.true_label else "changed"),
                          "true": _class_name(inp.labels, f.true_label),

@@ -309,7 +309,9 @@ def render(inp: "ReportInput", rows: list["ReportRow"], started: float | None = 
     plots = {k: Markup(s) for k, s in figures.plots(inp, rows).items()}
     context = {"header": _header(inp, counts, versions), "summary": _summary(rows, counts), "plots": plots,
                "confusion": figures.confusion(inp, with_flips), "gallery": figures.gallery(inp, with_flips),
-               "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, rows, versions)}
+               "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, rows, versions),
+               "outputs": figures.outputs_table(rows),
+               "regression_plots": [Markup(s) for s in figures.regression_scatters(inp, rows)]}
     js = _static("report.js")
     return str(_template(
         "report.html.j2", **context, title=f"deploytool · {inp.model} on {inp.dataset} · {inp.run_id}",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool import report
+from deploytool.data.feed import Feed
 from deploytool.provenance import host_facts
 from deploytool.result import Result
 from deploytool.run.context import RunContext
@@ -53,7 +54,8 @@ def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list
                   "data_warnings": list(ctx.dataset.warnings)},
         results=results, baselines={fw: asdict(s.baseline) for fw, s in ctx.sources.items()},
         labels=list(ctx.spec.labels), y_true=ctx.dataset.y_test,
-        images=ctx.dataset.images(ctx.dataset.x_test), history=history)
+        images=ctx.dataset.images(ctx.dataset.x_test), history=history,
+        inputs=ctx.dataset.x_test if isinstance(ctx.dataset.x_test, Feed) else None)
     return report.write_report(inp, out_dir or ctx.ws.report_dir(run_id))
 
 
