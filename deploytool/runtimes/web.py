@@ -437,6 +437,10 @@ class WebRuntime(Runtime):
                              "its latency is not a GPU's")
             else:
                 env["gpu"] = renderer
+        if res.get("execution") == "executeAsync":
+            env["tfjs_execution"] = "executeAsync"
+            notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
+                         "loop): its latency includes the promise scheduling of each step")
         if self._io and self._io[0][0].quantized:
             notes.append("int8 model I/O: inputs quantized and outputs dequantized with the tensors' "
                          "scale/zero point in Python")
