@@ -368,7 +368,8 @@ def test_a_worker_exports_one_pytorch_source_to_onnx_once(sources, monkeypatch, 
 
     real, exports = onnx_torch._export, []
     monkeypatch.setattr(onnx_torch, "_exports", {})
-    monkeypatch.setattr(onnx_torch, "_export", lambda src, path: (exports.append(path), real(src, path)))
+    monkeypatch.setattr(onnx_torch, "_export", lambda src, path, calibration=None: (exports.append(path),
+                                                                                real(src, path, calibration)))
     src = sources["torch"].artifact
     a = C.convert(src, "onnx", "none", tmp_path / "a")
     b = C.convert(src, "onnx", "none", tmp_path / "b")
