@@ -15,6 +15,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_name
+from deploytool.convert.registry import register_converter
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"
@@ -35,6 +36,7 @@ UNSUPPORTED = {
 }
 
 
+@register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     from onnxruntime.quantization import (
         CalibrationDataReader,

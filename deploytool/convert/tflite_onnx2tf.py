@@ -19,6 +19,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
+from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -37,6 +38,8 @@ MODES = {
 UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js modes whichever converter makes the TFLite
 
 
+@register_converter("tflite_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     integer = quantize in ("int8", "int8-io")
     if integer:

@@ -14,6 +14,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, dist_version, finish
 from deploytool.convert._tf import saved_model_dir
+from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -35,6 +36,8 @@ UNSUPPORTED = {
 }
 
 
+@register_converter("tflite_tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("keras", "tflite"), Route("saved_model", "tflite")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 

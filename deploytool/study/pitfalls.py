@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import array_sha256
+from deploytool.convert import Converter, artifact_format
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.data import _as_nhwc, load_dataset, load_raw
 from deploytool.data.check import preprocessing_warnings
@@ -152,7 +153,7 @@ def _segment(name: str, x: np.ndarray) -> Any:
     return CraftedSet(SetPlan(name, None, None), x, np.ascontiguousarray(x, np.float32), {"sha256": array_sha256(x)})
 
 
-def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
+def _int8_segments(ctx: Any, converter: Converter, combos: list, clean: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """The int8-scaling mistake needs each int8-input artifact's own scale and zero point, so those artifacts are
     converted (or read from migrate's cache) before anything runs: ({segment name: fed tensor}, {artifact sha256:
     (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
@@ -161,7 +162,7 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     by_artifact: dict[str, tuple[str, dict[str, Any]]] = {}
     seen = set()
     for c in combos:
-        if c.format not in ("tflite", "tflite-onnx2tf") or (c.framework, c.format, c.quantize) in seen:
+        if artifact_format(c.format) != "tflite" or (c.framework, c.format, c.quantize) in seen:
             continue
         seen.add((c.framework, c.format, c.quantize))
         try:

@@ -312,7 +312,7 @@ def plan_units(ctx: Any, frameworks: list[str], runtimes: tuple[str, ...]) -> li
         for fmt in SWEEP_FORMATS:
             if not convert.quantize_modes(fw, fmt):
                 continue  # this source has no route to the format
-            artifact_format = convert.ARTIFACT_FORMAT[fmt]
+            artifact_format = convert.artifact_format(fmt)
             for target in ctx.preflight:
                 for name in runtimes_for(target, artifact_format):
                     if name not in runtimes:
@@ -358,7 +358,7 @@ class _Inference:
         finally:
             converter.close()
 
-    def _artifact(self, unit: Unit, converter: Any):
+    def _artifact(self, unit: Unit, converter: convert.Converter):
         ctx = self.ctx
         if ctx.user_artifact is not None:
             source = ctx.user_artifact

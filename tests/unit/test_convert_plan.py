@@ -50,7 +50,7 @@ def test_every_word_is_planned_or_refused_as_unsupported(source, fmt, word):
         assert word not in EXPECTED_MODES.get((source, fmt), ())
         return
     assert (p.source_format, p.fmt, p.quantize) == (source, fmt, word)
-    assert p.artifact_format == C.ARTIFACT_FORMAT[fmt] and p.steps and p.mode
+    assert p.artifact_format == C.artifact_format(fmt) and p.steps and p.mode
     # A word `--quantize all` leaves out is an alias: it must say what it does instead, or be int8-io == int8.
     if word not in C.quantize_modes(source, fmt):
         assert p.note or word == "int8-io"
