@@ -5,9 +5,10 @@ same layers and parameter counts. Plans and their shape checks only: nothing her
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 from deploytool.errors import ShapeError, SpecError, UnknownModel
+from deploytool.registry import Registry
 
 # One BatchNorm setting for both frameworks: the defaults differ (Keras eps 1e-3,
 # torch 1e-5) and a silent mismatch shifts every normalised activation.
@@ -82,7 +83,12 @@ class BasicBlock:
 
 Op = Union[Conv, BatchNorm, ReLU, MaxPool, Flatten, GlobalAvgPool, Dense, BasicBlock]
 
+# architecture name -> its plan function (num_classes -> ops), registered below with @register_architecture
+ARCHITECTURES: Registry[Callable[[int], tuple[Op, ...]]] = Registry("architecture")
+register_architecture = ARCHITECTURES.register
 
+
+@register_architecture("lenet1")
 def _lenet1(num_classes: int) -> tuple[Op, ...]:
     # LeCun et al. 1989/1995 LeNet-1, with ReLU and max pooling instead of
     # tanh and average pooling.
@@ -94,6 +100,7 @@ def _lenet1(num_classes: int) -> tuple[Op, ...]:
     )
 
 
+@register_architecture("lenet5")
 def _lenet5(num_classes: int) -> tuple[Op, ...]:
     return (
         Conv("conv1", 6, 5, pad=2), ReLU("relu1"), MaxPool("pool1"),
@@ -105,6 +112,7 @@ def _lenet5(num_classes: int) -> tuple[Op, ...]:
     )
 
 
+@register_architecture("resnet20")
 def _resnet20(num_classes: int) -> tuple[Op, ...]:
     ops: list[Op] = [
         Conv("conv1", 16, 3, pad=1, bias=False, init="he_normal"),
@@ -118,6 +126,7 @@ def _resnet20(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
+@register_architecture("vgg_small")
 def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     ops: list[Op] = []
     n = 0
@@ -137,19 +146,9 @@ def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-_PLANS = {
-    "lenet1": _lenet1,
-    "lenet5": _lenet5,
-    "resnet20": _resnet20,
-    "vgg_small": _vgg_small,
-}
-
-ARCHITECTURES: tuple[str, ...] = tuple(_PLANS)
-
-
 def layer_plan(arch: str, num_classes: int) -> tuple[Op, ...]:
     """The neutral layer plan of `arch`; raises UnknownModel for an unknown name."""
-    if arch not in _PLANS:
+    if arch not in ARCHITECTURES:
         raise UnknownModel(
             f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}"
         )
@@ -157,7 +156,7 @@ def layer_plan(arch: str, num_classes: int) -> tuple[Op, ...]:
         raise SpecError(
             f"num_classes must be an integer >= 2, got {num_classes!r}: fix the model's labels"
         )
-    return _PLANS[arch](num_classes)
+    return ARCHITECTURES[arch](num_classes)
 
 
 def _conv_out(size: int, kernel: int, stride: int, pad: int) -> int:

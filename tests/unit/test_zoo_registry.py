@@ -53,7 +53,21 @@ def test_bad_names_and_shapes_fail_before_any_framework_import():
 
 
 def test_registry_lists_the_four_architectures():
-    assert zoo.ARCHITECTURES == ("lenet1", "lenet5", "resnet20", "vgg_small")
+    assert tuple(zoo.ARCHITECTURES) == ("lenet1", "lenet5", "resnet20", "vgg_small")
+
+
+def test_an_architecture_registers_itself_with_the_decorator():
+    @zoo.register_architecture("tiny_test_net")
+    def _tiny(num_classes: int):
+        return (plans.Flatten("flatten"), plans.Dense("fc", num_classes))
+
+    try:
+        assert "tiny_test_net" in zoo.ARCHITECTURES and tuple(zoo.ARCHITECTURES)[-1] == "tiny_test_net"
+        assert zoo.layer_plan("tiny_test_net", 3)[-1] == plans.Dense("fc", 3)
+        assert zoo.trace_shapes("tiny_test_net", _tiny(3), (4, 4, 1)) == [(16,), (3,)]
+    finally:
+        zoo.ARCHITECTURES.unregister("tiny_test_net")
+    assert "tiny_test_net" not in zoo.ARCHITECTURES
 
 
 def test_unknown_architecture_message_lists_the_known_ones():
