@@ -73,8 +73,8 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
 
 
 def build_parser(studies: bool = True) -> argparse.ArgumentParser:
-    """The whole command line. `studies=False` leaves out `study NAME`'s parsers (each imports its study module:
-    a third of a second), for a command line that does not run a study; `study` is still listed in --help."""
+    """The whole command line. `studies=False` leaves out `study NAME`'s parsers, for a command line that does not
+    run a study; `study` is still listed in --help."""
     parser = _Parser(
         prog="deploytool",
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "

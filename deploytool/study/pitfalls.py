@@ -32,7 +32,7 @@ from deploytool.run.context import Source
 from deploytool.run.runner import conversions_ahead, convert_cached, run_combination
 from deploytool.run.usermodel import is_model_file
 from deploytool.spec import load_spec
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import Section, Table, write_study_report
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, pc_baseline
 from deploytool.targets import all_targets, expand
@@ -67,6 +67,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
         target.add_cli_options(p)
 
 
+@register_study("pitfalls")
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise UnknownOption(f"--samples {args.samples}: must be >= 1")

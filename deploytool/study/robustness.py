@@ -42,7 +42,7 @@ from deploytool.study.attacks import (
     load_or_craft,
     to_model_input,
 )
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.robust_report import report as sections
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets, pc_baseline
@@ -124,6 +124,7 @@ def request_from_args(args) -> RobustnessRequest:
                              eps=floats(args.eps, "--eps"), samples=args.samples)
 
 
+@register_study("robustness")
 def run(args) -> int:
     out = robustness(request_from_args(args), args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "

@@ -35,7 +35,7 @@ from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
 from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
 from deploytool.spec import OPTIMIZERS, TrainSpec
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.sweep_measure import PointBudget
 from deploytool.study.sweep_report import sections
@@ -195,6 +195,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
     p.set_defaults(backend="all")  # the web sweep covers every TF.js backend the web target offers
 
 
+@register_study("sweep")
 def run(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k) for k in ("threads", "batch", "train_batch", "train_threads", "lr", "optimizer",
                                            "train_epochs", "train_samples", "target_accuracy")}
