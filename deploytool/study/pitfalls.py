@@ -29,6 +29,7 @@ from deploytool.migrate import MigrateRequest, prepare
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.report.svg import Cell, heatmap
 from deploytool.run.context import Source
+from deploytool.run.flags import target_words
 from deploytool.run.runner import conversions_ahead, convert_cached, run_combination
 from deploytool.run.usermodel import is_model_file
 from deploytool.spec import load_spec
@@ -55,7 +56,7 @@ SEED = "seed 003, MLModelScope (Dakkak et al. 2018)"
 
 
 def add_cli(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
     p.add_argument("--format", default="tflite,onnx,tfjs",
                    help="formats to migrate to, as for migrate (default: tflite,onnx,tfjs)")
     p.add_argument("--quantize", default="none,int8-io",

@@ -31,6 +31,7 @@ from deploytool.migrate import requested_targets
 from deploytool.provenance import host_identity
 from deploytool.result import Combo
 from deploytool.run.context import RunContext, Source
+from deploytool.run.flags import target_words
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
 from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
@@ -172,7 +173,7 @@ def train_summary(raw: dict[str, Any], target_accuracy: float | None) -> dict[st
 
 # -- the CLI ---------------------------------------------------------------------------------------------
 def add_cli(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated; default: host)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated; default: host)")
     p.add_argument("--runtimes", default=",".join(RUNTIMES),
                    help=f"runtimes to sweep, of {', '.join(RUNTIMES)} (default: all those the targets offer)")
     p.add_argument("--part", choices=PARTS, default="all", help="the inference grid, the training grid, or both")

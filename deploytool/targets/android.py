@@ -43,7 +43,7 @@ class AndroidTarget(Target):
         parser.add_argument("--device", action="append", default=[],
                             help="android: a serial, model:MODEL, abi:ABI or every (repeatable); "
                                  "default $ANDROID_SERIAL or every ready device")
-        parser.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
+        parser.add_argument("--delegate", default="cpu", help=f"android: {', '.join(DELEGATES)} (default: cpu)")
         parser.add_argument("--benchmark-model", type=Path, default=None,
                             help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
 

@@ -34,7 +34,7 @@ class WebTarget(Target):
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--backend", default="wasm",
-                            help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: %(default)s)")
+                            help=f"web: TF.js backends {', '.join(BACKENDS)} (comma-separated or all; default: %(default)s)")
 
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"backends": (args.backend,)}
