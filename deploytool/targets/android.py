@@ -110,6 +110,12 @@ class AndroidTarget(Target):
     def resource(self, position: Position) -> str:
         return f"android-{position.device}"  # a phone runs one cell at a time, on the host it is plugged into
 
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        try:
+            return {f"android-{serial}": 1 for serial in adb.select_devices(all_devices=True)}
+        except (DeviceNotFound, DeviceError, OSError):
+            return {}
+
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         args = ["--device", position.device, "--delegate", position.backend]
         if options.benchmark_binary:

@@ -63,6 +63,14 @@ class WebTarget(Target):
     def resource(self, position: Position) -> str:
         return "chromium"
 
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        try:
+            find_chromium()
+            check_harness()
+        except Exception:  # no browser here is a resource this worker lacks, not an error
+            return {}
+        return {"chromium": max(1, browsers)}
+
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         return ["--backend", position.backend]
 
