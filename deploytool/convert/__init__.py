@@ -32,6 +32,7 @@ from deploytool.convert import (  # noqa: F401
     tflite_tf,
     tflite_torch,
 )
+from deploytool.convert._common import Mode
 from deploytool.convert.registry import (
     FORMATS,
     QUANTIZE_WORDS,
@@ -154,6 +155,6 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
     return art
 
 
-__all__ = ["FORMATS", "QUANTIZE_WORDS", "SOURCE_FORMATS", "Converter", "Format", "Plan", "Route", "SourceFormat",
+__all__ = ["FORMATS", "QUANTIZE_WORDS", "SOURCE_FORMATS", "Converter", "Format", "Mode", "Plan", "Route", "SourceFormat",
            "Step", "artifact_format", "convert", "plan", "quantize_modes", "register_converter", "register_format",
            "register_source_format", "unregister_converter"]

@@ -9,7 +9,7 @@ from deploytool.convert.registry import QUANTIZE_WORDS, Format, SourceFormat, re
 for _source in (
     SourceFormat("keras"),
     SourceFormat("saved_model"),
-    SourceFormat("torch", no_route="no converter here goes from PyTorch to TF.js; use tflite, tflite-onnx2tf or onnx"),
+    SourceFormat("torch"),
     SourceFormat("onnx"),
     SourceFormat("tflite", no_route="a .tflite model is already converted; only --format tflite --quantize none "
                                     "applies"),
@@ -18,7 +18,8 @@ for _source in (
 
 for _format in (
     Format("tflite", "tflite"),
-    Format("tfjs", "tfjs_graph"),
+    Format("tfjs", "tfjs_graph",
+           refused={"torch": "no converter here goes from PyTorch to TF.js; use tflite, tflite-onnx2tf or onnx"}),
     Format("onnx", "onnx"),
     # no source here reaches it: the reason is checked before any route
     Format("tfjs-layers", "tfjs_layers",

@@ -66,7 +66,7 @@ class SourceFormat:
     """A source model's format (an Artifact's format: a framework's own model or a user's file)."""
 
     name: str
-    no_route: str | None = None  # why a format word it has no route to is refused, when there is one reason
+    no_route: str | None = None  # why any format word it has no route to is refused, when there is one reason
 
 
 @dataclass(frozen=True)
