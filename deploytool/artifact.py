@@ -1,6 +1,7 @@
 """`Artifact`: a model file on disk with everything needed to run it and to
 know where it came from. Written as `artifact.json` beside the file; this
-module never converts or loads models itself.
+module never converts or loads models itself. `Plan`: the conversion route
+that makes one (`deploytool.convert.plan`), kept with each row.
 """
 
 from __future__ import annotations
@@ -74,6 +75,36 @@ class Artifact:
             if moved != art.path and moved.exists():
                 art = replace(art, path=moved)
         return art
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `deploytool.convert.convert` will do for one (source, format, quantize) request: its route. A row
+    keeps it (`Result.plan`); stored as its fields, `steps` a list."""
+
+    source_format: str
+    fmt: str  # the user's format word: tflite, tfjs, onnx
+    quantize: str  # the user's quantize word
+    artifact_format: str  # tflite, tfjs_graph, onnx
+    steps: tuple[str, ...]  # converter steps run in order, e.g. ("onnx_tf", "onnx_quant")
+    mode: str  # what is really done, in words
+    note: str | None = None  # set when what is done differs from what the word asks for
+
+    @property
+    def converter(self) -> str:
+        return "+".join(self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["steps"] = list(self.steps)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Plan":
+        """A stored plan; a field an odd row lacks reads as empty."""
+        return cls(source_format=d.get("source_format") or "", fmt=d.get("fmt") or "",
+                   quantize=d.get("quantize") or "", artifact_format=d.get("artifact_format") or "",
+                   steps=tuple(d.get("steps") or ()), mode=d.get("mode") or "", note=d.get("note"))
 
 
 def array_sha256(x: Any) -> str:

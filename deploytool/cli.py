@@ -26,9 +26,18 @@ from deploytool.localize import localize_run
 from deploytool.migrate import MigrateRequest, migrate
 from deploytool.run.baseline import run_baseline
 from deploytool.run.compare import parse_tolerance_overrides
-from deploytool.run.flags import non_negative_int, positive_int, positive_seconds, user_model_args, user_model_fields
+from deploytool.run.flags import (
+    format_words,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+    quantize_words,
+    target_words,
+    user_model_args,
+    user_model_fields,
+)
 from deploytool.run.stored import rebuild_report
-from deploytool.spec import load_spec, manifest_paths, parse_spec
+from deploytool.spec import FRAMEWORKS, load_spec, manifest_paths, parse_spec
 from deploytool.store import open_store
 from deploytool.study import STUDIES, get_study
 from deploytool.study.base import StudyRun
@@ -67,7 +76,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> None:
     p.add_argument("--model", default="lenet5", help="a model name from `deploytool models`, a .toml manifest, or (migrate) "
                    "your own model: .keras, SavedModel dir, .onnx, .tflite, .pt2 (default: lenet5)")
-    p.add_argument("--framework", default=framework_default, choices=["keras", "torch", "all"],
+    p.add_argument("--framework", default=framework_default, choices=[*FRAMEWORKS, "all"],
                    help=f"which twin to use (default: {framework_default})")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="official dataset files (MNIST IDX, CIFAR-10 batches) instead of the bundled data")
@@ -76,8 +85,8 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
 
 
 def build_parser(studies: bool = True) -> argparse.ArgumentParser:
-    """The whole command line. `studies=False` leaves out `study NAME`'s parsers (each imports its study module:
-    a third of a second), for a command line that does not run a study; `study` is still listed in --help."""
+    """The whole command line. `studies=False` leaves out `study NAME`'s parsers, for a command line that does not
+    run a study; `study` is still listed in --help."""
     parser = _Parser(
         prog="deploytool",
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "
@@ -118,10 +127,10 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
             "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack",
             "deploytool migrate --target host --format tflite --runtime litert,tensorflow-lite")
     _model_args(p, "all")
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
-    p.add_argument("--format", default="all", help="tflite, tfjs, onnx, tfjs-layers, tflite-onnx2tf (TFLite by onnx2tf through ONNX, for PyTorch models) (comma-separated, or all; default: all)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
+    p.add_argument("--format", default="all", help=f"{format_words()} (comma-separated, or all; default: all)")
     p.add_argument("--quantize", default="all",
-                   help="none, fp16, dynamic, int8, int8-io, uint8, uint16 (comma-separated, or all: every mode each format has)")
+                   help=f"{quantize_words()} (comma-separated, or all: every mode each format has)")
     user_model_args(p)
 
     for target in all_targets():

@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, Plan
 from deploytool.spec import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
@@ -272,7 +272,7 @@ class Result:
     artifact: Artifact | None = None  # the converted model (also set when running it failed)
     environment: dict[str, Any] = field(default_factory=dict)  # what the runtime said of itself
     times: StageTimes = field(default_factory=StageTimes)
-    plan: dict[str, Any] = field(default_factory=dict)  # the conversion route
+    plan: Plan | None = None  # the conversion route (stored as {} when there is none)
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     baseline_framework: str = ""
@@ -339,6 +339,8 @@ class Result:
                 v = v.value
             elif f.name == "artifact":
                 v = v.to_json() if v is not None else None
+            elif f.name == "plan":
+                v = v.to_json() if v is not None else {}
             elif f.name == "tolerances":
                 v = {k: list(lim) for k, lim in v.items()}
             elif f.name in ("combo", "comparison", "measurement", "times"):
@@ -355,6 +357,7 @@ class Result:
         d["comparison"] = comparison_from_json(d.get("comparison"))
         d["measurement"] = Measurement(**d["measurement"]) if d.get("measurement") else None
         d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
+        d["plan"] = Plan.from_json(d["plan"]) if d.get("plan") else None
         d["times"] = StageTimes(**(d.get("times") or {}))
         d["tolerances"] = {k: (float(v[0]), float(v[1])) for k, v in (d.get("tolerances") or {}).items()}
         if d.get("output_layout") is not None:

@@ -125,10 +125,8 @@ class Signature:
 def converter_of(result: Result) -> str:
     if result.artifact is not None and result.artifact.converter:
         return re.sub(r"\s+v?\d+(?:\.\d+)+\S*", "", result.artifact.converter)[:80]  # the converter(s), no versions
-    route = result.plan.get("converter") or result.plan.get("route") or result.plan.get("steps")
-    if isinstance(route, (list, tuple)):
-        route = "+".join(map(str, route))
-    return str(route or result.combo.format)
+    route = result.plan.converter if result.plan is not None else ""
+    return route or result.combo.format
 
 
 def runtime_of(result: Result) -> str:

@@ -1,22 +1,27 @@
 """Conversion and quantization: which converter turns which source into which
-format with which quantization (`plan`), and doing it (`convert`). The routes
-live in one table, each converter in its own module; this module imports no
-heavy library (the converter modules import theirs inside their functions).
-It never caches, trains or runs models: the caller gives an empty directory
-and gets back an `Artifact` written there.
+format with which quantization (`plan`), and doing it (`convert`). Each
+converter is its own module, registering its step and routes with
+`register_converter` (registry.py); the words a user types are registered in
+formats.py. This module imports every converter module and no heavy library
+(the converter modules import theirs inside their functions). It never
+caches, trains or runs models: the caller gives an empty directory and gets
+back an `Artifact` written there.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
+from typing import Protocol
 
 import numpy as np
 
-from deploytool.artifact import Artifact, content_hash
-from deploytool.convert import (
+from deploytool.artifact import Artifact, Plan, content_hash
+
+# the built-in words (formats.py) and every converter module: importing one registers what it has (registry.py)
+from deploytool.convert import (  # noqa: F401
+    formats,
     onnx_quant,
     onnx_tf,
     onnx_torch,
@@ -28,81 +33,35 @@ from deploytool.convert import (
     tflite_torch,
 )
 from deploytool.convert._common import Mode
+from deploytool.convert.registry import (
+    FORMATS,
+    QUANTIZE_WORDS,
+    SOURCE_FORMATS,
+    Format,
+    Route,
+    SourceFormat,
+    Step,
+    modes,
+    register_converter,
+    register_format,
+    register_source_format,
+    route,
+    unregister_converter,
+)
 from deploytool.errors import StageFailed, UnknownOption
 
-# "tflite-onnx2tf" is TFLite made by a second converter (onnx2tf, through ONNX), so that two converters of
-# one source can be run side by side; for an ONNX model plain "tflite" is already onnx2tf's.
-FORMATS = ("tflite", "tfjs", "onnx", "tfjs-layers", "tflite-onnx2tf")
-QUANTIZE_WORDS = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
-SOURCE_FORMATS = ("keras", "saved_model", "torch", "onnx", "tflite")
-ARTIFACT_FORMAT = {"tflite": "tflite", "tfjs": "tfjs_graph", "onnx": "onnx", "tfjs-layers": "tfjs_layers",
-                   "tflite-onnx2tf": "tflite"}
 
-# (source format, user's format word) -> (exporter, quantizer). The exporter
-# makes the fp32 model; the quantizer, when there is one, does every other
-# mode on the exporter's output. A module alone does all of its modes itself.
-_ROUTES: dict[tuple[str, str], tuple[ModuleType, ModuleType | None]] = {
-    ("keras", "tflite"): (tflite_tf, None),
-    ("saved_model", "tflite"): (tflite_tf, None),
-    ("keras", "tfjs"): (tfjs, None),
-    ("saved_model", "tfjs"): (tfjs, None),
-    ("keras", "onnx"): (onnx_tf, onnx_quant),
-    ("saved_model", "onnx"): (onnx_tf, onnx_quant),
-    ("torch", "onnx"): (onnx_torch, onnx_quant),
-    ("torch", "tflite"): (tflite_torch, None),
-    ("onnx", "onnx"): (passthrough, onnx_quant),
-    ("onnx", "tflite"): (tflite_onnx2tf, None),
-    ("onnx", "tfjs"): (tfjs_onnx2tf, None),
-    ("tflite", "tflite"): (passthrough, None),
-}
+class Converter(Protocol):
+    """What the pipeline calls to convert: this module's `convert` in a worker (`isolated.IsolatedConverter`),
+    the run's per-framework workers (`lanes.ConversionLanes`), or in-process."""
 
-# (source format, user's format word) -> (first, then): `first` makes an intermediate model at
-# --quantize none, and `then` does every one of its modes from that model.
-_THROUGH: dict[tuple[str, str], tuple[ModuleType, ModuleType]] = {
-    ("torch", "tflite-onnx2tf"): (onnx_torch, tflite_onnx2tf),
-}
-
-# Where a pair has no route at all, the reason a user reads: for the pair, else for the source.
-_NO_PAIR = {
-    ("keras", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for Keras "
-                                 "use tflite",
-    ("saved_model", "tflite-onnx2tf"): "tflite-onnx2tf is the second TFLite converter for PyTorch models; for a "
-                                       "SavedModel use tflite",
-    ("onnx", "tflite-onnx2tf"): "for an ONNX model --format tflite is already made by onnx2tf; use tflite",
-}
-_NO_ROUTE = {
-    "torch": "no converter here goes from PyTorch to TF.js; use tflite, tflite-onnx2tf or onnx",
-    "tflite": "a .tflite model is already converted; only --format tflite --quantize none applies",
-}
+    def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
+                calibration: np.ndarray | None = None) -> Artifact: ...
 
 
-# Formats no source here can reach, and why (checked before the per-source reasons).
-_NO_FORMAT = {
-    "tfjs-layers": "TF.js layers models come only from tf.keras (Keras 2) models; the zoo and .keras files are "
-                   "Keras 3, whose layers-model output TF.js 4.22 cannot load (it rejects `batch_shape`); "
-                   "use --format tfjs (a graph model)",
-}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What `convert` will do for one (source, format, quantize) request."""
-
-    source_format: str
-    fmt: str  # the user's format word: tflite, tfjs, onnx
-    quantize: str  # the user's quantize word
-    artifact_format: str  # tflite, tfjs_graph, onnx
-    steps: tuple[str, ...]  # converter modules run in order, e.g. ("onnx_tf", "onnx_quant")
-    mode: str  # what is really done, in words
-    note: str | None = None  # set when what is done differs from what the word asks for
-
-    @property
-    def converter(self) -> str:
-        return "+".join(self.steps)
-
-
-def _module_name(module: ModuleType) -> str:
-    return module.__name__.rsplit(".", 1)[-1]
+def artifact_format(fmt: str) -> str:
+    """The artifact format a format word makes: tflite-onnx2tf -> tflite, tfjs -> tfjs_graph."""
+    return FORMATS[fmt].artifact
 
 
 def _check_words(source_format: str, fmt: str, quantize: str | None) -> None:
@@ -114,55 +73,29 @@ def _check_words(source_format: str, fmt: str, quantize: str | None) -> None:
         raise UnknownOption(f"unknown quantization {quantize!r}; use one of {', '.join(QUANTIZE_WORDS)} (or all)")
 
 
-def _route_modules(source_format: str, fmt: str) -> tuple[ModuleType, ...]:
-    """The converter modules of one pair's route (none when there is no route)."""
-    return tuple(m for m in _ROUTES.get((source_format, fmt)) or _THROUGH.get((source_format, fmt)) or ()
-                 if m is not None)
-
-
-def _modes(source_format: str, fmt: str) -> dict[str, tuple[tuple[ModuleType, ...], Mode]]:
-    """user word -> (modules to run, mode) for one pair; empty when there is no route."""
-    through = _THROUGH.get((source_format, fmt))
-    if through is not None:
-        return {word: (through, mode) for word, mode in through[1].MODES.items()}
-    route = _ROUTES.get((source_format, fmt))
-    if route is None:
-        return {}
-    exporter, quantizer = route
-    table: dict[str, tuple[tuple[ModuleType, ...], Mode]] = {}
-    for word, mode in exporter.MODES.items():
-        table[word] = ((exporter,), mode)
-    if quantizer is not None:
-        for word, mode in quantizer.MODES.items():
-            if word != "none":
-                # A user's own ONNX model needs no export step before quantization.
-                table[word] = ((exporter, quantizer) if exporter is not passthrough else (quantizer,), mode)
-    return table
-
-
 def plan(source_format: str, fmt: str, quantize: str) -> Plan:
     _check_words(source_format, fmt, quantize)
-    table = _modes(source_format, fmt)
+    table = modes(source_format, fmt)
     if not table:
-        why = _NO_FORMAT.get(fmt) or _NO_PAIR.get((source_format, fmt)) or \
-            _NO_ROUTE.get(source_format, f"no converter from {source_format} to {fmt}")
+        f = FORMATS[fmt]
+        why = f.unreachable or f.refused.get(source_format) or SOURCE_FORMATS[source_format].no_route or \
+            f"no converter from {source_format} to {fmt}"
         raise StageFailed("unsupported", why)
     if quantize not in table:
-        why = {k: v for m in _route_modules(source_format, fmt) for k, v in getattr(m, "UNSUPPORTED", {}).items()
-               }.get(quantize)
+        why = {k: v for step in route(source_format, fmt) or () for k, v in step.unsupported.items()}.get(quantize)
         have = ", ".join(w for w in QUANTIZE_WORDS if w in table)
         raise StageFailed("unsupported", f"--quantize {quantize} does not exist for {source_format} -> {fmt}"
                                          + (f": {why}" if why else "") + f" (available: {have})")
-    modules, mode = table[quantize]
-    return Plan(source_format=source_format, fmt=fmt, quantize=quantize, artifact_format=ARTIFACT_FORMAT[fmt],
-                steps=tuple(_module_name(m) for m in modules), mode=mode.description, note=mode.note)
+    steps, mode = table[quantize]
+    return Plan(source_format=source_format, fmt=fmt, quantize=quantize, artifact_format=artifact_format(fmt),
+                steps=tuple(step.name for step in steps), mode=mode.description, note=mode.note)
 
 
 def quantize_modes(source_format: str, fmt: str) -> tuple[str, ...]:
     """The words `--quantize all` expands to for this pair: each distinct mode once,
     never a word that only maps onto another word's mode."""
     _check_words(source_format, fmt, None)
-    table = _modes(source_format, fmt)
+    table = modes(source_format, fmt)
     return tuple(w for w in QUANTIZE_WORDS if w in table and not table[w][1].alias)
 
 
@@ -175,21 +108,21 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _failed(module: ModuleType, e: BaseException) -> StageFailed:
+def _failed(step: Step, e: BaseException) -> StageFailed:
     lines = [s for s in str(e).strip().splitlines() if s.strip()]
     first = lines[0].strip()[:300] if lines else ""
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
-    return StageFailed("conversion_failed", f"{module.CONVERTER} {_version(module.DIST)}: {text}")
+    return StageFailed("conversion_failed", f"{step.converter} {_version(step.dist)}: {text}")
 
 
-def _run_step(module: ModuleType, source: Artifact, quantize: str, out_dir: Path,
+def _run_step(step: Step, source: Artifact, quantize: str, out_dir: Path,
               calibration: np.ndarray | None) -> Artifact:
     try:
-        return module.convert(source, quantize, out_dir, calibration)
+        return step.run(source, quantize, out_dir, calibration)
     except StageFailed:
         raise
     except Exception as e:  # any converter error is this combination's result, not a crash of the run
-        raise _failed(module, e) from e
+        raise _failed(step, e) from e
 
 
 def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
@@ -202,11 +135,11 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
     p = plan(source.format, fmt, quantize)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    modules = _modes(source.format, fmt)[quantize][0]
-    if len(modules) == 1:
-        art = _run_step(modules[0], source, quantize, out_dir, calibration)
+    steps = modes(source.format, fmt)[quantize][0]
+    if len(steps) == 1:
+        art = _run_step(steps[0], source, quantize, out_dir, calibration)
     else:
-        exporter, quantizer = modules
+        exporter, quantizer = steps
         with tempfile.TemporaryDirectory(prefix="deploytool-export-") as tmp:
             fp32 = _run_step(exporter, source, "none", Path(tmp), None)
             art = _run_step(quantizer, fp32, quantize, out_dir, calibration)
@@ -222,5 +155,6 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
     return art
 
 
-__all__ = ["ARTIFACT_FORMAT", "FORMATS", "Plan", "QUANTIZE_WORDS", "SOURCE_FORMATS", "convert", "plan",
-           "quantize_modes"]
+__all__ = ["FORMATS", "QUANTIZE_WORDS", "SOURCE_FORMATS", "Converter", "Format", "Mode", "Plan", "Route", "SourceFormat",
+           "Step", "artifact_format", "convert", "plan", "quantize_modes", "register_converter", "register_format",
+           "register_source_format", "unregister_converter"]

@@ -15,6 +15,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_names
+from deploytool.convert.registry import register_converter
 from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 
@@ -37,6 +38,7 @@ UNSUPPORTED = {
 }
 
 
+@register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     from onnxruntime.quantization import (
         CalibrationDataReader,

@@ -15,6 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish
 from deploytool.convert._tf import saved_model_dir, serving_function
+from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "tf2onnx"
@@ -25,6 +26,8 @@ MODES = {"none": Mode("float32, no quantization")}
 # Which quantization words ONNX lacks, and why, is onnx_quant.UNSUPPORTED: one list for every ONNX exporter.
 
 
+@register_converter("onnx_tf", converter=CONVERTER, dist=DIST, modes=MODES,
+                    routes=(Route("keras", "onnx", then="onnx_quant"), Route("saved_model", "onnx", then="onnx_quant")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
     import tf2onnx

@@ -18,6 +18,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import Mode, check_onnx, dist_version, finish, torch_samples
+from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles import pt2
 
 CONVERTER = "torch.onnx"
@@ -59,6 +60,8 @@ def _export(source: Artifact, path: Path, calibration: Any = None) -> None:
     check_onnx(path)
 
 
+@register_converter("onnx_torch", converter=CONVERTER, dist=DIST, modes=MODES,
+                    routes=(Route("torch", "onnx", then="onnx_quant"),))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     global _exports_dir
     path = Path(out_dir) / "model.onnx"

@@ -14,6 +14,7 @@ import numpy as np
 from deploytool import __version__
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, finish
+from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "copy"
@@ -29,6 +30,8 @@ UNSUPPORTED = {
 }
 
 
+@register_converter("passthrough", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("onnx", "onnx", then="onnx_quant"), Route("tflite", "tflite")), copies=True)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     src = Path(source.path)
     if not src.is_file():

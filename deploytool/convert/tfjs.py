@@ -18,6 +18,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, dist_version, finish
 from deploytool.convert._tf import saved_model_dir
+from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = "tensorflowjs_converter"
 DIST = "tensorflowjs"
@@ -44,6 +45,8 @@ _FLAGS = {"none": [], "fp16": ["--quantize_float16=*"], "dynamic": ["--quantize_
           "int8": ["--quantize_uint8=*"], "uint8": ["--quantize_uint8=*"], "uint16": ["--quantize_uint16=*"]}
 
 
+@register_converter("tfjs", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("keras", "tfjs"), Route("saved_model", "tfjs")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     # tensorflowjs imports TF-DF, whose welcome banner imports IPython (not installed) whenever
     # sys.stdout is not the real terminal/pipe (pytest capture, a progress bar's wrapper).

@@ -15,6 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tfjs
 from deploytool.convert._common import dist_version
+from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -23,6 +24,8 @@ MODES = tfjs.MODES
 UNSUPPORTED = tfjs.UNSUPPORTED
 
 
+@register_converter("tfjs_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("onnx", "tfjs"),))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
         options = _onnx2tf.run(source, Path(tmp))

@@ -20,6 +20,7 @@ from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
 from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
                                          refuse_integer_io_for_integer_inputs)
+from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -38,6 +39,8 @@ MODES = {
 UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js modes whichever converter makes the TFLite
 
 
+@register_converter("tflite_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     refuse_integer_io_for_integer_inputs(source, quantize)
     integer = quantize in ("int8", "int8-io")

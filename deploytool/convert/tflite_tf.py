@@ -16,6 +16,7 @@ from deploytool.artifact import Artifact
 from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
+from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 
@@ -39,6 +40,8 @@ UNSUPPORTED = {
 }
 
 
+@register_converter("tflite_tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("keras", "tflite"), Route("saved_model", "tflite")))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 

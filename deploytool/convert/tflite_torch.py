@@ -23,6 +23,7 @@ from deploytool.convert._common import (
     torch_calibration_batches,
     torch_samples,
 )
+from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.pt2 import load_program
 
 CONVERTER = "litert-torch"
@@ -64,6 +65,8 @@ def _pt2e_int8(module, sample, samples: np.ndarray):
     return convert_pt2e(prepared, fold_quantize=False), QuantConfig(pt2e_quantizer=quantizer)
 
 
+@register_converter("tflite_torch", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
+                    routes=(Route("torch", "tflite"),))
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     os.environ.setdefault("LITERT_TORCH_SHOW_PROGRESS", "n")
     import litert_torch

@@ -1,7 +1,8 @@
 """`Dataset`: the train and test arrays of one model, preprocessed once, here.
 
-Loaders return raw images (NHWC, as stored; a user's .npz may hold them NCHW)
-and labels; `load_dataset` checks their shape against the manifest, applies
+Loaders (registered by name in `DATASETS`, each by its own module with
+`@register_dataset`) return raw images (NHWC, as stored; a user's .npz may
+hold them NCHW) and labels; `load_dataset` checks their shape against the manifest, applies
 the manifest's preprocessing in one place and records a checksum of the
 resulting bytes. Every later stage (the PC baseline, each converter's
 calibration, every runtime, browser and phone) receives exactly these bytes.
@@ -19,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.data import cifar, mnist, npz, synthetic
+from deploytool.data import cifar, mnist, npz, synthetic  # noqa: F401  (the loaders register themselves)
 from deploytool.data.check import preprocessing_warnings
 from deploytool.data.feed import Feed
 from deploytool.data.named import load_feeds
-from deploytool.data.raw import RawData
+from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
 from deploytool.spec import ModelSpec, Preprocess
 
@@ -146,15 +147,10 @@ def _all_finite(x: np.ndarray, chunk: int = 1024) -> bool:
 
 
 def load_raw(dataset: str, spec: ModelSpec, data_dir: Path | None) -> RawData:
-    if dataset == "mnist":
-        return mnist.load(data_dir)
-    if dataset == "cifar10":
-        return cifar.load(data_dir)
-    if dataset == "digits":
-        return synthetic.digits()
-    if dataset == "synthetic":
-        return synthetic.generate(spec.input_shape, spec.num_classes, seed=spec.train.seed)
-    raise DataError(f"unknown dataset {dataset!r}")
+    """The raw arrays of a registered dataset (`DATASETS`: each loader module registers its own)."""
+    if dataset not in DATASETS:
+        raise DataError(f"unknown dataset {dataset!r}")
+    return DATASETS[dataset](spec, data_dir)
 
 
 def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path | None = None,
@@ -237,3 +233,7 @@ def _load_named(spec: ModelSpec, test_npz: Path | None, limit_test: int | None) 
     return Dataset(name=f"npz:{Path(test_npz).name}", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=f"user test set {test_npz}",
                    sha256=_checksum(*arrays), train_sha256=_checksum(*x_train.arrays(), y_train))
+
+
+__all__ = ["DATASETS", "Dataset", "Images", "RawData", "apply_preprocess", "load_dataset", "load_raw",
+           "register_dataset", "spread_indices"]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.data.raw import RawData
+from deploytool.data.raw import RawData, register_dataset
 from deploytool.errors import DataError
+from deploytool.spec import ModelSpec
 
 _HOW = ("download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html, "
         "unpack it and pass --data-dir path/to/cifar-10-batches-py")
@@ -66,3 +67,8 @@ def load(data_dir: Path | None) -> RawData:
     xt, yt = read(test_file)
     return RawData(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), xt, yt,
                    f"CIFAR-10 batches in {d}")
+
+
+@register_dataset("cifar10")
+def _load(spec: ModelSpec, data_dir: Path | None) -> RawData:
+    return load(data_dir)

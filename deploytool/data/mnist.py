@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deploytool.data.raw import RawData
+from deploytool.data.raw import RawData, register_dataset
 from deploytool.errors import DataError
+from deploytool.spec import ModelSpec
 
 BUNDLED = Path(__file__).resolve().parent / "bundled" / "mnist10k.npz"
 BUNDLED_SHA256 = "031d3adaba72bcaab5a3acbf25e5171768fc75544a1dd7b9bed9b7b4d07f4a25"
@@ -24,6 +25,11 @@ IDX_FILES = {
 
 def load(data_dir: Path | None) -> RawData:
     return load_bundled() if data_dir is None else load_idx(Path(data_dir))
+
+
+@register_dataset("mnist")
+def _load(spec: ModelSpec, data_dir: Path | None) -> RawData:
+    return load(data_dir)
 
 
 def load_bundled() -> RawData:

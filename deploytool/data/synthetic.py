@@ -4,9 +4,12 @@ depends on the class, plus noise). Nothing here is for reporting accuracy."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from deploytool.data.raw import RawData
+from deploytool.data.raw import RawData, register_dataset
+from deploytool.spec import ModelSpec
 
 
 def digits(test_fraction: float = 0.2, seed: int = 0) -> RawData:
@@ -38,3 +41,13 @@ def generate(shape: tuple[int, int, int], num_classes: int, n_train: int = 512, 
     xtr, ytr = make(n_train)
     xte, yte = make(n_test)
     return RawData(xtr, ytr, xte, yte, f"synthetic (seed {seed})")
+
+
+@register_dataset("digits")
+def _digits(spec: ModelSpec, data_dir: Path | None) -> RawData:
+    return digits()
+
+
+@register_dataset("synthetic")
+def _synthetic(spec: ModelSpec, data_dir: Path | None) -> RawData:
+    return generate(spec.input_shape, spec.num_classes, seed=spec.train.seed)

@@ -1,6 +1,7 @@
 """The lab's engine is Dask distributed; this module only sets it up. A worker
-advertises its host's resources (`host`, `chromium` when found, one
-`android-<serial>` per ready phone), tells what it knows of them when a night
+advertises its host's resources, each target's own (`Target.local_resources`:
+`host`, `chromium` when found, one `android-<serial>` per ready phone), tells
+what it knows of them when a night
 is planned (a phone's model and ABI, for the lab's device selectors), and a cell
 asks for the resource of its target, so it runs on the worker that owns its
 phone or browser. No scheduler is written here: retries, dead workers and "no
@@ -13,10 +14,7 @@ import os
 from urllib.parse import urlsplit
 from typing import Any, Iterator
 
-from deploytool.devices import adb
-from deploytool.devices.browser import find_chromium
-from deploytool.devices.web_harness import check_harness
-from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
+from deploytool.errors import UnknownOption
 from deploytool.provenance import host_name
 from deploytool.targets import all_targets
 
@@ -47,20 +45,12 @@ def check_scheduler_address(address: str) -> str:
 
 
 def local_resources(browsers: int = 1) -> dict[str, float]:
-    """What this machine can run: always `host`; `chromium` (as many at once as `browsers`) when Chromium and the
-    web harness are installed; `android-<serial>` for each ready phone."""
-    res: dict[str, float] = {"host": 1}
-    try:
-        find_chromium()
-        check_harness()
-        res["chromium"] = max(1, browsers)
-    except Exception:  # no browser here is a resource this worker lacks, not an error
-        pass
-    try:
-        for serial in adb.select_devices(all_devices=True):
-            res[f"android-{serial}"] = 1
-    except (DeviceNotFound, DeviceError, OSError):
-        pass
+    """What this machine can run: every target's resources here (`Target.local_resources`), e.g. always `host`;
+    `chromium` (as many at once as `browsers`) when Chromium and the web harness are installed; `android-<serial>`
+    for each ready phone."""
+    res: dict[str, float] = {}
+    for t in all_targets():
+        res.update(t.local_resources(browsers))
     return res
 
 

@@ -163,9 +163,9 @@ def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray)
         return rt.run(x).outputs
 
 
-def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAMPLES,
+def localize(ctx: RunContext, result: Result, converter: convert.Converter, samples: int = SAMPLES,
              stop_at_first: bool = True) -> Localization:
-    """`converter`: an IsolatedConverter (the cuts convert in the same worker as the run's models)."""
+    """`converter`: the run's own, so the cuts convert in the same worker as the run's models."""
 
     c = result.combo
     threshold = THRESHOLD.get(c.quantize, THRESHOLD_QUANTIZED)
@@ -185,7 +185,7 @@ def localize(ctx: RunContext, result: Result, converter: Any, samples: int = SAM
         source_layout = source.artifact.layout
         x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], source_layout)
     calib = ctx.dataset.in_layout(ctx.calibration_set, source_layout)
-    reference = _reference_target(c.target, convert.ARTIFACT_FORMAT[c.format])
+    reference = _reference_target(c.target, convert.artifact_format(c.format))
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
     previous: float | None = None
     try:
@@ -353,8 +353,9 @@ def attach_to_bundle(loc: Localization, bundle: Path) -> None:
     readme.write_text(text)
 
 
-def localize_failures(ctx: RunContext, store: ResultStore, run_id: str, results: list[Result], converter: Any,
-                      only: str | None = None, log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
+def localize_failures(ctx: RunContext, store: ResultStore, run_id: str, results: list[Result],
+                      converter: convert.Converter, only: str | None = None,
+                      log: Callable[[str], None] = print) -> list[tuple[Result, Localization]]:
     """Localize each failing row (of a zoo model) and attach the finding to its bug bundle."""
 
     done: list[tuple[Result, Localization]] = []

@@ -80,7 +80,7 @@ def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
             if not available and "all" in req.formats:
                 continue  # `--format all` means the formats this source has
             modes = (available or ("none",)) if all_quant else words
-            artifact_format = convert.ARTIFACT_FORMAT[fmt]
+            artifact_format = convert.artifact_format(fmt)
             for q in modes:
                 for name in targets:
                     target = get_target(name)
@@ -210,7 +210,7 @@ class _Run:
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
 
-    def _convert_ahead(self, lanes: Any, todo: list[Combo]) -> float:
+    def _convert_ahead(self, lanes: ConversionLanes, todo: list[Combo]) -> float:
         """Every conversion the rows will need, before any row is measured: each framework's in its own
         worker as soon as its source is trained (the sources train side by side), so nothing converts
         while latency is timed; returns the seconds spent waiting for them. A source that fails to train is

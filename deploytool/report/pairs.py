@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from deploytool.convert import ARTIFACT_FORMAT
+from deploytool.convert import FORMATS
 
 # agreement points between two passing converters beyond which the lower one is said to depart
 DEPART_POINTS = 1.0
@@ -119,7 +119,7 @@ def row_of(result: Any) -> PairRow:
 def converter_pairs(rows: Sequence[PairSource]) -> list[ConverterPair]:
     groups: dict[tuple[str, str, str, str], list[PairSource]] = {}
     for r in rows:
-        fmt = r.artifact.get("format") or ARTIFACT_FORMAT.get(r.format, r.format)
+        fmt = r.artifact.get("format") or (FORMATS[r.format].artifact if r.format in FORMATS else r.format)
         groups.setdefault((r.framework, fmt, r.quantize, r.where), []).append(r)
     pairs = []
     for (framework, fmt, quantize, where), members in groups.items():

@@ -1,6 +1,7 @@
 """The command-line flags a migrate request shares with the commands that build one (migrate, the studies):
 argparse types that refuse what cannot be meant (a thread count of 0, a NaN scale) with a one-line usage
-error, and the flags of a user's own model file with their reading into `MigrateRequest` fields."""
+error, the flags of a user's own model file with their reading into `MigrateRequest` fields, and the lists of
+targets, formats and quantizations that help texts name, read from their registries."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
+from deploytool.convert import FORMATS, QUANTIZE_WORDS
 from deploytool.errors import UnknownOption
 from deploytool.spec import TASKS
+from deploytool.targets import selectable
 
 
 def number(kind: type, minimum: float, what: str, allow_equal: bool = True) -> Callable[[str], Any]:
@@ -75,3 +78,18 @@ def user_model_fields(args: argparse.Namespace) -> dict[str, Any]:
     return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
                 labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
                 scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"), task=args.task)
+
+
+def target_words() -> str:
+    """The targets `--target` offers, for a help text: "host, web, android"."""
+    return ", ".join(selectable())
+
+
+def format_words(notes: bool = True) -> str:
+    """The format words `--format` takes, for a help text, each with its note when `notes`."""
+    return ", ".join(f.word + (f" ({f.help})" if notes and f.help else "") for f in FORMATS.values())
+
+
+def quantize_words() -> str:
+    """The quantization words `--quantize` takes, for a help text."""
+    return ", ".join(QUANTIZE_WORDS)

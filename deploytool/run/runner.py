@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def artifact_dir(ctx: RunContext, source: Artifact, combo: Combo) -> Path:
     return ctx.ws.artifact_dir(key)
 
 
-def convert_cached(ctx: RunContext, converter: Any, src: Source, combo: Combo) -> Artifact:
+def convert_cached(ctx: RunContext, converter: convert.Converter, src: Source, combo: Combo) -> Artifact:
     out = artifact_dir(ctx, src.artifact, combo)
     queued = getattr(converter, "wait_for", None)
     art = queued(out) if queued is not None else None  # converted ahead (convert/lanes.py)
@@ -65,7 +64,7 @@ def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[t
             continue
         try:
             steps = convert.plan(source.format, c.format, c.quantize).steps
-            cls = runtime_class(c.target, convert.ARTIFACT_FORMAT[c.format], c.runtime)
+            cls = runtime_class(c.target, convert.artifact_format(c.format), c.runtime)
         except (StageFailed, DeploytoolError):
             continue
         yield c, cls, steps
@@ -132,12 +131,12 @@ def baseline_outputs(src: Source) -> Outputs:
                           "and memory are the baseline's, measured once and not run again"])
 
 
-def run_combination(ctx: RunContext, converter: Any, combo: Combo, run_id: str, key: str) -> Result:
+def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo, run_id: str, key: str) -> Result:
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
     try:
-        r.plan = asdict(convert.plan(combo.framework, combo.format, combo.quantize))
-        artifact_format = convert.ARTIFACT_FORMAT[combo.format]
+        r.plan = convert.plan(combo.framework, combo.format, combo.quantize)
+        artifact_format = r.plan.artifact_format
         runtime_class(combo.target, artifact_format, combo.runtime)  # not_applicable before converting
         src = ctx.source(combo.framework)
         r.baseline_framework = src.framework

@@ -1,6 +1,7 @@
 """Studies: the seed papers' questions asked of deploytool's own machinery.
 
-Each study is one module here (robustness, frameworks, sweep, pitfalls) with the same small surface:
+Each study is one module here (robustness, frameworks, sweep, pitfalls) with the same small surface (`Study` in
+base.py), registering itself with `@register_study(NAME)` on its `run`:
 
 - `add_cli(parser)`: its flags on `deploytool study NAME` (the common --workspace/--db/--run-id/--fresh are added
   by the CLI);
@@ -15,21 +16,20 @@ runtimes come from the same code paths, so nothing already trained or converted 
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
+# Each study module registers itself (`@register_study` on its `run`, base.py) when imported: in this order, the
+# order `deploytool study` lists them. They import no framework at module level (cheap to import).
+from deploytool.study import pitfalls  # noqa: F401
+from deploytool.study import robustness  # noqa: F401
+from deploytool.study import sweep  # noqa: F401
+from deploytool.study import frameworks  # noqa: F401
 from deploytool.errors import UnknownOption
-
-# name -> module; each study adds its own line
-STUDIES: dict[str, str] = {
-    "pitfalls": "deploytool.study.pitfalls",
-    "robustness": "deploytool.study.robustness",
-    "sweep": "deploytool.study.sweep",
-    "frameworks": "deploytool.study.frameworks",
-}
+from deploytool.study.base import STUDIES, Study, register_study
 
 
-def get_study(name: str) -> ModuleType:
+def get_study(name: str) -> Study:
     if name not in STUDIES:
         raise UnknownOption(f"unknown study {name!r}; studies: {', '.join(sorted(STUDIES))}")
-    return importlib.import_module(STUDIES[name])
+    return STUDIES[name]
+
+
+__all__ = ["STUDIES", "Study", "get_study", "register_study"]

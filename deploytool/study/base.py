@@ -1,17 +1,26 @@
 """`StudyRun`: a study as a run in the store. Its identity is the study's name plus the request (which a study
 fills with the content hashes of its inputs: model, data, manifest), so running the same study again resumes it
 and skips every point already stored; `--fresh` starts a new run. Points are JSON payloads keyed within the run.
+
+`Study` is what every study module offers, and `STUDIES` the registry of them: a study module registers itself
+by putting `@register_study(NAME)` on its `run`.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from deploytool.registry import Registry
 from deploytool.store import ResultStore, RunRecord, open_store
 from deploytool.workspace import Workspace, check_name, safe_segment, stable_hash
+
+if TYPE_CHECKING:
+    from deploytool.study.report import Section
 
 
 @dataclass
@@ -57,3 +66,30 @@ class StudyRun:
     @property
     def report_dir(self) -> Path:
         return self.ws.report_dir(self.run_id)
+
+
+class Study(Protocol):
+    """A study module's surface (deploytool/study/__init__.py says what each part does)."""
+
+    HELP: str  # one line: `deploytool study NAME --help` and the list of studies
+    EXAMPLES: tuple[str, ...]
+
+    def add_cli(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+    def report(self, srun: StudyRun) -> list[Section]: ...
+
+
+# study name -> its module, in the order `deploytool study` lists them (the order deploytool.study imports them)
+STUDIES: Registry[Study] = Registry("study")
+
+
+def register_study(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """The decorator a study module puts on its `run(args) -> int`: registers the module as the study `name`."""
+
+    def decorate(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        STUDIES.add(name, sys.modules[run.__module__])  # type: ignore[arg-type]
+        return run
+
+    return decorate

@@ -20,7 +20,7 @@ from deploytool.errors import UnknownOption
 from deploytool.provenance import package_version
 from deploytool.report.lines import Series, line_chart
 from deploytool.spec import load_spec
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import Section, Table, write_study_report
 from deploytool.study.same_weights import compare_same_weights
 from deploytool.train import train
@@ -153,6 +153,7 @@ def measure(study, spec, dataset, seeds: list[int], epochs: int, threads: int, p
     return measured
 
 
+@register_study("frameworks")
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.model)
     missing = [fw for fw in FRAMEWORKS if fw not in spec.frameworks]

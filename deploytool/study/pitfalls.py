@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import array_sha256
+from deploytool.convert import Converter, artifact_format
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.data import _as_nhwc, load_dataset, load_raw
 from deploytool.data.check import preprocessing_warnings
@@ -28,10 +29,11 @@ from deploytool.migrate import MigrateRequest, prepare
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.report.svg import Cell, heatmap
 from deploytool.run.context import Source
+from deploytool.run.flags import target_words
 from deploytool.run.runner import conversions_ahead, convert_cached, run_combination
 from deploytool.run.usermodel import is_model_file
 from deploytool.spec import load_spec
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import Section, Table, write_study_report
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, pc_baseline
 from deploytool.targets import all_targets, expand
@@ -54,7 +56,7 @@ SEED = "seed 003, MLModelScope (Dakkak et al. 2018)"
 
 
 def add_cli(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
     p.add_argument("--format", default="tflite,onnx,tfjs",
                    help="formats to migrate to, as for migrate (default: tflite,onnx,tfjs)")
     p.add_argument("--quantize", default="none,int8-io",
@@ -66,6 +68,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
         target.add_cli_options(p)
 
 
+@register_study("pitfalls")
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise UnknownOption(f"--samples {args.samples}: must be >= 1")
@@ -152,7 +155,7 @@ def _segment(name: str, x: np.ndarray) -> Any:
     return CraftedSet(SetPlan(name, None, None), x, np.ascontiguousarray(x, np.float32), {"sha256": array_sha256(x)})
 
 
-def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
+def _int8_segments(ctx: Any, converter: Converter, combos: list, clean: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
     """The int8-scaling mistake needs each int8-input artifact's own scale and zero point, so those artifacts are
     converted (or read from migrate's cache) before anything runs: ({segment name: fed tensor}, {artifact sha256:
     (segment name, input facts)}). Artifacts with the same input quantization share a segment."""
@@ -161,7 +164,7 @@ def _int8_segments(ctx: Any, converter: Any, combos: list, clean: np.ndarray) ->
     by_artifact: dict[str, tuple[str, dict[str, Any]]] = {}
     seen = set()
     for c in combos:
-        if c.format not in ("tflite", "tflite-onnx2tf") or (c.framework, c.format, c.quantize) in seen:
+        if artifact_format(c.format) != "tflite" or (c.framework, c.format, c.quantize) in seen:
             continue
         seen.add((c.framework, c.format, c.quantize))
         try:

@@ -30,7 +30,15 @@ from deploytool.provenance import host_identity, package_version
 from deploytool.report.png import thumbnail_uri
 from deploytool.run import usermodel
 from deploytool.run.context import Source
-from deploytool.run.flags import floats, positive_int, user_model_args, user_model_fields
+from deploytool.run.flags import (
+    floats,
+    format_words,
+    positive_int,
+    quantize_words,
+    target_words,
+    user_model_args,
+    user_model_fields,
+)
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import conversions_ahead, run_combination
 from deploytool.study.attacks import (
@@ -42,7 +50,7 @@ from deploytool.study.attacks import (
     load_or_craft,
     to_model_input,
 )
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.robust_report import report as sections
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets, pc_baseline
@@ -64,9 +72,10 @@ CRAFTABLE = ("keras", "torch")
 
 
 def add_cli(p) -> None:
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated, or all; default: host)")
-    p.add_argument("--format", default="all", help="as for migrate: tflite, tfjs, onnx, ... (comma-separated, or all)")
-    p.add_argument("--quantize", default="all", help="as for migrate: none, fp16, dynamic, int8, ... (or all)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
+    p.add_argument("--format", default="all",
+                   help=f"as for migrate: {format_words(notes=False)} (comma-separated, or all)")
+    p.add_argument("--quantize", default="all", help=f"as for migrate: {quantize_words()} (or all)")
     p.add_argument("--runtime", default="", help="as for migrate: which runtime where a target offers several")
     user_model_args(p)
     for target in all_targets():
@@ -124,6 +133,7 @@ def request_from_args(args) -> RobustnessRequest:
                              eps=floats(args.eps, "--eps"), samples=args.samples)
 
 
+@register_study("robustness")
 def run(args) -> int:
     out = robustness(request_from_args(args), args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "

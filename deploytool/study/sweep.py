@@ -30,12 +30,13 @@ from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.provenance import host_identity
 from deploytool.result import Combo
 from deploytool.run.context import RunContext, Source
+from deploytool.run.flags import target_words
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
 from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
 from deploytool.spec import OPTIMIZERS, TrainSpec
 from deploytool.study import sweep_worker
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.sweep_measure import PointBudget
 from deploytool.study.sweep_report import sections
@@ -183,7 +184,7 @@ def train_summary(raw: dict[str, Any], target_accuracy: float | None) -> dict[st
 
 # -- the CLI ---------------------------------------------------------------------------------------------
 def add_cli(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="host", help="host, web, android (comma-separated; default: host)")
+    p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated; default: host)")
     p.add_argument("--runtimes", default=",".join(RUNTIMES),
                    help=f"runtimes to sweep, of {', '.join(RUNTIMES)} (default: all those the targets offer)")
     p.add_argument("--part", choices=PARTS, default="all", help="the inference grid, the training grid, or both")
@@ -206,6 +207,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
     p.set_defaults(backend="all")  # the web sweep covers every TF.js backend the web target offers
 
 
+@register_study("sweep")
 def run(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k) for k in ("threads", "batch", "train_batch", "train_threads", "lr", "optimizer",
                                            "train_epochs", "train_samples", "target_accuracy")}
@@ -327,7 +329,7 @@ def plan_units(ctx: Any, frameworks: list[str], runtimes: tuple[str, ...]) -> li
         for fmt in SWEEP_FORMATS:
             if not convert.quantize_modes(fw, fmt):
                 continue  # this source has no route to the format
-            artifact_format = convert.ARTIFACT_FORMAT[fmt]
+            artifact_format = convert.artifact_format(fmt)
             for target in ctx.preflight:
                 for name in runtimes_for(target, artifact_format):
                     if name not in runtimes:
@@ -373,7 +375,7 @@ class _Inference:
         finally:
             converter.close()
 
-    def _artifact(self, unit: Unit, converter: Any):
+    def _artifact(self, unit: Unit, converter: convert.Converter):
         ctx = self.ctx
         if ctx.user_artifact is not None:
             source = ctx.user_artifact

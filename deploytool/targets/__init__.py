@@ -1,13 +1,15 @@
 """Registry of targets: one module per target behind `targets.base.Target`.
 A new target is a module plus one `register` call (built-in ones are listed
-here and imported only when asked for); nothing else changes."""
+here and imported only when asked for); nothing else changes. Modules named in
+$DEPLOYTOOL_PLUGINS are imported on the first lookup (`deploytool.registry.load_plugins`)."""
 
 from __future__ import annotations
 
 import importlib
-import os
+from typing import Iterable
 
 from deploytool.errors import UnknownOption
+from deploytool.registry import PLUGINS_ENV, load_plugins
 from deploytool.targets.base import NoOptions, Position, Preflight, RunSettings, Target, TargetOptions
 
 _BUILTIN = {
@@ -17,22 +19,6 @@ _BUILTIN = {
     "android": "deploytool.targets.android:AndroidTarget",
 }
 _REGISTERED: dict[str, Target] = {}
-PLUGINS_ENV = "DEPLOYTOOL_PLUGINS"  # modules (comma-separated) that register more targets/runtimes when imported
-_plugins_loaded = False
-
-
-def load_plugins() -> None:
-    """Import the modules named in $DEPLOYTOOL_PLUGINS once (each registers its targets and runtimes)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise UnknownOption(f"${PLUGINS_ENV} names {module!r}, which cannot be imported ({e}); "
-                                "fix or unset it") from None
 
 
 def register(target: Target) -> Target:
@@ -72,8 +58,9 @@ def all_targets() -> list[Target]:
     return [get_target(n) for n in names()]
 
 
-def expand(values: tuple[str, ...] | list[str], allowed: tuple[str, ...] | list[str], what: str) -> list[str]:
+def expand(values: Iterable[str], allowed: Iterable[str], what: str) -> list[str]:
     """`("a,b", "all")` -> the named items, in order, once each; an unknown one is a one-line error."""
+    allowed = list(allowed)
     out: list[str] = []
     for v in values:
         for item in str(v).split(","):
@@ -89,5 +76,5 @@ def expand(values: tuple[str, ...] | list[str], allowed: tuple[str, ...] | list[
     return list(dict.fromkeys(out))
 
 
-__all__ = ["NoOptions", "Position", "Preflight", "RunSettings", "Target", "TargetOptions", "all_targets", "expand",
-           "get_target", "names", "register", "selectable", "unregister"]
+__all__ = ["PLUGINS_ENV", "NoOptions", "Position", "Preflight", "RunSettings", "Target", "TargetOptions", "all_targets",
+           "expand", "get_target", "load_plugins", "names", "register", "selectable", "unregister"]

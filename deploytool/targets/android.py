@@ -44,7 +44,7 @@ class AndroidTarget(Target):
         parser.add_argument("--device", action="append", default=[],
                             help="android: a serial, model:MODEL, abi:ABI or every (repeatable); "
                                  "default $ANDROID_SERIAL or every ready device")
-        parser.add_argument("--delegate", default="cpu", help="android: cpu, xnnpack, gpu, nnapi (default: cpu)")
+        parser.add_argument("--delegate", default="cpu", help=f"android: {', '.join(DELEGATES)} (default: cpu)")
         parser.add_argument("--benchmark-model", type=Path, default=None,
                             help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
 
@@ -110,6 +110,12 @@ class AndroidTarget(Target):
 
     def resource(self, position: Position) -> str:
         return f"android-{position.device}"  # a phone runs one cell at a time, on the host it is plugged into
+
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        try:
+            return {f"android-{serial}": 1 for serial in adb.select_devices(all_devices=True)}
+        except (DeviceNotFound, DeviceError, OSError):
+            return {}
 
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         args = ["--device", position.device, "--delegate", position.backend]

@@ -148,6 +148,13 @@ class Target:
         """The lab resource a row of this target needs (a Dask worker resource): the worker that has it runs it."""
         return self.name
 
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        """The lab resources this machine offers for this target's rows now, with how many rows each can run at
+        once: what a lab worker here advertises (and re-reads while it runs), by the names `resource` asks for.
+        `browsers`: how many browsers may run at once. Nothing that is missing is an error: it is not offered.
+        The base offers none."""
+        return {}
+
     def runs_on(self, environment: dict[str, Any], position: Position) -> str:
         """Who ran the model, for a bug report's title: "onnxruntime 1.23 (wasm) in Chromium 156"."""
         runtime = " ".join(str(environment[k]) for k in ("runtime", "runtime_version", "version")

@@ -11,3 +11,6 @@ class HostTarget(Target):
     name = "host"
     label = "this machine's CPU"
     judges_itself = True
+
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        return {"host": 1}  # every lab worker runs host rows, one at a time

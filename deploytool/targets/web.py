@@ -34,7 +34,7 @@ class WebTarget(Target):
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--backend", default="wasm",
-                            help="web: TF.js backends wasm, cpu, webgl (comma-separated or all; default: %(default)s)")
+                            help=f"web: TF.js backends {', '.join(BACKENDS)} (comma-separated or all; default: %(default)s)")
 
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"backends": (args.backend,)}
@@ -62,6 +62,14 @@ class WebTarget(Target):
 
     def resource(self, position: Position) -> str:
         return "chromium"
+
+    def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        try:
+            find_chromium()
+            check_harness()
+        except Exception:  # no browser here is a resource this worker lacks, not an error
+            return {}
+        return {"chromium": max(1, browsers)}
 
     def reproduce_args(self, options: Any, position: Position) -> list[str]:
         return ["--backend", position.backend]

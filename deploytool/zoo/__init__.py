@@ -1,9 +1,10 @@
 """The model zoo: each architecture written down once as a framework-neutral
 layer plan, then built from that plan in Keras 3 and in PyTorch, so the twins
 have the same layers and the same parameter count by construction. This module
-is the registry and the public API; it must not import TensorFlow, Keras or
-PyTorch at import time, and it checks names and shapes before any heavy import
-so a typo costs milliseconds, not the seconds of `import tensorflow`.
+is the public API; the registry is plans.py's `ARCHITECTURES`, where each plan
+registers itself with `@register_architecture`. It must not import TensorFlow,
+Keras or PyTorch at import time, and it checks names and shapes before any
+heavy import so a typo costs milliseconds, not the seconds of `import tensorflow`.
 
 What `count_params` counts, in both frameworks: every trainable parameter plus
 the BatchNorm running mean and running variance (what Keras calls its
@@ -17,7 +18,15 @@ from __future__ import annotations
 import sys
 
 from deploytool.proc.quiet import import_tensorflow
-from deploytool.zoo.plans import ARCHITECTURES, BN_EPSILON, BN_MOMENTUM_KERAS, _checked_plan, layer_plan, trace_shapes
+from deploytool.zoo.plans import (
+    ARCHITECTURES,
+    BN_EPSILON,
+    BN_MOMENTUM_KERAS,
+    _checked_plan,
+    layer_plan,
+    register_architecture,
+    trace_shapes,
+)
 
 # ---- public API ------------------------------------------------------------------
 # keras_models, torch_models and transfer import Keras and PyTorch when they load: they are imported inside the
@@ -88,5 +97,6 @@ __all__ = [
     "keras_to_torch",
     "torch_to_keras",
     "layer_plan",
+    "register_architecture",
     "trace_shapes",
 ]

@@ -5,9 +5,10 @@ same layers and parameter counts. Plans and their shape checks only: nothing her
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 from deploytool.errors import ShapeError, SpecError, UnknownModel
+from deploytool.registry import Registry
 
 # One BatchNorm setting for both frameworks: the defaults differ (Keras eps 1e-3,
 # torch 1e-5) and a silent mismatch shifts every normalised activation.
@@ -109,7 +110,12 @@ def input_shape_of(kind: str, hwc: tuple[int, int, int]) -> tuple[int, ...]:
     h, w, c = hwc
     return {"image": (h, w, c), "sequence": (h, w * c), "features": (h * w * c,)}[kind]
 
+# architecture name -> its plan function (num_classes -> ops), registered below with @register_architecture
+ARCHITECTURES: Registry[Callable[[int], tuple[Op, ...]]] = Registry("architecture")
+register_architecture = ARCHITECTURES.register
 
+
+@register_architecture("lenet1")
 def _lenet1(num_classes: int) -> tuple[Op, ...]:
     # LeCun et al. 1989/1995 LeNet-1, with ReLU and max pooling instead of
     # tanh and average pooling.
@@ -121,6 +127,7 @@ def _lenet1(num_classes: int) -> tuple[Op, ...]:
     )
 
 
+@register_architecture("lenet5")
 def _lenet5(num_classes: int) -> tuple[Op, ...]:
     return (
         Conv("conv1", 6, 5, pad=2), ReLU("relu1"), MaxPool("pool1"),
@@ -132,6 +139,7 @@ def _lenet5(num_classes: int) -> tuple[Op, ...]:
     )
 
 
+@register_architecture("resnet20")
 def _resnet20(num_classes: int) -> tuple[Op, ...]:
     ops: list[Op] = [
         Conv("conv1", 16, 3, pad=1, bias=False, init="he_normal"),
@@ -145,6 +153,7 @@ def _resnet20(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
+@register_architecture("vgg_small")
 def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     ops: list[Op] = []
     n = 0
@@ -164,37 +173,29 @@ def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
+@register_architecture("mlp")
 def _mlp(num_classes: int) -> tuple[Op, ...]:
     # Seed 002's fully connected network: the 784 flattened pixels through two hidden layers.
     return (Dense("fc1", 256), ReLU("relu1"), Dense("fc2", 128), ReLU("relu2"), Dense("fc3", num_classes))
 
 
+@register_architecture("lstm")
 def _lstm(num_classes: int) -> tuple[Op, ...]:
     # Seed 002's recurrent family on sequential MNIST: a digit read as 28 rows of 28 pixels.
     return (LSTM("lstm", 64), Dense("fc", num_classes))
 
 
+@register_architecture("gru")
 def _gru(num_classes: int) -> tuple[Op, ...]:
     return (GRU("gru", 64), Dense("fc", num_classes))
 
 
-_PLANS = {
-    "lenet1": _lenet1,
-    "lenet5": _lenet5,
-    "resnet20": _resnet20,
-    "vgg_small": _vgg_small,
-    "mlp": _mlp,
-    "lstm": _lstm,
-    "gru": _gru,
-}
 INPUT_KINDS.update(mlp="features", lstm="sequence", gru="sequence")
-
-ARCHITECTURES: tuple[str, ...] = tuple(_PLANS)
 
 
 def layer_plan(arch: str, num_classes: int) -> tuple[Op, ...]:
     """The neutral layer plan of `arch`; raises UnknownModel for an unknown name."""
-    if arch not in _PLANS:
+    if arch not in ARCHITECTURES:
         raise UnknownModel(
             f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}"
         )
@@ -202,7 +203,7 @@ def layer_plan(arch: str, num_classes: int) -> tuple[Op, ...]:
         raise SpecError(
             f"num_classes must be an integer >= 2, got {num_classes!r}: fix the model's labels"
         )
-    return _PLANS[arch](num_classes)
+    return ARCHITECTURES[arch](num_classes)
 
 
 def _conv_out(size: int, kernel: int, stride: int, pad: int) -> int:

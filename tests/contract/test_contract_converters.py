@@ -35,7 +35,7 @@ def test_route_converts_or_says_why(route, models):
         return
     src = models.source(kind)
     assert Path(art.path).exists()
-    assert art.format == convert.ARTIFACT_FORMAT[fmt] and art.quantize == quantize
+    assert art.format == convert.artifact_format(fmt) and art.quantize == quantize
     assert art.sha256 == content_hash(art.path) and art.size_bytes == size_on_disk(art.path) > 0
     assert art.source_sha256 == src.sha256
     assert (art.layout, tuple(art.input_shape), art.num_outputs) == (src.layout, tuple(src.input_shape),

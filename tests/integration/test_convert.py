@@ -88,7 +88,7 @@ def run_host(art: Artifact, x: np.ndarray, **options) -> np.ndarray:
 
 
 def check_metadata(art: Artifact, src: Artifact, fmt: str, quantize: str, out_dir: Path) -> None:
-    assert art.format == C.ARTIFACT_FORMAT[fmt]
+    assert art.format == C.artifact_format(fmt)
     assert art.quantize == quantize
     assert (art.layout, art.input_shape, art.num_outputs) == (src.layout, src.input_shape, src.num_outputs)
     assert art.converter and art.converter_version

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -153,6 +154,34 @@ def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace
         assert j.result.status == "no_worker" and "fake" in j.result.reason and j.result.failing
     finally:
         fake_target.unregister()
+
+
+def test_a_converter_registered_by_one_module_runs_in_a_lab_night(lenet5_workspace, tmp_path, monkeypatch):
+    """A cell converts in its lab worker's conversion process: a converter that is one module
+    (tests/fake_converter.py, named in $DEPLOYTOOL_PLUGINS for the processes the night starts) is a cell like any
+    other, and its row says which converter made it."""
+    from deploytool.lab.labfile import load_lab
+    from deploytool.store import SqlAlchemyStore
+    from deploytool.workspace import Workspace
+    from tests import fake_converter
+
+    shared, *_ = lenet5_workspace
+    ws = Workspace.open(tmp_path / "ws")  # its own: a lab worker keeps one conversion process per workspace
+    shutil.copytree(shared.root / "models", ws.root / "models", dirs_exist_ok=True)  # trained already
+    fake_converter.register()
+    monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_converter")
+    try:
+        (tmp_path / "lab.toml").write_text(LAB.replace('formats = ["tflite"]', 'formats = ["onnx-fake"]')
+                                           .replace('runtimes = ["lab-double"]', ""))
+        lab = load_lab(tmp_path / "lab.toml")
+        store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
+        out = _night(lab, ws, store, "n1")
+        (j,) = out.judged
+        r = j.result
+        assert (r.combo.format, r.combo.target) == ("onnx-fake", "host") and r.verdict == "fail", r
+        assert r.plan.steps == ("onnx_tf", "fake_onnx") and r.artifact.converter == "tf2onnx + fake-onnx"
+    finally:
+        fake_converter.unregister()
 
 
 def test_a_bad_lab_file_is_one_line_naming_the_field(tmp_path):

@@ -140,7 +140,7 @@ def _bn_stats_are_nontrivial(kmodel):
     return len(bns)
 
 
-@pytest.mark.parametrize("arch", zoo.ARCHITECTURES)
+@pytest.mark.parametrize("arch", tuple(zoo.ARCHITECTURES))
 def test_twins_have_equal_parameter_counts_matching_the_layer_list(arch):
     kmodel = zoo.build_keras(arch, INPUT_HWC[arch], NUM_CLASSES)
     tmodel = zoo.build_torch(arch, INPUT_HWC[arch], NUM_CLASSES)
@@ -152,7 +152,7 @@ def test_twins_have_equal_parameter_counts_matching_the_layer_list(arch):
     assert zoo.count_params(tmodel) == trainable + bn_stats
 
 
-@pytest.mark.parametrize("arch", zoo.ARCHITECTURES)
+@pytest.mark.parametrize("arch", tuple(zoo.ARCHITECTURES))
 def test_keras_to_torch_gives_the_same_logits(arch):
     hwc = INPUT_HWC[arch]
     kmodel = zoo.build_keras(arch, hwc, NUM_CLASSES)
@@ -173,7 +173,7 @@ def test_keras_to_torch_gives_the_same_logits(arch):
     assert np.abs(keras_logits - torch_logits).max() < MAX_ABS_DIFF
 
 
-@pytest.mark.parametrize("arch", zoo.ARCHITECTURES)
+@pytest.mark.parametrize("arch", tuple(zoo.ARCHITECTURES))
 def test_torch_to_keras_gives_the_same_logits(arch):
     hwc = INPUT_HWC[arch]
     kmodel = zoo.build_keras(arch, hwc, NUM_CLASSES)
@@ -192,7 +192,7 @@ def test_torch_to_keras_gives_the_same_logits(arch):
     assert np.abs(keras_logits - torch_logits).max() < MAX_ABS_DIFF
 
 
-@pytest.mark.parametrize("arch", zoo.ARCHITECTURES)
+@pytest.mark.parametrize("arch", tuple(zoo.ARCHITECTURES))
 def test_round_trip_keras_torch_keras_is_exact(arch):
     hwc = INPUT_HWC[arch]
     source = zoo.build_keras(arch, hwc, NUM_CLASSES)

@@ -50,7 +50,7 @@ def test_every_word_is_planned_or_refused_as_unsupported(source, fmt, word):
         assert word not in EXPECTED_MODES.get((source, fmt), ())
         return
     assert (p.source_format, p.fmt, p.quantize) == (source, fmt, word)
-    assert p.artifact_format == C.ARTIFACT_FORMAT[fmt] and p.steps and p.mode
+    assert p.artifact_format == C.artifact_format(fmt) and p.steps and p.mode
     # A word `--quantize all` leaves out is an alias: it must say what it does instead, or be int8-io == int8.
     if word not in C.quantize_modes(source, fmt):
         assert p.note or word == "int8-io"
@@ -145,3 +145,42 @@ def test_convert_package_imports_no_framework():
             "'tensorflowjs', 'litert_torch', 'ai_edge_litert', 'onnx2tf') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_converter_module_registers_its_step_route_and_format_word():
+    """tests/fake_converter.py is one module: importing it adds the word "onnx-fake" (an ONNX artifact) and its
+    route after tf2onnx to every list and plan; unregistering takes them away again."""
+    from tests import fake_converter
+
+    fake_converter.register()  # (again, if an earlier test imported and unregistered it)
+    try:
+        assert list(C.FORMATS)[-1] == "onnx-fake" and C.artifact_format("onnx-fake") == "onnx"
+        p = C.plan("keras", "onnx-fake", "none")
+        assert p.steps == ("onnx_tf", "fake_onnx") and p.artifact_format == "onnx" and "test double" in p.mode
+        assert C.quantize_modes("keras", "onnx-fake") == ("none",)
+        assert C.quantize_modes("torch", "onnx-fake") == ()
+        with pytest.raises(StageFailed, match="no converter from torch to onnx-fake"):
+            C.plan("torch", "onnx-fake", "none")
+        with pytest.raises(StageFailed, match=r"does not exist for keras -> onnx-fake \(available: none\)"):
+            C.plan("keras", "onnx-fake", "int8")
+    finally:
+        fake_converter.unregister()
+    assert "onnx-fake" not in C.FORMATS and C.modes("keras", "onnx-fake") == {}
+    with pytest.raises(UnknownOption, match="unknown format 'onnx-fake'"):
+        C.plan("keras", "onnx-fake", "none")
+
+
+def test_help_lists_the_registered_format_words():
+    from deploytool.cli import build_parser
+    from tests import fake_converter
+
+    def migrate_help() -> str:
+        parser = build_parser(studies=False)
+        return next(a for a in parser._actions if a.dest == "command").choices["migrate"].format_help()
+
+    fake_converter.register()
+    try:
+        assert "onnx-fake (a test double" in " ".join(migrate_help().split())
+    finally:
+        fake_converter.unregister()
+    assert "onnx-fake" not in migrate_help()

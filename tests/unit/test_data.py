@@ -194,3 +194,30 @@ def test_the_memory_limit_for_a_test_set_is_a_quarter_of_what_is_available():
     import psutil
 
     assert npz.memory_limit_bytes() == pytest.approx(psutil.virtual_memory().available / 4, rel=0.05)
+
+
+def test_every_dataset_a_manifest_may_name_has_a_registered_loader():
+    from deploytool import data
+    from deploytool.spec import DATASETS as MANIFEST_DATASETS
+
+    assert set(data.DATASETS) == set(MANIFEST_DATASETS)
+
+
+def test_a_dataset_registers_its_loader_with_the_decorator(spec):
+    from dataclasses import replace
+
+    from deploytool import data
+
+    @data.register_dataset("test-constant")
+    def _constant(spec, data_dir):
+        x = np.full((20, *spec.input_shape), 128, np.uint8)
+        y = np.arange(20) % spec.num_classes
+        return data.RawData(x[:10], y[:10], x[10:], y[10:], "a constant test set")
+
+    try:
+        ds = data.load_dataset(replace(spec, dataset="test-constant"))
+        assert ds.name == "test-constant" and ds.origin == "a constant test set" and len(ds.x_test) == 10
+    finally:
+        data.DATASETS.unregister("test-constant")
+    with pytest.raises(DataError, match="unknown dataset 'test-constant'"):
+        data.load_raw("test-constant", spec, None)

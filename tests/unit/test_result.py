@@ -7,19 +7,33 @@ import json
 
 import pytest
 
+from deploytool.artifact import Plan
 from deploytool.result import format_tolerance
 from deploytool.errors import UnknownOption
 from deploytool.run.request import MigrateRequest
 from deploytool.result import SCHEMA_VERSION, Combo, Result, StageTimes
 from tests import results as factory
 
+PLAN = Plan(source_format="keras", fmt="onnx", quantize="int8", artifact_format="onnx",
+            steps=("onnx_tf", "onnx_quant"), mode="static int8 QDQ")
+
 
 def test_a_result_survives_json_exactly():
     r = factory.result(environment={"runtime": "litert"}, notes=["n"], tolerances={"agreement": (0.99, 0.97)},
-                       times=StageTimes(1.0, 2.0, 0.1, 0.01), plan={"route": ["tf"]}, bundle="b", latency_path="l")
+                       times=StageTimes(1.0, 2.0, 0.1, 0.01), plan=PLAN, bundle="b", latency_path="l")
     doc = json.loads(json.dumps(r.to_json(), allow_nan=False))
     assert doc["schema"] == SCHEMA_VERSION and doc["status"] == "measured"
     assert Result.from_json(doc) == r
+
+
+def test_the_plan_is_stored_as_its_fields_and_none_as_an_empty_object():
+    """The stored JSON of a row's plan is what it always was (the dataclass's fields, steps a list)."""
+    doc = json.loads(json.dumps(factory.result(plan=PLAN).to_json()))
+    assert doc["plan"] == {"source_format": "keras", "fmt": "onnx", "quantize": "int8", "artifact_format": "onnx",
+                           "steps": ["onnx_tf", "onnx_quant"], "mode": "static int8 QDQ", "note": None}
+    assert Result.from_json(doc).plan == PLAN and Result.from_json(doc).plan.converter == "onnx_tf+onnx_quant"
+    bare = factory.result().to_json()
+    assert bare["plan"] == {} and Result.from_json(bare).plan is None
 
 
 def test_labels():

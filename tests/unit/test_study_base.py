@@ -11,7 +11,7 @@ import pytest
 
 from deploytool.cli import main
 from deploytool.study import STUDIES
-from deploytool.study.base import StudyRun
+from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import Section, Table
 
 
@@ -48,8 +48,10 @@ def toy_study(monkeypatch):
 
     mod.add_cli, mod.run, mod.report = add_cli, run, report
     monkeypatch.setitem(sys.modules, "toy_study", mod)
-    monkeypatch.setitem(STUDIES, "toy", "toy_study")
-    return mod
+    run.__module__ = "toy_study"  # as if `def run` were written in the module
+    register_study("toy")(run)  # what `@register_study("toy")` above it does
+    yield mod
+    STUDIES.unregister("toy")
 
 
 def test_a_study_resumes_and_reports_from_stored_points(toy_study, tmp_path, capsys):

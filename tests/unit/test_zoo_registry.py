@@ -53,12 +53,26 @@ def test_bad_names_and_shapes_fail_before_any_framework_import():
 
 
 def test_registry_lists_the_architectures_and_what_each_reads():
-    assert zoo.ARCHITECTURES == ("lenet1", "lenet5", "resnet20", "vgg_small", "mlp", "lstm", "gru")
+    assert tuple(zoo.ARCHITECTURES) == ("lenet1", "lenet5", "resnet20", "vgg_small", "mlp", "lstm", "gru")
     assert plans.INPUT_KINDS == {"mlp": "features", "lstm": "sequence", "gru": "sequence"}
     assert plans.input_shape_of("sequence", (28, 28, 1)) == (28, 28)
     assert plans.input_shape_of("features", (28, 28, 1)) == (784,)
     assert zoo.trace_shapes("lstm", zoo.layer_plan("lstm", 10), (28, 28, 1)) == [(64,), (10,)]
     assert zoo.trace_shapes("mlp", zoo.layer_plan("mlp", 10), (28, 28, 1))[-1] == (10,)
+
+
+def test_an_architecture_registers_itself_with_the_decorator():
+    @zoo.register_architecture("tiny_test_net")
+    def _tiny(num_classes: int):
+        return (plans.Flatten("flatten"), plans.Dense("fc", num_classes))
+
+    try:
+        assert "tiny_test_net" in zoo.ARCHITECTURES and tuple(zoo.ARCHITECTURES)[-1] == "tiny_test_net"
+        assert zoo.layer_plan("tiny_test_net", 3)[-1] == plans.Dense("fc", 3)
+        assert zoo.trace_shapes("tiny_test_net", _tiny(3), (4, 4, 1)) == [(16,), (3,)]
+    finally:
+        zoo.ARCHITECTURES.unregister("tiny_test_net")
+    assert "tiny_test_net" not in zoo.ARCHITECTURES
 
 
 def test_unknown_architecture_message_lists_the_known_ones():

@@ -1,0 +1,95 @@
+"""The one registry style: a `Registry` is a read-only mapping name -> entry, filled by its implementations.
+Each implementation module registers itself with the registry's decorator when it is imported (as Hugging
+Face Optimum's `register_in_tasks_manager` does), and its package imports its modules, so that importing the
+package fills the registry; there is no list of names to keep in step with the modules.
+
+    ARCHITECTURES = Registry("architecture")
+
+    @ARCHITECTURES.register("lenet5")
+    def _lenet5(num_classes): ...
+
+A module outside deploytool registers the same way; naming it in $DEPLOYTOOL_PLUGINS (comma-separated module
+names) imports it in every deploytool process, the child processes that convert and measure included: any
+registry's first lookup imports them (`load_plugins`). Each package keeps its own words for an unknown name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Callable, Generic, Iterator, Mapping, TypeVar
+
+from deploytool.errors import UnknownOption
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+PLUGINS_ENV = "DEPLOYTOOL_PLUGINS"  # modules (comma-separated) that register more targets, converters, ... when imported
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import the modules named in $DEPLOYTOOL_PLUGINS once (each registers what it adds)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UnknownOption(f"${PLUGINS_ENV} names {module!r}, which cannot be imported ({e}); "
+                                "fix or unset it") from None
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """name -> entry, in the order the entries were registered. Registering a name again replaces its entry
+    (in its place); `unregister` removes it (tests register doubles for a while)."""
+
+    def __init__(self, what: str):
+        self.what = what  # what one entry is, for messages: "architecture"
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[E], E]:
+        """The decorator: `@REGISTRY.register(name)` above what is registered (returned unchanged)."""
+
+        def decorate(entry: E) -> E:
+            self.add(name, entry)  # type: ignore[arg-type]
+            return entry
+
+        return decorate
+
+    def add(self, name: str, entry: T) -> T:
+        if not name:
+            raise ValueError(f"a registered {self.what} needs a name")
+        self._entries[name] = entry
+        return entry
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    # -- the mapping: every lookup sees the plugins' entries too ---------------------------------------------
+    def __getitem__(self, name: str) -> T:
+        load_plugins()
+        return self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        load_plugins()
+        return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        load_plugins()
+        return len(self._entries)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}: {', '.join(self._entries)})"
+
+
+__all__ = ["PLUGINS_ENV", "Registry", "load_plugins"]

@@ -1,0 +1,69 @@
+"""A new converter is one module: tests/fake_converter.py (tf2onnx's ONNX with 100 added to output 0, under the
+format word "onnx-fake") goes through migrate — converted in the run's conversion worker, which gets it from
+$DEPLOYTOOL_PLUGINS — the stored report and localize, beside the real ONNX converter, without any file of
+deploytool knowing it exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    from tests import fake_converter
+
+    fake_converter.register()
+    monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_converter")  # the conversion workers import it too
+    yield fake_converter
+    fake_converter.unregister()
+
+
+def test_a_converter_registered_by_a_test_runs_through_migrate_report_and_localize(fake, lenet5_workspace):
+    from deploytool.localize import localize_run
+    from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.run.stored import rebuild_report
+    from deploytool.store import open_store
+
+    ws, *_ = lenet5_workspace
+    req = MigrateRequest(model="lenet5", frameworks=("keras",), formats=("onnx", "onnx-fake"), quantize=("all",),
+                         targets=("host",), run_id="fake-converter-run", latency_samples=20, warmup_runs=1)
+    out = migrate(req, ws.root, progress=False, log=lambda s: None)
+    rows = {(r.combo.format, r.combo.quantize): r for r in out.results}
+    assert ("onnx-fake", "none") in rows and ("onnx", "int8") in rows
+    assert not any(f == "onnx-fake" and q != "none" for f, q in rows)  # `--quantize all`: the modes it has
+    assert rows[("onnx", "none")].verdict == "pass"
+    row = rows[("onnx-fake", "none")]
+    assert row.verdict == "fail" and row.comparison.agreement < 0.5, row  # class 0 wins almost everywhere
+    assert row.plan.steps == ("onnx_tf", "fake_onnx") and row.plan.artifact_format == "onnx"
+    assert row.artifact.converter == "tf2onnx + fake-onnx" and row.artifact.options["offset"] == fake.OFFSET
+
+    store = open_store(None, ws.default_db_url)
+    stored = {(r.combo.format, r.combo.quantize): r for r in store.results_for("fake-converter-run")}
+    assert stored[("onnx-fake", "none")].plan == row.plan  # the typed plan, back from the store
+    paths, _ = rebuild_report(store.get_run("fake-converter-run"), store, ws)
+    doc = json.loads(paths.json.read_text())
+    fake_rows = [r for r in doc["results"] if r["format"] == "onnx-fake"]
+    assert len(fake_rows) == 1 and fake_rows[0]["artifact"]["converter"] == "tf2onnx + fake-onnx"
+    assert fake_rows[0]["failing"] and "onnx-fake" in paths.html.read_text()
+
+    (found, loc), *_ = localize_run(store.get_run("fake-converter-run"), store, ws, "onnx-fake", log=lambda s: None)
+    assert found.combo.format == "onnx-fake"
+    bad = loc.first_bad
+    assert bad is not None and bad.index == 0 and bad.status == "wrong", loc.table()  # the first cut is off already
+
+
+def test_a_plugin_converter_is_in_a_subprocess_help():
+    env = {**os.environ, "DEPLOYTOOL_PLUGINS": "tests.fake_converter", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "deploytool", "migrate", "--help"], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "onnx-fake (a test double" in " ".join(r.stdout.split())
