@@ -135,9 +135,27 @@ def _server_errors() -> Iterator[None]:
         raise DeviceError(f"the adb server refused the request ({msg}): check `adb devices`") from None
 
 
+def _start_server_quietly() -> None:
+    """Start a local adb server ourselves when none listens, with its output captured: adbutils would start
+    it too, but its `adb start-server` prints "* daemon not running; starting now" onto the user's stderr,
+    in front of deploytool's own one-line messages. A remote server (ANDROID_ADB_SERVER_HOST) is left alone."""
+    from adbutils._utils import adb_path
+
+    host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return
+    try:
+        socket.create_connection((host, _server_port()), timeout=3).close()
+        return
+    except OSError:
+        pass
+    subprocess.run([adb_path(), "start-server"], capture_output=True, timeout=20, check=False)
+
+
 def _client():
     from adbutils import AdbClient
 
+    _start_server_quietly()
     return AdbClient(port=_server_port(), socket_timeout=30)
 
 
