@@ -51,7 +51,7 @@ lint: python
 
 # Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).
 test: setup lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=30 tests
 
 test-unit: python
 	$(BIN)/python -m pytest tests/unit
