@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import time
 from dataclasses import replace
 from functools import cache
 from importlib import metadata
@@ -40,6 +41,17 @@ FOR_FORMAT: dict[str, str | tuple[str, str]] = {
     "keras": "keras", "saved_model": "saved_model", "torch": "torch",
     "onnx": ("keras", "onnx"), "tflite": ("keras", "tflite"), "tfjs_graph": ("keras", "tfjs"),
 }
+
+
+STALE_AFTER_S = 24 * 3600  # an entry under an older key is removed once unused for this long
+
+
+def _unused_for(entry: Path) -> float:
+    """Seconds since `entry` was made or last read (its entry.json's mtime, touched on every use)."""
+    try:
+        return time.time() - (entry / "entry.json").stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def test_cache_home() -> Path:
@@ -116,8 +128,10 @@ class ModelCache:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
             (partial / "entry.json").write_text(json.dumps(record, indent=1, sort_keys=True))
-            for stale in self.root.glob(f"{name}-*"):  # the same entry under an older key
-                if stale != final and re.fullmatch(re.escape(name) + r"-[0-9a-f]{20}", stale.name):
+            for stale in self.root.glob(f"{name}-*"):  # the same entry under an older key, unused for a day:
+                # a younger one may belong to another checkout's test run going on now (a branch, a CI clone)
+                if stale != final and re.fullmatch(re.escape(name) + r"-[0-9a-f]{20}", stale.name) \
+                        and _unused_for(stale) > STALE_AFTER_S:
                     shutil.rmtree(stale, ignore_errors=True)
             try:
                 partial.rename(final)
@@ -127,6 +141,10 @@ class ModelCache:
                 if not meta.is_file():
                     raise
         record = json.loads(meta.read_text())
+        try:
+            meta.touch()  # in use: not stale for another checkout's run
+        except OSError:
+            pass
         if "failed" in record:
             raise StageFailed(record["failed"]["status"], record["failed"]["reason"])
         art = Artifact.from_json({**record["artifact"], "path": str(final / record["artifact"]["path"])})
