@@ -33,7 +33,7 @@ from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
-from deploytool.data.feed import Feed, layout_of
+from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
@@ -222,14 +222,30 @@ class AndroidRuntime(Runtime):
             f"(https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/{want}) "
             f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-model PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
 
+    # ---- what _load set up (the hooks below run only after it) ----------
+    @property
+    def _phone(self) -> AndroidDevice:
+        assert self.device is not None, "load() first"
+        return self.device
+
+    @property
+    def _phone_info(self) -> DeviceInfo:
+        assert self.info is not None, "load() first"
+        return self.info
+
+    @property
+    def _tmp_dir(self) -> Path:
+        assert self._tmp is not None, "load() first"
+        return Path(self._tmp.name)
+
     # ---- run ----------------------------------------------------------
-    def _quantized(self, inputs: np.ndarray | Feed) -> list[np.ndarray]:
+    def _quantized(self, inputs: Batch) -> list[np.ndarray]:
         """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
         if isinstance(inputs, Feed):
             return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
         return [self._in[0].quantize(inputs)]
 
-    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         layout = None
         try:
             q = self._quantized(inputs)
@@ -245,10 +261,11 @@ class AndroidRuntime(Runtime):
         env = dict(self._env)
         env.update(accuracy_batch_size=batch, latency_runs=self.latency_runs, warmup_runs=self.warmup_runs,
                    warmup_min_secs=self.warmup_min_secs)
-        env.update(load_environment(busy, self.info.cpu_cores))
-        note = busy_note(busy, self.threads or 1, self.info.cpu_cores, where=f"the phone {self.info.serial}")
+        info = self._phone_info
+        env.update(load_environment(busy, info.cpu_cores))
+        note = busy_note(busy, self.threads or 1, info.cpu_cores, where=f"the phone {info.serial}")
         notes = self._notes + ([note] if note else []) + [
-            f"latency_ms: {self.latency_runs} timed runs at batch 1 on {self.info.serial}, each the single timed "
+            f"latency_ms: {self.latency_runs} timed runs at batch 1 on {info.serial}, each the single timed "
             f"run of its own benchmark_model process after {self.warmup_runs} warm-up runs",
         ]
         return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
@@ -270,8 +287,8 @@ class AndroidRuntime(Runtime):
                      samples: list[np.ndarray] | None = None) -> list[str]:
         """benchmark_model's flags for the file's inputs, in its order: names, shapes at `batch` (a dimension the
         model leaves open takes the data's, from `samples`), one value file each."""
-        shapes = [(batch, *(s.shape[1:] if samples is not None else t.shape[1:]))
-                  for t, s in zip(self._in, samples or [None] * len(self._in))]
+        given: list[np.ndarray | None] = list(samples) if samples else [None] * len(self._in)
+        shapes = [(batch, *(s.shape[1:] if s is not None else t.shape[1:])) for t, s in zip(self._in, given)]
         pairs = [f"{t.name.replace(':', '::')}:{f}" for t, f in zip(self._in, value_files)]  # its escape for ':'
         flags = [f"--graph={graph or self.model_name}", f"--input_layer={','.join(t.name for t in self._in)}",
                  f"--input_layer_shape={':'.join(','.join(str(d) for d in s) for s in shapes)}",
@@ -296,12 +313,12 @@ class AndroidRuntime(Runtime):
     def _batch_twin(self, q: np.ndarray) -> tuple[str, int] | None:
         """A model whose batch of 1 is baked in would take one benchmark_model process per sample: push its
         batch-N twin (runtimes/tflite_twin.py) for the accuracy pass, once the host has checked it."""
-
+        assert self.artifact is not None
         path = self.artifact.path
         if not tflite_twin.needs_twin(path):
             return None
         batch = min(len(q), self.max_batch, TWIN_MAX_BATCH)
-        local = Path(self._tmp.name) / f"twin_b{batch}.tflite"
+        local = self._tmp_dir / f"twin_b{batch}.tflite"
         try:
             twin = tflite_twin.make_twin(path, batch, local)
         except (ValueError, OSError) as e:
@@ -315,7 +332,7 @@ class AndroidRuntime(Runtime):
             return None
         name = f"twin_b{batch}_{self.model_name}"
         with self._device_faults("pushing the batch twin"):
-            self.device.push(local, f"{self.run_dir}/{name}")
+            self._phone.push(local, f"{self.run_dir}/{name}")
         self._notes.append(
             f"the model's batch of 1 is fixed (a Reshape holds it), so the accuracy pass ran its batch-{batch} twin: "
             f"the same file with {twin.reshapes} Reshape target shape(s) and the input's batch set to {batch}, "
@@ -332,15 +349,15 @@ class AndroidRuntime(Runtime):
             with self._device_faults("running the test set"):
                 for a, name in zip(q, files):
                     padded = np.concatenate([a, np.zeros((k * b - n, *a.shape[1:]), a.dtype)]) if k * b > n else a
-                    local = Path(self._tmp.name) / name
+                    local = self._tmp_dir / name
                     padded.tofile(local)
-                    self.device.push(local, f"{self.run_dir}/{name}")
+                    self._phone.push(local, f"{self.run_dir}/{name}")
                 args = ["sh", self.driver_remote, "batches", k, ",".join(str(b * a[0].nbytes) for a in q),
                         ",".join(files), "outputs.bin", _secs(self.timeout_s), "--", self.bin_remote,
                         *self._model_flags(b, _files("batch_in", len(q)), graph, q),
                         "--output_filepath=batch_out.bin", "--num_runs=1", "--min_secs=0",
                         "--warmup_runs=0", "--warmup_min_secs=0"]
-                r = self.device.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
+                r = self._phone.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
                                       what="running the test set")
             report = bo.parse(r.output)
             last_rung = i == len(ladder) - 1
@@ -351,9 +368,9 @@ class AndroidRuntime(Runtime):
                     continue
                 raise self._failure(r, report, f"the test set in batches of {b}")
             self._check_delegate(report)
-            local_out = Path(self._tmp.name) / "outputs.bin"
+            local_out = self._tmp_dir / "outputs.bin"
             with self._device_faults("fetching the outputs"):
-                self.device.pull(f"{self.run_dir}/outputs.bin", local_out)
+                self._phone.pull(f"{self.run_dir}/outputs.bin", local_out)
             raw = local_out.read_bytes()
             per_sample = [int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out]
             if len(raw) != k * b * sum(per_sample):
@@ -387,7 +404,7 @@ class AndroidRuntime(Runtime):
         row's. None when the phone does not say; that never fails the row."""
         script = f"cat /proc/stat; echo {_STAT_MARK}; sleep {LOAD_CHECK_S:g}; cat /proc/stat"
         try:
-            r = self.device.shell(["sh", "-c", script], timeout_s=10, what="reading the phone's CPU load")
+            r = self._phone.shell(["sh", "-c", script], timeout_s=10, what="reading the phone's CPU load")
         except DeviceError:  # a phone that cannot say keeps its row (a lost one fails at the latency runs)
             return None
         before, _, after = r.stdout.partition(_STAT_MARK)
@@ -397,25 +414,24 @@ class AndroidRuntime(Runtime):
         files = _files("sample", len(samples))
         with self._device_faults("measuring latency"):
             for sample, name in zip(samples, files):
-                local = Path(self._tmp.name) / name
+                local = self._tmp_dir / name
                 sample.tofile(local)
-                self.device.push(local, f"{self.run_dir}/{name}")
+                self._phone.push(local, f"{self.run_dir}/{name}")
             args = ["sh", self.driver_remote, "repeat", self.latency_runs, _secs(self.timeout_s), "--",
                     self.bin_remote, *self._model_flags(1, files, samples=samples), "--num_runs=1", "--min_secs=0",
                     f"--warmup_runs={self.warmup_runs}", f"--warmup_min_secs={self.warmup_min_secs:g}",
                     "--report_peak_memory_footprint=true"]
-            r = self.device.shell(args, cwd=self.run_dir,
+            r = self._phone.shell(args, cwd=self.run_dir,
                                   timeout_s=self.latency_runs * (self.timeout_s + 5) + 10, what="measuring latency")
         runs = [bo.parse(t) for t in bo.split_runs(r.stdout)]
         if r.exit_code != 0:
             raise self._failure(r, runs[-1] if runs else bo.parse(r.output), "the batch-1 latency runs")
         if len(runs) != self.latency_runs or not all(x.complete for x in runs):
-            raise StageFailed("runtime_failed", f"benchmark_model's latency output on {self.info.serial} is incomplete "
+            raise StageFailed("runtime_failed", f"benchmark_model's latency output on {self._phone_info.serial} is incomplete "
                               f"({sum(x.complete for x in runs)} of {self.latency_runs} runs reported timings)")
         for x in runs:
             self._check_delegate(x)
-        latency_ms = np.array([(x.inference.avg_us if x.inference and x.inference.avg_us is not None
-                                else x.inference_avg_us) / 1e3 for x in runs], dtype=np.float64)
+        latency_ms = np.array([_inference_us(x) / 1e3 for x in runs], dtype=np.float64)
         init = [x.init_us for x in runs if x.init_us is not None]
         first = [x.first_inference_us for x in runs if x.first_inference_us]
         memory: dict[str, float] = {}
@@ -442,10 +458,10 @@ class AndroidRuntime(Runtime):
     def _check_delegate(self, report: bo.BenchmarkReport) -> None:
         why = bo.delegate_refusal(report, self.delegate)
         if why:
-            raise StageFailed("delegate_refused", f"{why} (device {self.info.serial})")
+            raise StageFailed("delegate_refused", f"{why} (device {self._phone_info.serial})")
 
     def _failure(self, r: ShellResult, report: bo.BenchmarkReport, what: str) -> StageFailed:
-        serial = self.info.serial
+        serial = self._phone_info.serial
         if r.timed_out:
             return StageFailed("timeout", f"benchmark_model ran past its {_secs(self.timeout_s)} s limit on {serial} "
                                f"while running {what}; it was killed")
@@ -499,6 +515,14 @@ def _applied(report: bo.BenchmarkReport, delegate: str) -> str:
     if name is None:
         return "none (built-in CPU kernels)"
     return report.delegate_applied.get(name, "not reported")
+
+
+def _inference_us(report: bo.BenchmarkReport) -> float:
+    """A complete run's batch-1 inference time: its statistics' average, else its summary's."""
+    if report.inference and report.inference.avg_us is not None:
+        return report.inference.avg_us
+    assert report.inference_avg_us is not None  # what makes a report complete
+    return report.inference_avg_us
 
 
 def _exit_text(code: int) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed, OutputLayout, layout_of
+from deploytool.data.feed import Batch, Feed, OutputLayout, layout_of
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
@@ -113,19 +113,21 @@ class Runtime:
         self._load(artifact)
         self._load_ms = (time.perf_counter() - t0) * 1e3
 
-    def run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def run(self, inputs: Batch) -> Outputs:
         if self.artifact is None:
             raise RuntimeError("load() an artifact before run()")
         if self.artifact.signature is not None:
             out = self._run(self.feed_of(inputs).contiguous())
             return self._finish(out)
+        if isinstance(inputs, Feed):
+            raise TypeError("named inputs (a Feed) need an artifact with a signature")
         expected = tuple(self.artifact.input_shape)
         if tuple(inputs.shape[1:]) != expected:
             raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
         out = self._run(np.ascontiguousarray(inputs, dtype=np.float32))
         return self._finish(out)
 
-    def feed_of(self, inputs: np.ndarray | Feed) -> Feed:
+    def feed_of(self, inputs: Batch) -> Feed:
         """The named inputs of a model with a signature (a single array feeds its one input)."""
         assert self.artifact is not None and self.artifact.signature is not None
         return inputs if isinstance(inputs, Feed) else Feed.one(self.artifact.signature.inputs[0].name, inputs)
@@ -146,7 +148,7 @@ class Runtime:
         """The batch a fixed-batch artifact is run at (None: any batch). Smaller batches are padded to it."""
         return getattr(self, "_fixed_batch", None)
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: Batch) -> Batch:
         """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep).
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
@@ -161,7 +163,7 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _measure(self, predict: Callable[[np.ndarray], np.ndarray], inputs: np.ndarray, batch_size: int,
+    def _measure(self, predict: Callable[[Batch], Batch], inputs: Batch, batch_size: int,
                   environment: dict[str, Any], notes: list[str] | None = None) -> Outputs:
         """The in-process measurement every host runtime shares: batch-1 latency after
         warm-up, then the whole set in batches for outputs and throughput."""
@@ -181,7 +183,7 @@ class Runtime:
                          f"inferences and was divided by {k}; p90/p99 are of those means")
         batches: list[int] = []  # the batched pass's calls, by size (counted outside any timed call)
 
-        def counted(x: np.ndarray) -> np.ndarray:
+        def counted(x: Batch) -> Batch:
             batches.append(len(x))
             return predict(x)
 
@@ -201,10 +203,10 @@ class Runtime:
     def _load(self, artifact: Artifact) -> None:
         raise NotImplementedError
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         raise NotImplementedError
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
+    def _predict(self, x: Batch) -> Batch:
         raise NotImplementedError(f"the {self.name} runtime runs whole sets only")
 
     def _close(self) -> None:

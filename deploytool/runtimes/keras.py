@@ -8,10 +8,12 @@ say so."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.errors import BadModelFile
 from deploytool.modelfiles.signature import match_names
 from deploytool.proc.quiet import import_tensorflow
@@ -55,7 +57,7 @@ class KerasRuntime(Runtime):
         spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
         self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
 
-    def _bind(self, artifact: Artifact, model: object | None) -> None:
+    def _bind(self, artifact: Artifact, model: Any) -> None:  # a keras.Model (untyped), or None: a SavedModel
         """A model with a signature: one traced function taking every named input at its dtype (open
         dimensions stay open) and returning every output by the source's names."""
         tf, sig = self._tf, artifact.signature
@@ -82,13 +84,13 @@ class KerasRuntime(Runtime):
                                reduce_retracing=True)
         self._names = list(specs)
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
             return Feed({n: v.numpy() for n, v in out.items()})
         return self._fn(self._tf.constant(x)).numpy()
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         facts = self._threads
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}

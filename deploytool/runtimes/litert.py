@@ -14,7 +14,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, tensor_quant, io_of, signature_names
 from deploytool.runtimes.base import Outputs, Runtime
@@ -118,11 +118,11 @@ class LiteRTRuntime(Runtime):
             raise self._failed(e, "load_failed") from e
 
     def _predict_feed(self, x: Feed) -> Feed:
-        n = len(x)
-        if self._fixed_batch is not None and n != self._fixed_batch:
-            if n > self._fixed_batch:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
-            x = x.map(lambda _, a: np.concatenate([a, np.zeros((self._fixed_batch - n, *a.shape[1:]), a.dtype)]))
+        n, fixed = len(x), self._fixed_batch
+        if fixed is not None and n != fixed:
+            if n > fixed:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
+            x = x.map(lambda _, a: np.concatenate([a, np.zeros((fixed - n, *a.shape[1:]), a.dtype)]))
         wanted = {int(d["index"]): tuple(x[src].shape) for src, d in self._feeds.items()}
         if wanted != self._shapes:  # a new batch size or sequence length: resize every input, then allocate
             for index, shape in wanted.items():
@@ -136,14 +136,15 @@ class LiteRTRuntime(Runtime):
                      for src, d in self._fetches.items()})
 
     def _resize(self, n: int) -> None:
+        assert self.artifact is not None
         self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)
         self._it.allocate_tensors()
         self._batch = n
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             return self._predict_feed(x)
-        n = len(x)
+        n, fed = len(x), x
         if self._resizable:
             if n != self._batch:
                 self._resize(n)
@@ -151,13 +152,14 @@ class LiteRTRuntime(Runtime):
             if n > self._batch:
                 raise ValueError(f"{n} samples given to a model with a fixed batch of {self._batch}")
             # A fixed batch larger than the request: pad with zeros, keep the real rows.
-            x = np.concatenate([x, np.zeros((self._batch - n, *x.shape[1:]), dtype=x.dtype)])
-        self._it.set_tensor(self._in_index, self._in.quantize(x))
+            fed = np.concatenate([x, np.zeros((self._batch - n, *x.shape[1:]), dtype=x.dtype)])
+        self._it.set_tensor(self._in_index, self._in.quantize(fed))
         self._it.invoke()
         return self._out.dequantize(self._it.get_tensor(self._out_index))[:n]
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
-        batch = int(self.options.get("batch_size", 256)) if self._resizable else self._fixed_batch
+    def _run(self, inputs: Batch) -> Outputs:
+        fixed = self._fixed_batch  # None exactly when the batch is resizable
+        batch = int(self.options.get("batch_size", 256)) if fixed is None else fixed
         notes = []
         if not self._resizable:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "

@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed, layout_of
+from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
 from deploytool.errors import BadModelFile, StageFailed, UnknownOption
@@ -54,7 +54,7 @@ def _tfjs_signature(path: Path) -> tuple[dict[str, str], dict[str, str]]:
             {k: v.get("name", k) for k, v in (sig.get("outputs") or {}).items()})
 
 
-def _one_line(text: str, limit: int = 600) -> str:
+def _one_line(text: object, limit: int = 600) -> str:
     text = str(text).split("Call log:")[0]
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -145,18 +145,20 @@ class WebRuntime(Runtime):
                                              f"{artifact.format} models run on wasm in the browser")
         if self._own_session:
             self._session = WebSession(find_chromium(), check_harness())
+        session = self._session
+        assert session is not None  # the one given, or this row's own
         model_route, model_url = self._model_route(artifact)
         named = artifact.signature is not None
         if artifact.format == "tflite":
             self._io = self._tflite_io(artifact) if not named else None
             self._tensors = tflite_tensors(str(artifact.path)) if named else None
         with self._faults_end_the_row():
-            self._server = self._session.server()
-            self._root = self._session.harness_root
+            self._server = session.server()
+            self._root = session.harness_root
             self._server.mount(model_route)
             self._mounted = list(model_route)
-            self._browser = self._session.browser()
-            self._timings_ms["browser_launch"] = self._session.take_launch_ms()
+            self._browser = session.browser()
+            self._timings_ms["browser_launch"] = session.take_launch_ms()
             t0 = time.perf_counter()
             # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
             # renderer starts fresh anyway).
@@ -262,7 +264,7 @@ class WebRuntime(Runtime):
         return self._io[0][0].dtype if self._io else "float32"
 
     # ---- run
-    def _blobs(self, inputs: np.ndarray | Feed) -> tuple[list[str], dict[str, Any]]:
+    def _blobs(self, inputs: Batch) -> tuple[list[str], dict[str, Any]]:
         """Each input's bytes served to the page (quantized where the TFLite tensor is int8): their URLs and
         the part of the run's config that describes them."""
         if not isinstance(inputs, Feed):
@@ -280,7 +282,7 @@ class WebRuntime(Runtime):
                           "model": self._in_names[src]})
         return urls, {"inputs": specs, "outputs": self._out_names}
 
-    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
@@ -346,8 +348,9 @@ class WebRuntime(Runtime):
                                                     f"expected {n} x {size}")
             q = self._tensors.outputs[name] if self._tensors is not None else None
             values = q.dequantize(values) if q is not None and q.quantized else values
-            shape = tuple(d for d in sig.outputs[k].sample_shape) if None not in sig.outputs[k].sample_shape and \
-                int(np.prod(sig.outputs[k].sample_shape or (1,))) == size else (size,)
+            dims = sig.outputs[k].sample_shape
+            fixed = tuple(d for d in dims if d is not None)
+            shape = fixed if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) == size else (size,)
             out[name] = np.ascontiguousarray(values, dtype=np.float32).reshape(n, *shape)
         raw_lat = self._server.take_result("latency")
         if raw_lat is None:
@@ -510,7 +513,8 @@ class WebRuntime(Runtime):
                     try:
                         context.close()
                     except Exception:  # a context that will not close: the browser goes instead
-                        session.discard_browser()
+                        if session is not None:  # always, when shared
+                            session.discard_browser()
                 elif session is not None:
                     session.discard_browser()
         finally:
