@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed

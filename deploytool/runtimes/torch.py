@@ -5,7 +5,6 @@ busy small machine OpenMP spinning makes more threads slower)."""
 
 from __future__ import annotations
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed

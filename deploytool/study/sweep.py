@@ -29,7 +29,7 @@ from deploytool.migrate import requested_targets
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.provenance import host_identity
 from deploytool.result import Combo
-from deploytool.run.context import RunContext, Source
+from deploytool.run.context import RunContext
 from deploytool.run.flags import target_words
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
@@ -386,7 +386,7 @@ class _Inference:
             return source
         combo = Combo(unit.framework, unit.format, "none", unit.target, unit.device, unit.backend, unit.runtime)
         # the sweep needs no PC baseline: the source is all the conversion cache reads
-        return convert_cached(ctx, converter, Source(unit.framework, source, None), combo)  # type: ignore[arg-type]
+        return convert_cached(ctx, converter, source, combo)
 
     def _inputs(self, layout: str) -> Path:
         import numpy as np
@@ -399,11 +399,13 @@ class _Inference:
 
     def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save) -> None:
         # TensorFlow sizes its pools once per process: one child per thread count; others: one child for all
-        groups = ([[[t, b]] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
-                  else [[[t, b] for t, b in per_thread.items()]])
+        groups: list[list[tuple[int, list[int]]]] = (  # each: (threads, batches) pairs, as the job takes them
+            [[(t, b)] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
+            else [[(t, b) for t, b in per_thread.items()]])
         for points in groups:
             job = {"kind": "infer", "target": unit.target, "runtime": unit.runtime, "artifact": artifact.to_json(),
                    "inputs": str(self._inputs(artifact.layout)), "budget": asdict(self.budget), "points": points}
+            results: list[dict[str, Any]]
             try:
                 results = run_worker(job, self.ctx.ws.root / "logs" / f"{self.srun.run_id}.log")
             except WorkerFailed as e:
