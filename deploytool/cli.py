@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from deploytool import __version__
 from deploytool.bugs.findings import export_finding
@@ -52,7 +52,7 @@ from deploytool.workspace import Workspace, check_name
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors as one line (`deploytool: error: ...`) and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"deploytool: error: {self.prog.removeprefix('deploytool ')}: {message}; "
               f"see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(2)
