@@ -17,12 +17,13 @@ from deploytool.errors import BadModelFile
 from deploytool.modelfiles.signature import match_names
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 
 class KerasRuntime(Runtime):
     name = "keras"
     formats = ("keras", "saved_model")
+    options: HostOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -31,7 +32,7 @@ class KerasRuntime(Runtime):
 
     def _load(self, artifact: Artifact) -> None:
         tf = import_tensorflow()
-        self._threads = pin_tensorflow(int(self.options.get("threads", 1)))
+        self._threads = pin_tensorflow(self.options.threads)
 
         try:
             if artifact.format == "keras":
@@ -94,7 +95,7 @@ class KerasRuntime(Runtime):
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}
         note = not_pinned_note(facts)
-        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env,
+        return self._measure(self._predict, inputs, self.options.batch_size, env,
                              [f"TensorFlow {note}"] if note else None)
 
     def _close(self) -> None:

@@ -8,7 +8,9 @@ litert-torch's) are fed at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
+from typing import Any, Mapping, Self
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from deploytool.errors import StageFailed
 from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, tensor_quant, io_of, signature_names
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 _FLOATS = ("float32", "float16")
 
@@ -34,9 +36,22 @@ def _failed(e: BaseException, who: str, status: str = "runtime_failed") -> Stage
     return StageFailed(status, f"{who}: {type(e).__name__}: {first[:300]}")
 
 
+@dataclass(frozen=True)
+class LiteRTOptions(HostOptions):
+    """The in-process options; `num_threads` (the interpreter's own word) is taken for `threads`."""
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        if "threads" not in options and "num_threads" in options:
+            options = {**options, "threads": options["num_threads"]}
+        return super().from_dict(options)
+
+
 class LiteRTRuntime(Runtime):
     name = "litert"
     formats = ("tflite",)
+    Options = LiteRTOptions
+    options: LiteRTOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -54,7 +69,7 @@ class LiteRTRuntime(Runtime):
         return _failed(e, f"{self.name} {self._version()}", status)
 
     def _load(self, artifact: Artifact) -> None:
-        self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
+        self._threads = self.options.threads
         try:
             self._it = self._interpreter(str(artifact.path), self._threads)
             ins, outs = io_of(self._it)
@@ -159,7 +174,7 @@ class LiteRTRuntime(Runtime):
 
     def _run(self, inputs: Batch) -> Outputs:
         fixed = self._fixed_batch  # None exactly when the batch is resizable
-        batch = int(self.options.get("batch_size", 256)) if fixed is None else fixed
+        batch = self.options.batch_size if fixed is None else fixed
         notes = []
         if not self._resizable:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "

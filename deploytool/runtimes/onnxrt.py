@@ -7,13 +7,16 @@ at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Mapping, Self
+
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.modelfiles.signature import match_names
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 _FLOAT_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 _TYPES: dict[str, type[np.generic]] = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
@@ -25,9 +28,22 @@ def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> S
     return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
 
 
+@dataclass(frozen=True)
+class OnnxRuntimeOptions(HostOptions):
+    """The in-process options; `intra_op_num_threads` (its session's own word) is taken for `threads`."""
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        if "threads" not in options and "intra_op_num_threads" in options:
+            options = {**options, "threads": options["intra_op_num_threads"]}
+        return super().from_dict(options)
+
+
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
     formats = ("onnx",)
+    Options = OnnxRuntimeOptions
+    options: OnnxRuntimeOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -37,7 +53,7 @@ class OnnxRuntime(Runtime):
         import onnxruntime as ort
 
         self._version = ort.__version__
-        self._threads = int(self.options.get("threads", self.options.get("intra_op_num_threads", 1)))
+        self._threads = self.options.threads
         so = ort.SessionOptions()
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
@@ -111,7 +127,7 @@ class OnnxRuntime(Runtime):
         return np.asarray(out, dtype=np.float32)[:n]
 
     def _run(self, inputs: Batch) -> Outputs:
-        batch = self._fixed_batch or int(self.options.get("batch_size", 256))
+        batch = self._fixed_batch or self.options.batch_size
         notes = []
         if self._fixed_batch is not None:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "

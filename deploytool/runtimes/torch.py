@@ -9,7 +9,7 @@ from __future__ import annotations
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.pt2 import import_reader, load_program
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 
 def load_exported(path: str):
@@ -21,6 +21,7 @@ def load_exported(path: str):
 class TorchRuntime(Runtime):
     name = "torch"
     formats = ("torch",)
+    options: HostOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -30,7 +31,7 @@ class TorchRuntime(Runtime):
         import torch
 
         self._torch = torch
-        self._threads = int(self.options.get("threads", 1))
+        self._threads = self.options.threads
         torch.set_num_threads(self._threads)
         self._module = load_exported(str(artifact.path))
 
@@ -46,4 +47,4 @@ class TorchRuntime(Runtime):
 
     def _run(self, inputs: Batch) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
-        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)
+        return self._measure(self._predict, inputs, self.options.batch_size, env)

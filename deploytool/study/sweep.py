@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sys
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +32,7 @@ from deploytool.run.context import RunContext
 from deploytool.run.flags import target_words
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
-from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
+from deploytool.runtimes import Runtime, make_runtime, runtime_class, runtimes_for
 from deploytool.spec import OPTIMIZERS, TrainSpec
 from deploytool.study import sweep_worker
 from deploytool.study.base import StudyRun, register_study
@@ -443,10 +442,10 @@ class _Inference:
                                              "notes": list(out.notes)})
 
 
-def whole_set_batch_option(cls: type) -> str:
+def whole_set_batch_option(cls: type[Runtime]) -> str:
     """The option an out-of-process runtime takes its whole-set batch from: `batch_size` (the browser) or
-    `max_batch` (the phone's accuracy run), as its module's OPTIONS name them."""
-    accepted = getattr(sys.modules[cls.__module__], "OPTIONS", ())
+    `max_batch` (the phone's accuracy run), as its options' dataclass names them."""
+    accepted = {f.name for f in fields(cls.Options)}
     return "batch_size" if "batch_size" in accepted else "max_batch"
 
 
