@@ -44,9 +44,11 @@ demo: setup
 	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE); \
 	  rc=$$?; if [ $$rc -eq 1 ]; then echo "demo: some combinations fail (see the report above)"; fi; [ $$rc -le 1 ]
 
-# ruff, then import-linter: the layers and no import cycles (both configured in pyproject.toml).
+# ruff, mypy (zero errors; ~10 s of CPU cold, under 1 s warm), then import-linter: the layers and no import
+# cycles (all three configured in pyproject.toml).
 lint: python
 	$(BIN)/ruff check deploytool tests
+	$(BIN)/mypy
 	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 # Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn, Sequence
 
 from deploytool import __version__
 from deploytool.bugs.findings import export_finding
@@ -36,6 +37,7 @@ from deploytool.run.flags import (
     user_model_args,
     user_model_fields,
 )
+from deploytool.result import Result
 from deploytool.run.stored import rebuild_report
 from deploytool.spec import FRAMEWORKS, load_spec, manifest_paths, parse_spec
 from deploytool.store import open_store
@@ -50,7 +52,7 @@ from deploytool.workspace import Workspace, check_name
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors as one line (`deploytool: error: ...`) and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"deploytool: error: {self.prog.removeprefix('deploytool ')}: {message}; "
               f"see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(2)
@@ -290,7 +292,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     for line in (header, *rows):
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
@@ -355,9 +357,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = store.get_run(args.run)
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
+    results: list[Result] = []
     if run.request.get("study"):  # a study run (deploytool/study/): its points, not rows
         srun = StudyRun.stored(run, ws, store)
-        paths, results = write_study_report(srun, get_study(srun.study).report(srun)), []
+        paths = write_study_report(srun, get_study(srun.study).report(srun))
     else:
         paths, results = rebuild_report(run, store, ws)
     _print_results(results)

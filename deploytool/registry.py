@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Callable, Generic, Iterator, Mapping, TypeVar
+from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast
 
 from deploytool.errors import UnknownOption
 
@@ -54,7 +54,7 @@ class Registry(Mapping[str, T], Generic[T]):
         """The decorator: `@REGISTRY.register(name)` above what is registered (returned unchanged)."""
 
         def decorate(entry: E) -> E:
-            self.add(name, entry)  # type: ignore[arg-type]
+            self.add(name, cast(T, entry))  # E is a T; a TypeVar cannot be bound to the class's T
             return entry
 
         return decorate

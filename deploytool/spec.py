@@ -70,7 +70,7 @@ class ModelSpec:
     architecture: str
     frameworks: tuple[str, ...]
     dataset: str
-    input_shape: tuple[int, int, int]  # H, W, C (the layout below says how it is fed)
+    input_shape: tuple[int, int, int] | tuple[()]  # H, W, C (the layout below says how it is fed); () with a signature
     layout: str
     labels: tuple[str, ...]
     preprocess: Preprocess
@@ -92,6 +92,14 @@ class ModelSpec:
     def input_kind(self) -> str:
         """What the architecture reads: image, sequence or features (deploytool.zoo.plans.INPUT_KINDS)."""
         return INPUT_KINDS.get(self.architecture, "image")
+
+    @property
+    def hwc(self) -> tuple[int, int, int]:
+        """H, W, C of an image-shaped input: every zoo model's and an image classifier's (a model with a
+        signature has none; its inputs say what they are)."""
+        if not self.input_shape:
+            raise ValueError(f"model {self.name} has no image input shape: its signature describes its inputs")
+        return self.input_shape
 
     @property
     def model_input_shape(self) -> tuple[int, ...]:

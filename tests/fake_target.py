@@ -12,7 +12,7 @@ from typing import Any
 
 from deploytool import runtimes, targets
 from deploytool.runtimes.base import Outputs
-from deploytool.runtimes.onnxrt import OnnxRuntime
+from deploytool.runtimes.onnxrt import OnnxRuntime, OnnxRuntimeOptions
 from deploytool.targets import Position, Preflight, RunSettings, Target, TargetOptions
 
 
@@ -46,12 +46,18 @@ class FakeTarget(Target):
         return ["--fake-offset", repr(options.offset)]
 
 
+@dataclass(frozen=True)
+class FakeOptions(OnnxRuntimeOptions):
+    offset: float = 0.0
+
+
 class FakeRuntime(OnnxRuntime):
     name = "fake-ort"
+    Options = FakeOptions
 
     def _run(self, inputs: Any) -> Outputs:
         out = super()._run(inputs)
-        out.outputs[:, 0] += float(self.options["offset"])
+        out.outputs[:, 0] += float(self.options.offset)
         out.environment.update(runtime="fake-ort", board="board-a")
         return out
 

@@ -82,10 +82,10 @@ def plan(source_format: str, fmt: str, quantize: str) -> Plan:
             f"no converter from {source_format} to {fmt}"
         raise StageFailed("unsupported", why)
     if quantize not in table:
-        why = {k: v for step in route(source_format, fmt) or () for k, v in step.unsupported.items()}.get(quantize)
+        detail = {k: v for step in route(source_format, fmt) or () for k, v in step.unsupported.items()}.get(quantize)
         have = ", ".join(w for w in QUANTIZE_WORDS if w in table)
         raise StageFailed("unsupported", f"--quantize {quantize} does not exist for {source_format} -> {fmt}"
-                                         + (f": {why}" if why else "") + f" (available: {have})")
+                                         + (f": {detail}" if detail else "") + f" (available: {have})")
     steps, mode = table[quantize]
     return Plan(source_format=source_format, fmt=fmt, quantize=quantize, artifact_format=artifact_format(fmt),
                 steps=tuple(step.name for step in steps), mode=mode.description, note=mode.note)

@@ -39,7 +39,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import dist_version, onnx_input_names
-from deploytool.data.feed import Feed, feed_sha256
+from deploytool.data.feed import Batch, Feed, feed_sha256
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
 
@@ -63,7 +63,7 @@ def _printed_error(text: str) -> str:
     return (errors[0] if errors else next((s for s in reversed(lines) if s), "onnx2tf stopped")).strip()
 
 
-def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
+def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
         integer: bool = False, dynamic: bool = False) -> dict:
     """Convert `source` (an ONNX artifact) into `out_dir`: a SavedModel plus `<stem>_<suffix>.tflite` files.
 
@@ -87,6 +87,8 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     if dynamic:
         kwargs["output_dynamic_range_quantized_tflite"] = True
     if integer:
+        if calibration is None:
+            raise ValueError("int8 quantization needs a calibration set")
         arrays = dict(calibration.items()) if isinstance(calibration, Feed) else {names[0]: calibration}
         paths = []
         for i, (src_name, model_name) in enumerate(match_names(list(arrays), names).items()):
@@ -107,9 +109,10 @@ def run(source: Artifact, out_dir: Path, calibration: np.ndarray | None = None,
     except SystemExit:
         raise Onnx2tfError(_printed_error(printed.getvalue())) from None
     except ModuleNotFoundError as e:  # onnx2tf has one module per ONNX op it converts
-        if not (e.name or "").startswith("onnx2tf.ops."):
+        module = e.name or ""
+        if not module.startswith("onnx2tf.ops."):
             raise
-        raise NotImplementedError(f"onnx2tf has no conversion for the ONNX op {e.name.rsplit('.', 1)[-1]}") from None
+        raise NotImplementedError(f"onnx2tf has no conversion for the ONNX op {module.rsplit('.', 1)[-1]}") from None
     finally:
         sys.stdout.write(printed.getvalue())  # into the conversion log
     return options

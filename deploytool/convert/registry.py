@@ -135,7 +135,7 @@ def modes(source_format: str, fmt: str) -> dict[str, tuple[tuple[Step, ...], Mod
     r = _ROUTES[(source_format, fmt)].route
     if r.after is not None:
         return {word: (steps, mode) for word, mode in steps[1].modes.items()}
-    table = {word: ((steps[0],), mode) for word, mode in steps[0].modes.items()}
+    table: dict[str, tuple[tuple[Step, ...], Mode]] = {word: ((steps[0],), mode) for word, mode in steps[0].modes.items()}
     if r.then is not None:
         exporter, quantizer = steps
         for word, mode in quantizer.modes.items():

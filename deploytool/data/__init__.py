@@ -22,7 +22,7 @@ import numpy as np
 
 from deploytool.data import cifar, mnist, npz, synthetic  # noqa: F401  (the loaders register themselves)
 from deploytool.data.check import preprocessing_warnings
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.data.named import load_feeds
 from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
@@ -32,9 +32,9 @@ from deploytool.spec import ModelSpec, Preprocess
 @dataclass(frozen=True)
 class Dataset:
     name: str
-    x_train: np.ndarray  # float32, NHWC, preprocessed
+    x_train: Batch  # float32, NHWC, preprocessed; a model with a signature: its named inputs, dtypes kept
     y_train: np.ndarray  # int64
-    x_test: np.ndarray
+    x_test: Batch
     y_test: np.ndarray
     labels: tuple[str, ...]
     preprocess: Preprocess
@@ -169,8 +169,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
     where = str(test_npz) if test_npz else name
     if len(raw.x_test) == 0:
         raise DataError(f"{where}: the test set has 0 samples; nothing can be measured on it")
-    x_test = _as_nhwc(raw.x_test, spec.input_shape, where, spec.layout, data_layout)
-    x_train = (_as_nhwc(raw.x_train, spec.input_shape, where, spec.layout, data_layout) if len(raw.x_train)
+    x_test = _as_nhwc(raw.x_test, spec.hwc, where, spec.layout, data_layout)
+    x_train = (_as_nhwc(raw.x_train, spec.hwc, where, spec.layout, data_layout) if len(raw.x_train)
                else x_test[:0])
     y_test, y_train = raw.y_test.astype(np.int64).ravel(), raw.y_train.astype(np.int64).ravel()
     for y, x in ((y_test, x_test), (y_train, x_train)):

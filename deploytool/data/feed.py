@@ -91,6 +91,10 @@ class Feed:
         return np.concatenate([np.asarray(a, np.float32).reshape(n, -1) for a in self._arrays.values()], axis=1)
 
 
+# What a runtime takes and gives for a batch: one array (a model without a signature) or named arrays.
+Batch = np.ndarray | Feed
+
+
 def feed_sha256(x: "Feed | np.ndarray") -> str:
     """The content hash of a calibration or test set: one array's bytes as artifact.array_sha256 names them (so
     an image model's keys are what they always were), or every named array's name, dtype, shape and bytes."""

@@ -74,6 +74,12 @@ def _array_for(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature, pat
                     f"{_how(sig)}")
 
 
+def _test_array(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature, path: Path) -> np.ndarray:
+    a = _array_for(arrays, t, sig, path, "")
+    assert a is not None  # a missing test array raises
+    return a
+
+
 def _checked(a: np.ndarray, t: TensorSpec, path: Path, member: str) -> np.ndarray:
     """`a` as input `t` takes it: its dtype (integers stay integers), its rank and its fixed dimensions."""
     where = f"{path}: {member} (for input {t.describe()})"
@@ -136,7 +142,7 @@ def _labels(arrays: dict[str, np.ndarray], name: str, n: int, path: Path) -> np.
 def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndarray, Feed | None, np.ndarray]:
     """(test inputs, test labels, calibration inputs or None, their labels) of a signature's model."""
     arrays = load_arrays(path)
-    test = {t.name: _checked(_array_for(arrays, t, sig, path, ""), t, path, t.name) for t in sig.inputs}
+    test = {t.name: _checked(_test_array(arrays, t, sig, path), t, path, t.name) for t in sig.inputs}
     sizes = {n: len(a) for n, a in test.items()}
     if len(set(sizes.values())) > 1:
         raise ShapeError(f"{path}: the inputs hold different numbers of samples {sizes}; give every input the "
@@ -144,9 +150,9 @@ def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndar
     n = next(iter(sizes.values()))
     if n == 0:
         raise DataError(f"{path}: the test set has 0 samples; nothing can be measured on it")
-    train_arrays = {t.name: _array_for(arrays, t, sig, path, "_train") for t in sig.inputs}
+    train_arrays = {t.name: a for t in sig.inputs if (a := _array_for(arrays, t, sig, path, "_train")) is not None}
     train = None
-    if all(a is not None for a in train_arrays.values()):
+    if len(train_arrays) == len(sig.inputs):
         train = Feed({t.name: _preprocessed(_checked(train_arrays[t.name], t, path, f"{t.name}_train"), t, p)
                       for t in sig.inputs})
     feed = Feed({t.name: _preprocessed(test[t.name], t, p) for t in sig.inputs})

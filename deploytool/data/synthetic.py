@@ -50,4 +50,4 @@ def _digits(spec: ModelSpec, data_dir: Path | None) -> RawData:
 
 @register_dataset("synthetic")
 def _synthetic(spec: ModelSpec, data_dir: Path | None) -> RawData:
-    return generate(spec.input_shape, spec.num_classes, seed=spec.train.seed)
+    return generate(spec.hwc, spec.num_classes, seed=spec.train.seed)

@@ -111,7 +111,9 @@ def parse(text: str) -> BenchmarkReport:
         line = raw.rstrip("\r")
         if not line.strip():
             continue
-        level, msg = _PREFIX.match(line).groups()
+        m = _PREFIX.match(line)
+        assert m is not None  # it matches any line
+        level, msg = m.groups()
         msg = msg.strip()
         if level in ("ERROR", "FATAL"):
             r.errors.append(msg)

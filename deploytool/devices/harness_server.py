@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 LOOPBACK = "127.0.0.1"
@@ -264,7 +264,7 @@ def _drain(sock: socket.socket) -> None:
 class _QuietHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a client holding a connection open must not delay exit
 
-    def handle_error(self, request: object, client_address: object) -> None:
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         # A client that hangs up (a closed tab, the browser closed at teardown
         # while a model file was still streaming, a reset) is normal: the
         # stdlib would print its traceback on the user's terminal. Anything
@@ -280,6 +280,7 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
         server_version = "deploytool-harness"
         sys_version = ""
         _linger = False  # set when an answer ends the connection before the request was read
+        raw_requestline: bytes  # set by the stdlib's handle_one_request (typeshed leaves it out)
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # the page's requests are not the user's business

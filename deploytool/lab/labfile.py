@@ -128,11 +128,12 @@ def load_lab(path: str | Path) -> Lab:
     threads = r.get("matrix.threads", list, [1])
     if not threads or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):
         raise r.fail("matrix.threads", "must be a list of whole numbers >= 1")
-    tolerances = {}
+    tolerances: dict[str, tuple[float, float]] = {}
     for metric in data.get("tolerance") or {}:
         if metric not in TOLERANCE_METRICS:
             raise r.fail(f"tolerance.{metric}", f"is unknown; metrics are {', '.join(TOLERANCE_METRICS)}")
-        tolerances[metric] = tuple(r.numbers(f"tolerance.{metric}", 2))
+        passes, fails = r.numbers(f"tolerance.{metric}", 2)
+        tolerances[metric] = (passes, fails)
     reg = Regression(**{k: r.get(f"regression.{k}", float, getattr(Regression(), k))
                         for k in Regression.__dataclass_fields__})
     for k, v in reg.__dict__.items():

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -278,7 +278,7 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
     earlier = [(n.run_id, _by_cell(stored.stored_results(store, ws, n.run_id)))
                for n in _previous_nights(store, lab, run_id)]
     labels = {c.id: c.label for c in cells}
-    truth: dict[str, np.ndarray] = {}
+    truth: dict[str, np.ndarray | None] = {}
     judged = []
     for r in tonight:
         key = (r.environment.get("lab_cell", ""), r.environment.get("lab_host", ""))
@@ -320,7 +320,7 @@ def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
 
 
 def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any,
-             latency_ref: tuple[str, Result], load_aware: bool, nightly: list[float] = ()) -> list[Any]:
+             latency_ref: tuple[str, Result], load_aware: bool, nightly: Sequence[float] = ()) -> list[Any]:
     """Tonight against the last good night `prev`; latency against `latency_ref` (a night and its row), under
     both rows' loads, and against `nightly` (the medians of earlier nights on the trend: a move within their
     spread is the cell's usual night-to-night noise, not a change). Accuracy, memory, size: never by load."""

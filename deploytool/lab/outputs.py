@@ -146,8 +146,8 @@ def trend_svgs(cell: Any, nights: list[Any]) -> str:
                  PALETTE[0], band=([p.p25_ms if p.p25_ms is not None else nan for _, p in pts],
                                    [p.p75_ms if p.p75_ms is not None else nan for _, p in pts]))
     mem = Series("memory MB", xs, [p.memory_bytes / 1e6 if p.memory_bytes else nan for _, p in pts], PALETTE[5])
-    kw = dict(x_label="night", x_fmt=x_fmt, x_log=False, y_log=False, width=330, height=200)
-    return "".join(line_chart([s], title=f"{cell.label}: {s.label}", y_label=s.label, **kw)  # type: ignore[arg-type]
+    return "".join(line_chart([s], title=f"{cell.label}: {s.label}", y_label=s.label, x_label="night", x_fmt=x_fmt,
+                              x_log=False, y_log=False, width=330, height=200)
                    for s in (acc, p50, mem))
 
 

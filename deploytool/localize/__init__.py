@@ -115,7 +115,7 @@ class _Source:
             import torch
 
             weights = Path(self.artifact.path).with_name("weights.pt")
-            self.model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes).eval()
+            self.model = zoo.build_torch(spec.architecture, spec.hwc, spec.num_classes).eval()
             self.model.load_state_dict(torch.load(weights, weights_only=True))
         self._ops = {op.name: (i, op) for i, op in _cut_points(self.plan)}
 
@@ -139,7 +139,7 @@ class _Source:
             from deploytool.zoo.torch_models import ZooNet  # imports torch, like the line above
 
             children = list(self.model.named_children())[: index + 1]
-            sub = ZooNet(self.spec.architecture, self.spec.input_shape, OrderedDict(children)).eval()
+            sub = ZooNet(self.spec.architecture, self.spec.hwc, OrderedDict(children)).eval()
             path = out_dir / "cut.pt2"
             export_torch(sub, tuple(self.artifact.input_shape), path)
             with torch.inference_mode():
@@ -176,6 +176,7 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
     if user is not None:
         x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], user.layout)
         if _traced_in_place(user, result):
+            assert result.artifact is not None  # a row with no file is not traced
             x_art = ctx.dataset.in_layout(ctx.dataset.x_test[idx], result.artifact.layout)
             return _localize_by_trace(ctx, result, loc, x, x_art, stop_at_first)
         source: Any = FileSource(user, x)

@@ -99,7 +99,7 @@ def _trace_onnx(path: Path, x: np.ndarray | Feed) -> Trace:
     return {name: out[name] for name in kinds if name in out}
 
 
-def _trace_tflite(path: Path, x: np.ndarray) -> Trace:
+def _trace_tflite(path: Path, x: np.ndarray | Feed) -> Trace:
     import warnings
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -155,7 +155,7 @@ def _load_keras(path: Path) -> Any:
     return keras.saving.load_model(path, compile=False)
 
 
-def _trace_keras(path: Path, x: np.ndarray) -> Trace:
+def _trace_keras(path: Path, x: np.ndarray | Feed) -> Trace:
     import keras
 
     model = _load_keras(path)
@@ -172,7 +172,10 @@ def _trace_keras(path: Path, x: np.ndarray) -> Trace:
     return {layer.name: (type(layer).__name__, np.asarray(v, np.float32)) for layer, v in zip(layers, outs)}
 
 
-def _trace_saved_model(path: Path, x: np.ndarray) -> Trace:
+def _trace_saved_model(path: Path, x: np.ndarray | Feed) -> Trace:
+    if isinstance(x, Feed):  # its frozen graph is fed through one input tensor
+        raise UnknownOption("a SavedModel with named inputs cannot be traced here; localize a .onnx, .tflite "
+                            "or .keras model")
     return savedmodel.trace(path, x)
 
 
@@ -266,7 +269,7 @@ def aligned_rel_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, str]:
 def compare_traces(source: Trace, converted: Trace) -> list[tuple[Point, float | None]]:
     """Each source value with its relative error in the converted model's trace (None: no value of that
     name and size there, e.g. fused away by a quantizer's graph optimization)."""
-    out = []
+    out: list[tuple[Point, float | None]] = []
     for name, (kind, ref) in source.items():
         got = converted.get(name)
         if got is None or got[1].size != ref.size:

@@ -130,6 +130,8 @@ def _locations(graph: memoryview) -> list[str]:
         for node in _all(g, _GRAPH_NODE):
             for attr in _all(node, _NODE_ATTRIBUTE):
                 for number, v in _fields(attr):
+                    if not isinstance(v, memoryview):  # tensors and graphs are messages, never scalars
+                        continue
                     if number in (_ATTR_T, _ATTR_TENSORS):
                         tensors.append(v)
                     elif number in (_ATTR_G, _ATTR_GRAPHS):

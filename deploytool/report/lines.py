@@ -20,7 +20,7 @@ BASELINE_COLOUR = "#111"
 class Series:
     label: str  # in the legend and each point's tooltip; "" keeps a series out of the legend
     xs: Sequence[float]
-    ys: Sequence[float]
+    ys: Sequence[float | None]  # None: no value at that x (the line has a gap)
     colour: str = PALETTE[0]
     dash: str = ""  # an SVG stroke-dasharray, "" for a solid line
     baseline: bool = False  # the reference (a PC model): thick, black, dashed, diamond markers, drawn last

@@ -7,6 +7,8 @@ value objects; it never runs a model.
 
 from __future__ import annotations
 
+from typing import Iterator, Protocol
+
 import numpy as np
 
 from deploytool.errors import UnknownOption
@@ -120,7 +122,17 @@ def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarra
                            size_bytes=size_bytes, baseline_size_bytes=baseline_size_bytes)
 
 
-def compare_outputs(outputs: dict[str, np.ndarray], baseline: dict[str, np.ndarray], y_true: np.ndarray | None,
+class NamedArrays(Protocol):
+    """Arrays by output name: a dict, or a Feed."""
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __getitem__(self, name: str) -> np.ndarray: ...
+
+
+def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndarray | None,
                     tolerances: dict[str, tuple[float, float]], *, task: str,
                     latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
                     baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,

@@ -37,8 +37,9 @@ def artifact_dir(ctx: RunContext, source: Artifact, combo: Combo) -> Path:
     return ctx.ws.artifact_dir(key)
 
 
-def convert_cached(ctx: RunContext, converter: convert.Converter, src: Source, combo: Combo) -> Artifact:
-    out = artifact_dir(ctx, src.artifact, combo)
+def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifact, combo: Combo) -> Artifact:
+    """`combo`'s artifact made from the `source` model: converted ahead, cached, or converted now."""
+    out = artifact_dir(ctx, source, combo)
     queued = getattr(converter, "wait_for", None)
     art = queued(out) if queued is not None else None  # converted ahead (convert/lanes.py)
     if art is not None:
@@ -48,11 +49,11 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, src: Source, c
         return Artifact.load(meta)
     fresh_dir(out)
 
-    if convert.plan(src.artifact.format, combo.format, combo.quantize).steps == ("passthrough",):
+    if convert.plan(source.format, combo.format, combo.quantize).steps == ("passthrough",):
         # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
-        return convert.convert(src.artifact, combo.format, combo.quantize, out, None)
-    calib = ctx.dataset.in_layout(ctx.calibration_set, src.artifact.layout)
-    return converter.convert(src.artifact, combo.format, combo.quantize, out, calib)
+        return convert.convert(source, combo.format, combo.quantize, out, None)
+    calib = ctx.dataset.in_layout(ctx.calibration_set, source.layout)
+    return converter.convert(source, combo.format, combo.quantize, out, calib)
 
 
 def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type, tuple]]:
@@ -141,7 +142,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         src = ctx.source(combo.framework)
         r.baseline_framework = src.framework
         t = time.perf_counter()
-        r.artifact = convert_cached(ctx, converter, src, combo)
+        r.artifact = convert_cached(ctx, converter, src.artifact, combo)
         r.times.convert = time.perf_counter() - t
         t = time.perf_counter()
         if baseline_reusable(ctx, combo, r.artifact, src):

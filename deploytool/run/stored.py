@@ -25,13 +25,17 @@ _FILES = ("outputs_path", "latency_path", "bundle")
 def for_store(ws: Workspace, result: Result) -> Result:
     """The row as the store keeps it: workspace files by their workspace-relative path, so it means the
     same from any directory and names nothing on this host's disk."""
-    return replace(result, **{k: ws.relative(Path(getattr(result, k))) for k in _FILES if getattr(result, k)})
+    paths: dict[str, Any] = {k: ws.relative(Path(getattr(result, k))) for k in _FILES if getattr(result, k)}
+    return replace(result, **paths)
 
 
 def stored_results(store: ResultStore, ws: Workspace, run_id: str) -> list[Result]:
     """A run's rows from the store, with workspace files resolved to absolute paths."""
-    return [replace(r, **{k: str(ws.absolute(getattr(r, k))) for k in _FILES if getattr(r, k)})
-            for r in store.results_for(run_id)]
+    def resolved(r: Result) -> Result:
+        paths: dict[str, Any] = {k: str(ws.absolute(getattr(r, k))) for k in _FILES if getattr(r, k)}
+        return replace(r, **paths)
+
+    return [resolved(r) for r in store.results_for(run_id)]
 
 
 def save(store: ResultStore, ws: Workspace, result: Result) -> None:

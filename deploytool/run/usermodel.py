@@ -175,7 +175,8 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     dims = [None, *signature.inputs[0].sample_shape]
     num_outputs = int(signature.outputs[0].shape[-1] or 0)
     layout = _layout(dims, fmt, path, opts.layout)
-    hwc = (dims[1], dims[2], dims[3]) if layout == "NHWC" else (dims[2], dims[3], dims[1])
+    sample = tuple(d for d in dims[1:] if d is not None)  # every dimension, fixed (_image_classifier)
+    hwc = (sample[0], sample[1], sample[2]) if layout == "NHWC" else (sample[1], sample[2], sample[0])
     if num_outputs < 2:
         raise ShapeError(f"{path}: the output has {num_outputs} values per sample; deploytool compares classifiers "
                          "(one score per class)")
@@ -183,8 +184,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     if len(labels) != num_outputs:
         raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
     name, digest, dest_dir, dest = _copy_in(path, ws)
-    per_sample = tuple(dims[1:])
-    artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=per_sample,
+    artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=sample,
                         num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},
                         sha256=digest, size_bytes=size_on_disk(dest))
     artifact.save(dest_dir / "artifact.json")

@@ -25,7 +25,8 @@ import struct
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from dataclasses import dataclass, fields
+from typing import Any, Iterator, Mapping, Self
 
 import numpy as np
 
@@ -33,11 +34,11 @@ from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
-from deploytool.data.feed import Feed, layout_of
+from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
 
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "android_harness"
@@ -61,9 +62,53 @@ ELF_NAMES = {(2, 183): "arm64 (aarch64)", (1, 40): "32-bit ARM", (2, 62): "x86-6
 PREBUILT = {"arm64-v8a": "android_aarch64_benchmark_model", "armeabi-v7a": "android_arm_benchmark_model",
             "x86_64": "android_x86_64_benchmark_model", "x86": "android_x86_benchmark_model"}
 
-OPTIONS = {"serial": None, "delegate": "xnnpack", "threads": None, "benchmark_binary": None,
-           "timeout_s": 300.0, "warmup_runs": 10, "warmup_min_secs": 0.2, "latency_runs": 20,
-           "max_batch": 1024, "keep_device_files": False}
+
+
+@dataclass(frozen=True)
+class AndroidOptions(RuntimeOptions):
+    """What one row asks of benchmark_model on the phone. Checked: an unknown key or a value out of range is a
+    typed one-line error naming it; a key given as None takes its default (as from the CLI)."""
+
+    serial: str | None = None  # None: the one attached phone
+    delegate: str = "xnnpack"  # one of DELEGATE_FLAGS
+    threads: int | None = None  # None: benchmark_model's own default
+    benchmark_binary: str | None = None  # a file, or a folder holding the prebuilt binaries (else $ENV_BINARY)
+    timeout_s: float = 300.0  # per benchmark_model process
+    warmup_runs: int = 10
+    warmup_min_secs: float = 0.2
+    latency_runs: int = 20  # timed runs at batch 1, each its own process
+    max_batch: int = 1024  # the largest batch of the accuracy pass
+    keep_device_files: bool = False
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise UnknownOption(f"unknown option(s) for the android runtime: {', '.join(unknown)}; "
+                                f"known: {', '.join(OPTIONS)}")
+        given = {k: v for k, v in options.items() if v is not None}
+        return cls(**given)
+
+    def __post_init__(self) -> None:
+        def set_(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        set_("delegate", str(self.delegate).lower())
+        if self.delegate not in DELEGATE_FLAGS:
+            raise UnknownOption(f"unknown delegate {self.delegate!r}: choose one of {', '.join(DELEGATE_FLAGS)}")
+        set_("threads", None if self.threads is None else int(self.threads))
+        if self.threads is not None and self.threads < 1:
+            raise UnknownOption(f"--threads must be 1 or more, got {self.threads}")
+        set_("timeout_s", float(self.timeout_s))
+        set_("warmup_runs", int(self.warmup_runs))
+        set_("warmup_min_secs", float(self.warmup_min_secs))
+        set_("latency_runs", max(1, int(self.latency_runs)))
+        set_("max_batch", max(1, int(self.max_batch)))
+
+
+# option -> default, the names a caller may pass (the sweep reads which batch option a runtime takes here)
+OPTIONS = {f.name: f.default for f in fields(AndroidOptions)}
+
 # The largest batch of a fixed-batch model's twin: 2,000 samples take 8 benchmark_model processes.
 TWIN_MAX_BATCH = 256
 
@@ -101,25 +146,11 @@ class AndroidRuntime(Runtime):
     name = "benchmark_model"  # its name in runtimes.REGISTRY (`--runtime benchmark_model`)
     formats = ("tflite",)
     in_process = False
+    Options = AndroidOptions
+    options: AndroidOptions
 
     def __init__(self, **options: Any):
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise UnknownOption(f"unknown option(s) for the android runtime: {', '.join(unknown)}; "
-                                f"known: {', '.join(OPTIONS)}")
-        merged = {**OPTIONS, **{k: v for k, v in options.items() if v is not None}}
-        super().__init__(**merged)
-        self.delegate = str(merged["delegate"]).lower()
-        if self.delegate not in DELEGATE_FLAGS:
-            raise UnknownOption(f"unknown delegate {self.delegate!r}: choose one of {', '.join(DELEGATE_FLAGS)}")
-        self.threads = None if merged["threads"] is None else int(merged["threads"])
-        if self.threads is not None and self.threads < 1:
-            raise UnknownOption(f"--threads must be 1 or more, got {self.threads}")
-        self.timeout_s = float(merged["timeout_s"])
-        self.warmup_runs = int(merged["warmup_runs"])
-        self.warmup_min_secs = float(merged["warmup_min_secs"])
-        self.latency_runs = max(1, int(merged["latency_runs"]))
-        self.max_batch = max(1, int(merged["max_batch"]))
+        super().__init__(**options)
         self.device: AndroidDevice | None = None
         self.info: DeviceInfo | None = None
         self.run_dir: str | None = None
@@ -148,7 +179,7 @@ class AndroidRuntime(Runtime):
             raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
                               f"says one sample is {tuple(artifact.input_shape)}")
         explicit = self._explicit_binary()
-        serial = select_devices(self.options["serial"])[0]
+        serial = select_devices(self.options.serial)[0]
         self.device = AndroidDevice(serial)
         self.info = self.device.describe()
         binary = explicit or self._default_binary(self.info)
@@ -172,9 +203,9 @@ class AndroidRuntime(Runtime):
             "benchmark_binary_size_bytes": binary.stat().st_size,
             "benchmark_binary_kind": kind,
             "benchmark_binary_pushed": pushed,
-            "delegate": self.delegate,
-            "delegate_flags": " ".join(DELEGATE_FLAGS[self.delegate]),
-            "threads": self.threads if self.threads is not None else "default",
+            "delegate": self.options.delegate,
+            "delegate_flags": " ".join(DELEGATE_FLAGS[self.options.delegate]),
+            "threads": self.options.threads if self.options.threads is not None else "default",
         }
 
     def _bind(self, artifact: Artifact) -> None:
@@ -196,7 +227,7 @@ class AndroidRuntime(Runtime):
     def _explicit_binary(self) -> Path | None:
         """The binary named by option or env var; None when none is named or
         the name is a folder (then the ABI picks the file in it)."""
-        given = self.options["benchmark_binary"] or os.environ.get(ENV_BINARY)
+        given = self.options.benchmark_binary or os.environ.get(ENV_BINARY)
         if not given:
             return None
         path = Path(given).expanduser()
@@ -208,7 +239,7 @@ class AndroidRuntime(Runtime):
     def _default_binary(self, info: DeviceInfo) -> Path:
         """A folder given by option/env, or android_harness/bin/, holding the
         prebuilt binary under TensorFlow's name for the device's ABI."""
-        given = self.options["benchmark_binary"] or os.environ.get(ENV_BINARY)
+        given = self.options.benchmark_binary or os.environ.get(ENV_BINARY)
         dirs = [Path(given).expanduser()] if given else []
         dirs.append(HARNESS_DIR / "bin")
         names = [PREBUILT[a] for a in (info.abilist or (info.abi,)) if a in PREBUILT] + ["benchmark_model"]
@@ -222,14 +253,30 @@ class AndroidRuntime(Runtime):
             f"(https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/{want}) "
             f"into {HARNESS_DIR / 'bin'}, or pass --benchmark-model PATH / set {ENV_BINARY}=PATH (android_harness/README.md)")
 
+    # ---- what _load set up (the hooks below run only after it) ----------
+    @property
+    def _phone(self) -> AndroidDevice:
+        assert self.device is not None, "load() first"
+        return self.device
+
+    @property
+    def _phone_info(self) -> DeviceInfo:
+        assert self.info is not None, "load() first"
+        return self.info
+
+    @property
+    def _tmp_dir(self) -> Path:
+        assert self._tmp is not None, "load() first"
+        return Path(self._tmp.name)
+
     # ---- run ----------------------------------------------------------
-    def _quantized(self, inputs: np.ndarray | Feed) -> list[np.ndarray]:
+    def _quantized(self, inputs: Batch) -> list[np.ndarray]:
         """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
         if isinstance(inputs, Feed):
             return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
         return [self._in[0].quantize(inputs)]
 
-    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         layout = None
         try:
             q = self._quantized(inputs)
@@ -243,13 +290,14 @@ class AndroidRuntime(Runtime):
             self._cleanup()
             raise
         env = dict(self._env)
-        env.update(accuracy_batch_size=batch, latency_runs=self.latency_runs, warmup_runs=self.warmup_runs,
-                   warmup_min_secs=self.warmup_min_secs)
-        env.update(load_environment(busy, self.info.cpu_cores))
-        note = busy_note(busy, self.threads or 1, self.info.cpu_cores, where=f"the phone {self.info.serial}")
+        env.update(accuracy_batch_size=batch, latency_runs=self.options.latency_runs, warmup_runs=self.options.warmup_runs,
+                   warmup_min_secs=self.options.warmup_min_secs)
+        info = self._phone_info
+        env.update(load_environment(busy, info.cpu_cores))
+        note = busy_note(busy, self.options.threads or 1, info.cpu_cores, where=f"the phone {info.serial}")
         notes = self._notes + ([note] if note else []) + [
-            f"latency_ms: {self.latency_runs} timed runs at batch 1 on {self.info.serial}, each the single timed "
-            f"run of its own benchmark_model process after {self.warmup_runs} warm-up runs",
+            f"latency_ms: {self.options.latency_runs} timed runs at batch 1 on {info.serial}, each the single timed "
+            f"run of its own benchmark_model process after {self.options.warmup_runs} warm-up runs",
         ]
         return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
                        first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes,
@@ -270,15 +318,15 @@ class AndroidRuntime(Runtime):
                      samples: list[np.ndarray] | None = None) -> list[str]:
         """benchmark_model's flags for the file's inputs, in its order: names, shapes at `batch` (a dimension the
         model leaves open takes the data's, from `samples`), one value file each."""
-        shapes = [(batch, *(s.shape[1:] if samples is not None else t.shape[1:]))
-                  for t, s in zip(self._in, samples or [None] * len(self._in))]
+        given: list[np.ndarray | None] = list(samples) if samples else [None] * len(self._in)
+        shapes = [(batch, *(s.shape[1:] if s is not None else t.shape[1:])) for t, s in zip(self._in, given)]
         pairs = [f"{t.name.replace(':', '::')}:{f}" for t, f in zip(self._in, value_files)]  # its escape for ':'
         flags = [f"--graph={graph or self.model_name}", f"--input_layer={','.join(t.name for t in self._in)}",
                  f"--input_layer_shape={':'.join(','.join(str(d) for d in s) for s in shapes)}",
                  f"--input_layer_value_files={','.join(pairs)}"]
-        flags += DELEGATE_FLAGS[self.delegate]
-        if self.threads is not None:
-            flags.append(f"--num_threads={self.threads}")
+        flags += DELEGATE_FLAGS[self.options.delegate]
+        if self.options.threads is not None:
+            flags.append(f"--num_threads={self.options.threads}")
         return flags
 
     def _batch_ladder(self, q: list[np.ndarray]) -> list[tuple[str, int]]:
@@ -286,7 +334,7 @@ class AndroidRuntime(Runtime):
         input; a batch twin only for a single input)."""
         n = len(q[0])
         declared = int(self._in[0].shape[0]) if self._in[0].shape else 1
-        ladder = [min(n, self.max_batch), declared if 1 < declared <= n else 1, 1]
+        ladder = [min(n, self.options.max_batch), declared if 1 < declared <= n else 1, 1]
         batches = sorted(set(ladder), reverse=True)
         twin = self._batch_twin(q[0]) if batches[0] > 1 and len(q) == 1 else None
         if twin is not None:
@@ -296,12 +344,12 @@ class AndroidRuntime(Runtime):
     def _batch_twin(self, q: np.ndarray) -> tuple[str, int] | None:
         """A model whose batch of 1 is baked in would take one benchmark_model process per sample: push its
         batch-N twin (runtimes/tflite_twin.py) for the accuracy pass, once the host has checked it."""
-
+        assert self.artifact is not None
         path = self.artifact.path
         if not tflite_twin.needs_twin(path):
             return None
-        batch = min(len(q), self.max_batch, TWIN_MAX_BATCH)
-        local = Path(self._tmp.name) / f"twin_b{batch}.tflite"
+        batch = min(len(q), self.options.max_batch, TWIN_MAX_BATCH)
+        local = self._tmp_dir / f"twin_b{batch}.tflite"
         try:
             twin = tflite_twin.make_twin(path, batch, local)
         except (ValueError, OSError) as e:
@@ -315,7 +363,7 @@ class AndroidRuntime(Runtime):
             return None
         name = f"twin_b{batch}_{self.model_name}"
         with self._device_faults("pushing the batch twin"):
-            self.device.push(local, f"{self.run_dir}/{name}")
+            self._phone.push(local, f"{self.run_dir}/{name}")
         self._notes.append(
             f"the model's batch of 1 is fixed (a Reshape holds it), so the accuracy pass ran its batch-{batch} twin: "
             f"the same file with {twin.reshapes} Reshape target shape(s) and the input's batch set to {batch}, "
@@ -332,15 +380,15 @@ class AndroidRuntime(Runtime):
             with self._device_faults("running the test set"):
                 for a, name in zip(q, files):
                     padded = np.concatenate([a, np.zeros((k * b - n, *a.shape[1:]), a.dtype)]) if k * b > n else a
-                    local = Path(self._tmp.name) / name
+                    local = self._tmp_dir / name
                     padded.tofile(local)
-                    self.device.push(local, f"{self.run_dir}/{name}")
+                    self._phone.push(local, f"{self.run_dir}/{name}")
                 args = ["sh", self.driver_remote, "batches", k, ",".join(str(b * a[0].nbytes) for a in q),
-                        ",".join(files), "outputs.bin", _secs(self.timeout_s), "--", self.bin_remote,
+                        ",".join(files), "outputs.bin", _secs(self.options.timeout_s), "--", self.bin_remote,
                         *self._model_flags(b, _files("batch_in", len(q)), graph, q),
                         "--output_filepath=batch_out.bin", "--num_runs=1", "--min_secs=0",
                         "--warmup_runs=0", "--warmup_min_secs=0"]
-                r = self.device.shell(args, cwd=self.run_dir, timeout_s=k * (self.timeout_s + 5) + 10,
+                r = self._phone.shell(args, cwd=self.run_dir, timeout_s=k * (self.options.timeout_s + 5) + 10,
                                       what="running the test set")
             report = bo.parse(r.output)
             last_rung = i == len(ladder) - 1
@@ -351,9 +399,9 @@ class AndroidRuntime(Runtime):
                     continue
                 raise self._failure(r, report, f"the test set in batches of {b}")
             self._check_delegate(report)
-            local_out = Path(self._tmp.name) / "outputs.bin"
+            local_out = self._tmp_dir / "outputs.bin"
             with self._device_faults("fetching the outputs"):
-                self.device.pull(f"{self.run_dir}/outputs.bin", local_out)
+                self._phone.pull(f"{self.run_dir}/outputs.bin", local_out)
             raw = local_out.read_bytes()
             per_sample = [int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out]
             if len(raw) != k * b * sum(per_sample):
@@ -363,7 +411,7 @@ class AndroidRuntime(Runtime):
                     continue
                 raise StageFailed("runtime_failed", f"benchmark_model wrote {len(raw)} output bytes for {k * b} "
                                   f"samples, expected {k * b * sum(per_sample)} from the model's output shapes")
-            self._env["delegate_applied"] = _applied(report, self.delegate)
+            self._env["delegate_applied"] = _applied(report, self.options.delegate)
             throughput = b / (report.inference_avg_us / 1e6) if report.inference_avg_us else None
             return self._split_outputs(raw, k, b, n), b, throughput
         raise AssertionError("unreachable: the last rung returns or raises")
@@ -387,7 +435,7 @@ class AndroidRuntime(Runtime):
         row's. None when the phone does not say; that never fails the row."""
         script = f"cat /proc/stat; echo {_STAT_MARK}; sleep {LOAD_CHECK_S:g}; cat /proc/stat"
         try:
-            r = self.device.shell(["sh", "-c", script], timeout_s=10, what="reading the phone's CPU load")
+            r = self._phone.shell(["sh", "-c", script], timeout_s=10, what="reading the phone's CPU load")
         except DeviceError:  # a phone that cannot say keeps its row (a lost one fails at the latency runs)
             return None
         before, _, after = r.stdout.partition(_STAT_MARK)
@@ -397,25 +445,24 @@ class AndroidRuntime(Runtime):
         files = _files("sample", len(samples))
         with self._device_faults("measuring latency"):
             for sample, name in zip(samples, files):
-                local = Path(self._tmp.name) / name
+                local = self._tmp_dir / name
                 sample.tofile(local)
-                self.device.push(local, f"{self.run_dir}/{name}")
-            args = ["sh", self.driver_remote, "repeat", self.latency_runs, _secs(self.timeout_s), "--",
+                self._phone.push(local, f"{self.run_dir}/{name}")
+            args = ["sh", self.driver_remote, "repeat", self.options.latency_runs, _secs(self.options.timeout_s), "--",
                     self.bin_remote, *self._model_flags(1, files, samples=samples), "--num_runs=1", "--min_secs=0",
-                    f"--warmup_runs={self.warmup_runs}", f"--warmup_min_secs={self.warmup_min_secs:g}",
+                    f"--warmup_runs={self.options.warmup_runs}", f"--warmup_min_secs={self.options.warmup_min_secs:g}",
                     "--report_peak_memory_footprint=true"]
-            r = self.device.shell(args, cwd=self.run_dir,
-                                  timeout_s=self.latency_runs * (self.timeout_s + 5) + 10, what="measuring latency")
+            r = self._phone.shell(args, cwd=self.run_dir,
+                                  timeout_s=self.options.latency_runs * (self.options.timeout_s + 5) + 10, what="measuring latency")
         runs = [bo.parse(t) for t in bo.split_runs(r.stdout)]
         if r.exit_code != 0:
             raise self._failure(r, runs[-1] if runs else bo.parse(r.output), "the batch-1 latency runs")
-        if len(runs) != self.latency_runs or not all(x.complete for x in runs):
-            raise StageFailed("runtime_failed", f"benchmark_model's latency output on {self.info.serial} is incomplete "
-                              f"({sum(x.complete for x in runs)} of {self.latency_runs} runs reported timings)")
+        if len(runs) != self.options.latency_runs or not all(x.complete for x in runs):
+            raise StageFailed("runtime_failed", f"benchmark_model's latency output on {self._phone_info.serial} is incomplete "
+                              f"({sum(x.complete for x in runs)} of {self.options.latency_runs} runs reported timings)")
         for x in runs:
             self._check_delegate(x)
-        latency_ms = np.array([(x.inference.avg_us if x.inference and x.inference.avg_us is not None
-                                else x.inference_avg_us) / 1e3 for x in runs], dtype=np.float64)
+        latency_ms = np.array([_inference_us(x) / 1e3 for x in runs], dtype=np.float64)
         init = [x.init_us for x in runs if x.init_us is not None]
         first = [x.first_inference_us for x in runs if x.first_inference_us]
         memory: dict[str, float] = {}
@@ -440,16 +487,16 @@ class AndroidRuntime(Runtime):
 
     # ---- faults -------------------------------------------------------
     def _check_delegate(self, report: bo.BenchmarkReport) -> None:
-        why = bo.delegate_refusal(report, self.delegate)
+        why = bo.delegate_refusal(report, self.options.delegate)
         if why:
-            raise StageFailed("delegate_refused", f"{why} (device {self.info.serial})")
+            raise StageFailed("delegate_refused", f"{why} (device {self._phone_info.serial})")
 
     def _failure(self, r: ShellResult, report: bo.BenchmarkReport, what: str) -> StageFailed:
-        serial = self.info.serial
+        serial = self._phone_info.serial
         if r.timed_out:
-            return StageFailed("timeout", f"benchmark_model ran past its {_secs(self.timeout_s)} s limit on {serial} "
+            return StageFailed("timeout", f"benchmark_model ran past its {_secs(self.options.timeout_s)} s limit on {serial} "
                                f"while running {what}; it was killed")
-        why = bo.delegate_refusal(report, self.delegate)
+        why = bo.delegate_refusal(report, self.options.delegate)
         if why:
             return StageFailed("delegate_refused", f"{why} (device {serial})")
         out = r.output
@@ -475,7 +522,7 @@ class AndroidRuntime(Runtime):
 
     def _cleanup(self) -> None:
         """Remove this run's folder on the device (the binary stays for reuse)."""
-        if self.device is not None and self.run_dir and not self.options["keep_device_files"]:
+        if self.device is not None and self.run_dir and not self.options.keep_device_files:
             run_dir, self.run_dir = self.run_dir, None
             try:
                 self.device.remove(run_dir)
@@ -499,6 +546,14 @@ def _applied(report: bo.BenchmarkReport, delegate: str) -> str:
     if name is None:
         return "none (built-in CPU kernels)"
     return report.delegate_applied.get(name, "not reported")
+
+
+def _inference_us(report: bo.BenchmarkReport) -> float:
+    """A complete run's batch-1 inference time: its statistics' average, else its summary's."""
+    if report.inference and report.inference.avg_us is not None:
+        return report.inference.avg_us
+    assert report.inference_avg_us is not None  # what makes a report complete
+    return report.inference_avg_us
 
 
 def _exit_text(code: int) -> str:

@@ -10,13 +10,13 @@ they measured.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, ClassVar, Mapping, Self
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed, OutputLayout, layout_of
+from deploytool.data.feed import Batch, Feed, OutputLayout, layout_of
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
@@ -76,6 +76,37 @@ class Outputs:
         return LatencyStats.from_samples(self.latency_ms)
 
 
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Base of a runtime's typed options (its class's `Options`), built once by `from_dict` from the options a
+    row's target gives (`Target.runtime_options`). By default a key the runtime has no field for is not its
+    business (`timeout_s` is a worker's, `backend` a browser's) and is left out; a runtime that checks its
+    options refuses it in its own `from_dict`."""
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in names})
+
+
+@dataclass(frozen=True)
+class HostOptions(RuntimeOptions):
+    """How an in-process runtime (a host runtime, the PC baseline's) measures (`Runtime._measure`)."""
+
+    threads: int = 1
+    warmup_runs: int = 10
+    latency_samples: int | None = None  # batch-1 timings; None: one per test sample
+    batch_size: int = 256  # of the whole-set pass (a fixed-batch model runs at its own)
+    load_check_s: float = LOAD_CHECK_S  # how long the CPU load is watched before timing
+
+    def __post_init__(self) -> None:
+        # the numbers arrive as whatever the caller held (a numpy int, a TOML float): kept as this class says
+        object.__setattr__(self, "threads", int(self.threads))
+        object.__setattr__(self, "warmup_runs", int(self.warmup_runs))
+        object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "load_check_s", float(self.load_check_s))
+
+
 class Runtime:
     """Base class: `load(artifact)`, `run(inputs) -> Outputs`, `close()`.
 
@@ -86,6 +117,8 @@ class Runtime:
 
     name = "base"
     formats: tuple[str, ...] = ()
+    Options: ClassVar[type[RuntimeOptions]] = HostOptions
+    options: RuntimeOptions
     # In-process runtimes get load time and this process's peak RSS measured by
     # the base class; out-of-process ones (browser, phone) measure their own.
     in_process = True
@@ -95,7 +128,7 @@ class Runtime:
         """Import what `_load` needs (called once in a measuring worker, before any measured span)."""
 
     def __init__(self, **options: Any):
-        self.options = options
+        self.options = self.Options.from_dict(options)
         self.artifact: Artifact | None = None
         self._peak: PeakRss | None = None
         self._load_ms: float | None = None
@@ -113,19 +146,21 @@ class Runtime:
         self._load(artifact)
         self._load_ms = (time.perf_counter() - t0) * 1e3
 
-    def run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def run(self, inputs: Batch) -> Outputs:
         if self.artifact is None:
             raise RuntimeError("load() an artifact before run()")
         if self.artifact.signature is not None:
             out = self._run(self.feed_of(inputs).contiguous())
             return self._finish(out)
+        if isinstance(inputs, Feed):
+            raise TypeError("named inputs (a Feed) need an artifact with a signature")
         expected = tuple(self.artifact.input_shape)
         if tuple(inputs.shape[1:]) != expected:
             raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
         out = self._run(np.ascontiguousarray(inputs, dtype=np.float32))
         return self._finish(out)
 
-    def feed_of(self, inputs: np.ndarray | Feed) -> Feed:
+    def feed_of(self, inputs: Batch) -> Feed:
         """The named inputs of a model with a signature (a single array feeds its one input)."""
         assert self.artifact is not None and self.artifact.signature is not None
         return inputs if isinstance(inputs, Feed) else Feed.one(self.artifact.signature.inputs[0].name, inputs)
@@ -146,7 +181,7 @@ class Runtime:
         """The batch a fixed-batch artifact is run at (None: any batch). Smaller batches are padded to it."""
         return getattr(self, "_fixed_batch", None)
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: Batch) -> Batch:
         """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep).
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
@@ -161,27 +196,27 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _measure(self, predict: Callable[[np.ndarray], np.ndarray], inputs: np.ndarray, batch_size: int,
+    def _measure(self, predict: Callable[[Batch], Batch], inputs: Batch, batch_size: int,
                   environment: dict[str, Any], notes: list[str] | None = None) -> Outputs:
         """The in-process measurement every host runtime shares: batch-1 latency after
         warm-up, then the whole set in batches for outputs and throughput."""
         notes = list(notes or [])
-        threads = int(self.options.get("threads", 1))
-        samples = self.options.get("latency_samples")
+        opts = self.options
+        assert isinstance(opts, HostOptions), f"{self.name} does not measure in this process"
+        threads, samples, warmup = opts.threads, opts.latency_samples, opts.warmup_runs
         busy = None
         if samples is None or samples >= MIN_TIMED_SAMPLES:  # a single untimed run (localize) needs no check
-            busy = cpu_busy_fraction(float(self.options.get("load_check_s", LOAD_CHECK_S)))
+            busy = cpu_busy_fraction(opts.load_check_s)
             note = busy_note(busy, threads)
             if note:
                 notes.append(note)
-        warmup = int(self.options.get("warmup_runs", 10))
         lat, first_ms, k = time_batch1(predict, inputs, warmup, samples)
         if k > 1:
             notes.append(f"latency: one inference takes under 50 µs, so each timer reading timed {k} batch-1 "
                          f"inferences and was divided by {k}; p90/p99 are of those means")
         batches: list[int] = []  # the batched pass's calls, by size (counted outside any timed call)
 
-        def counted(x: np.ndarray) -> np.ndarray:
+        def counted(x: Batch) -> Batch:
             batches.append(len(x))
             return predict(x)
 
@@ -201,10 +236,10 @@ class Runtime:
     def _load(self, artifact: Artifact) -> None:
         raise NotImplementedError
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         raise NotImplementedError
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
+    def _predict(self, x: Batch) -> Batch:
         raise NotImplementedError(f"the {self.name} runtime runs whole sets only")
 
     def _close(self) -> None:

@@ -21,10 +21,10 @@ import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
-from deploytool.runtimes.base import Outputs
+from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import release_free_memory
 
 # What each figure of an isolated measurement is (the report's legend reads these).
@@ -55,14 +55,14 @@ def _init_worker(ref: str) -> None:
     _class(ref).import_framework()
 
 
-def _class(ref: str):
+def _class(ref: str) -> type[Runtime]:
     import importlib
 
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
 
 
-def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
     """In the worker: one load + run, its memory taken above the idle RSS just before it.
 
     The model is first loaded and run once on a few samples, unmeasured: a runtime initialises itself
@@ -93,7 +93,7 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: np.n
     return out
 
 
-def _ref(cls: type) -> str:
+def _ref(cls: type[Runtime]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
@@ -110,7 +110,7 @@ class RuntimeWorkers:
             self.started += 1
         return self._workers[ref]
 
-    def warm(self, cls: type) -> None:
+    def warm(self, cls: type[Runtime]) -> None:
         """Start `cls`'s worker now (its framework imported), without waiting: a run starts its rows'
         workers while the conversions finish, so no row pays a framework's import."""
 
@@ -118,7 +118,7 @@ class RuntimeWorkers:
         if ref not in self._workers:
             self._worker(ref).start()
 
-    def measure(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+    def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
             return self._worker(ref).call(_measure, ref, dict(options), artifact, inputs, timeout=timeout_s)
@@ -154,7 +154,7 @@ def runtime_workers() -> Iterator[RuntimeWorkers]:
         workers.close()
 
 
-def warm_workers(classes: list[type]) -> None:
+def warm_workers(classes: list[type[Runtime]]) -> None:
     """Start the open run's worker of each in-process runtime class in `classes` (see RuntimeWorkers.warm)."""
     if _open is not None:
         for cls in classes:
@@ -162,13 +162,14 @@ def warm_workers(classes: list[type]) -> None:
                 _open.warm(cls)
 
 
-def measure_in_own_process(cls: type, options: dict[str, Any], artifact: Artifact, inputs: np.ndarray) -> Outputs:
+def measure_in_own_process(cls: type[Runtime], options: dict[str, Any], artifact: Artifact,
+                           inputs: Batch) -> Outputs:
     """Load and run `artifact` on runtime `cls` in its worker: the open run's, else one started for this call."""
     with runtime_workers() as workers:
         return workers.measure(cls, options, artifact, inputs)
 
 
-def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: np.ndarray | Feed,
+def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: Batch,
                  **options: Any) -> Outputs:
     """One row's (or the baseline's) load + run: an in-process runtime in its own worker; a browser or a phone,
     which measure their own process, here."""

@@ -8,20 +8,22 @@ say so."""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
+
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.errors import BadModelFile
 from deploytool.modelfiles.signature import match_names
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 
 class KerasRuntime(Runtime):
     name = "keras"
     formats = ("keras", "saved_model")
+    options: HostOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -30,7 +32,7 @@ class KerasRuntime(Runtime):
 
     def _load(self, artifact: Artifact) -> None:
         tf = import_tensorflow()
-        self._threads = pin_tensorflow(int(self.options.get("threads", 1)))
+        self._threads = pin_tensorflow(self.options.threads)
 
         try:
             if artifact.format == "keras":
@@ -55,7 +57,7 @@ class KerasRuntime(Runtime):
         spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
         self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
 
-    def _bind(self, artifact: Artifact, model: object | None) -> None:
+    def _bind(self, artifact: Artifact, model: Any) -> None:  # a keras.Model (untyped), or None: a SavedModel
         """A model with a signature: one traced function taking every named input at its dtype (open
         dimensions stay open) and returning every output by the source's names."""
         tf, sig = self._tf, artifact.signature
@@ -82,18 +84,18 @@ class KerasRuntime(Runtime):
                                reduce_retracing=True)
         self._names = list(specs)
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
             return Feed({n: v.numpy() for n, v in out.items()})
         return self._fn(self._tf.constant(x)).numpy()
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         facts = self._threads
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}
         note = not_pinned_note(facts)
-        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env,
+        return self._measure(self._predict, inputs, self.options.batch_size, env,
                              [f"TensorFlow {note}"] if note else None)
 
     def _close(self) -> None:

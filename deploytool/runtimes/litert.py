@@ -8,16 +8,18 @@ litert-torch's) are fed at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
+from typing import Any, Mapping, Self
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, tensor_quant, io_of, signature_names
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 _FLOATS = ("float32", "float16")
 
@@ -34,9 +36,22 @@ def _failed(e: BaseException, who: str, status: str = "runtime_failed") -> Stage
     return StageFailed(status, f"{who}: {type(e).__name__}: {first[:300]}")
 
 
+@dataclass(frozen=True)
+class LiteRTOptions(HostOptions):
+    """The in-process options; `num_threads` (the interpreter's own word) is taken for `threads`."""
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        if "threads" not in options and "num_threads" in options:
+            options = {**options, "threads": options["num_threads"]}
+        return super().from_dict(options)
+
+
 class LiteRTRuntime(Runtime):
     name = "litert"
     formats = ("tflite",)
+    Options = LiteRTOptions
+    options: LiteRTOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -54,7 +69,7 @@ class LiteRTRuntime(Runtime):
         return _failed(e, f"{self.name} {self._version()}", status)
 
     def _load(self, artifact: Artifact) -> None:
-        self._threads = int(self.options.get("threads", self.options.get("num_threads", 1)))
+        self._threads = self.options.threads
         try:
             self._it = self._interpreter(str(artifact.path), self._threads)
             ins, outs = io_of(self._it)
@@ -118,11 +133,11 @@ class LiteRTRuntime(Runtime):
             raise self._failed(e, "load_failed") from e
 
     def _predict_feed(self, x: Feed) -> Feed:
-        n = len(x)
-        if self._fixed_batch is not None and n != self._fixed_batch:
-            if n > self._fixed_batch:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
-            x = x.map(lambda _, a: np.concatenate([a, np.zeros((self._fixed_batch - n, *a.shape[1:]), a.dtype)]))
+        n, fixed = len(x), self._fixed_batch
+        if fixed is not None and n != fixed:
+            if n > fixed:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
+            x = x.map(lambda _, a: np.concatenate([a, np.zeros((fixed - n, *a.shape[1:]), a.dtype)]))
         wanted = {int(d["index"]): tuple(x[src].shape) for src, d in self._feeds.items()}
         if wanted != self._shapes:  # a new batch size or sequence length: resize every input, then allocate
             for index, shape in wanted.items():
@@ -136,14 +151,15 @@ class LiteRTRuntime(Runtime):
                      for src, d in self._fetches.items()})
 
     def _resize(self, n: int) -> None:
+        assert self.artifact is not None
         self._it.resize_tensor_input(self._in_index, [n, *self.artifact.input_shape], strict=True)
         self._it.allocate_tensors()
         self._batch = n
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             return self._predict_feed(x)
-        n = len(x)
+        n, fed = len(x), x
         if self._resizable:
             if n != self._batch:
                 self._resize(n)
@@ -151,13 +167,14 @@ class LiteRTRuntime(Runtime):
             if n > self._batch:
                 raise ValueError(f"{n} samples given to a model with a fixed batch of {self._batch}")
             # A fixed batch larger than the request: pad with zeros, keep the real rows.
-            x = np.concatenate([x, np.zeros((self._batch - n, *x.shape[1:]), dtype=x.dtype)])
-        self._it.set_tensor(self._in_index, self._in.quantize(x))
+            fed = np.concatenate([x, np.zeros((self._batch - n, *x.shape[1:]), dtype=x.dtype)])
+        self._it.set_tensor(self._in_index, self._in.quantize(fed))
         self._it.invoke()
         return self._out.dequantize(self._it.get_tensor(self._out_index))[:n]
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
-        batch = int(self.options.get("batch_size", 256)) if self._resizable else self._fixed_batch
+    def _run(self, inputs: Batch) -> Outputs:
+        fixed = self._fixed_batch  # None exactly when the batch is resizable
+        batch = self.options.batch_size if fixed is None else fixed
         notes = []
         if not self._resizable:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "

@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 
-Predict = Callable[[np.ndarray], np.ndarray]
+Predict = Callable[[Batch], Batch]
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -167,22 +167,25 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
             f"in use{load} for {threads} thread(s); latency may read high")
 
 
-def run_batched(predict: Predict, inputs: Any, batch_size: int) -> tuple[Any, float]:
+def run_batched(predict: Predict, inputs: Batch, batch_size: int) -> tuple[Batch, float]:
     """Outputs for the whole set in batches; returns (outputs, seconds): one (N, C) float32 array, or the named
     outputs (a Feed) of a model that has a signature."""
-    chunks = []
+    feeds: list[Feed] = []
+    arrays: list[np.ndarray] = []
     t0 = time.perf_counter()
     for i in range(0, len(inputs), batch_size):
         out = predict(inputs[i : i + batch_size])
-        chunks.append(out if isinstance(out, Feed) else np.asarray(out, dtype=np.float32))
+        if isinstance(out, Feed):
+            feeds.append(out)
+        else:
+            arrays.append(np.asarray(out, dtype=np.float32))
     seconds = time.perf_counter() - t0
-    if isinstance(chunks[0], Feed):
-        return Feed.concat(chunks), seconds
-    out = np.concatenate(chunks, axis=0)
-    return out.reshape(len(inputs), -1), seconds
+    if feeds:
+        return Feed.concat(feeds), seconds
+    return np.concatenate(arrays, axis=0).reshape(len(inputs), -1), seconds
 
 
-def time_batch1(predict: Predict, inputs: np.ndarray, warmup_runs: int,
+def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
                 samples: int | None) -> tuple[np.ndarray, float, int]:
     """Batch-1 latency of every sample (or the first `samples`), in ms.
 

@@ -7,16 +7,19 @@ at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Mapping, Self
+
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.modelfiles.signature import match_names
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
-_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
-_TYPES = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+_FLOAT_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+_TYPES: dict[str, type[np.generic]] = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
           "tensor(uint8)": np.uint8, "tensor(int16)": np.int16, "tensor(bool)": np.bool_}
 
 
@@ -25,9 +28,22 @@ def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> S
     return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
 
 
+@dataclass(frozen=True)
+class OnnxRuntimeOptions(HostOptions):
+    """The in-process options; `intra_op_num_threads` (its session's own word) is taken for `threads`."""
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        if "threads" not in options and "intra_op_num_threads" in options:
+            options = {**options, "threads": options["intra_op_num_threads"]}
+        return super().from_dict(options)
+
+
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
     formats = ("onnx",)
+    Options = OnnxRuntimeOptions
+    options: OnnxRuntimeOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -37,7 +53,7 @@ class OnnxRuntime(Runtime):
         import onnxruntime as ort
 
         self._version = ort.__version__
-        self._threads = int(self.options.get("threads", self.options.get("intra_op_num_threads", 1)))
+        self._threads = self.options.threads
         so = ort.SessionOptions()
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
@@ -89,29 +105,29 @@ class OnnxRuntime(Runtime):
         self._output = outs[0]
 
     def _predict_feed(self, x: Feed) -> Feed:
-        n = len(x)
-        if self._fixed_batch is not None and n != self._fixed_batch:
-            if n > self._fixed_batch:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
-            x = x.map(lambda _, a: np.concatenate([a, np.zeros((self._fixed_batch - n, *a.shape[1:]), a.dtype)]))
+        n, fixed = len(x), self._fixed_batch
+        if fixed is not None and n != fixed:
+            if n > fixed:
+                raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
+            x = x.map(lambda _, a: np.concatenate([a, np.zeros((fixed - n, *a.shape[1:]), a.dtype)]))
         feed = {model: x[src].astype(self._dtypes[model], copy=False) for src, model in self._inputs.items()}
         wanted = list(self._outputs.values())
         got = self._sess.run(wanted, feed)
         return Feed({src: np.asarray(a)[:n] for src, a in zip(self._outputs, got)})
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             return self._predict_feed(x)
-        n = len(x)
+        n, fed = len(x), x
         if self._fixed_batch is not None and n != self._fixed_batch:
             if n > self._fixed_batch:
                 raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
-            x = np.concatenate([x, np.zeros((self._fixed_batch - n, *x.shape[1:]), dtype=x.dtype)])
-        out = self._sess.run([self._output.name], {self._input.name: x.astype(self._dtype, copy=False)})[0]
+            fed = np.concatenate([x, np.zeros((self._fixed_batch - n, *x.shape[1:]), dtype=x.dtype)])
+        out = self._sess.run([self._output.name], {self._input.name: fed.astype(self._dtype, copy=False)})[0]
         return np.asarray(out, dtype=np.float32)[:n]
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
-        batch = self._fixed_batch or int(self.options.get("batch_size", 256))
+    def _run(self, inputs: Batch) -> Outputs:
+        batch = self._fixed_batch or self.options.batch_size
         notes = []
         if self._fixed_batch is not None:
             notes.append(f"the model has a fixed batch of {self._fixed_batch}: the whole set ran "

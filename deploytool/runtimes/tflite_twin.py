@@ -139,7 +139,7 @@ def _batch_one_reshapes(model) -> list:
     return found
 
 
-def _int_dtype(tensor) -> type:
+def _int_dtype(tensor) -> type[np.signedinteger]:
     from ai_edge_litert import schema_py_generated as schema
 
     return np.int64 if tensor.type == schema.TensorType.INT64 else np.int32

@@ -5,12 +5,11 @@ busy small machine OpenMP spinning makes more threads slower)."""
 
 from __future__ import annotations
 
-import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.pt2 import import_reader, load_program
-from deploytool.runtimes.base import Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 
 def load_exported(path: str):
@@ -22,6 +21,7 @@ def load_exported(path: str):
 class TorchRuntime(Runtime):
     name = "torch"
     formats = ("torch",)
+    options: HostOptions
 
     @classmethod
     def import_framework(cls) -> None:
@@ -31,20 +31,20 @@ class TorchRuntime(Runtime):
         import torch
 
         self._torch = torch
-        self._threads = int(self.options.get("threads", 1))
+        self._threads = self.options.threads
         torch.set_num_threads(self._threads)
         self._module = load_exported(str(artifact.path))
 
-    def _predict(self, x: np.ndarray | Feed) -> np.ndarray | Feed:
+    def _predict(self, x: Batch) -> Batch:
         with self._torch.inference_mode():
             if not isinstance(x, Feed):
                 return self._module(self._torch.from_numpy(x)).numpy()
+            assert self.artifact is not None and self.artifact.signature is not None
             sig = self.artifact.signature
-            assert sig is not None
             out = self._module(*[self._torch.from_numpy(x[n]) for n in sig.input_names])
             outs = out if isinstance(out, (list, tuple)) else [out]
             return Feed({n: o.numpy() for n, o in zip(sig.output_names, outs)})
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
-        return self._measure(self._predict, inputs, int(self.options.get("batch_size", 256)), env)
+        return self._measure(self._predict, inputs, self.options.batch_size, env)

@@ -22,14 +22,15 @@ import json
 import secrets
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Self
 from urllib.parse import quote, unquote
 
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Feed, layout_of
+from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
 from deploytool.errors import BadModelFile, StageFailed, UnknownOption
@@ -37,13 +38,56 @@ from deploytool.modelfiles.onnx_external import external_locations
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, tflite_tensors
-from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
+from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
 from deploytool.runtimes.web_session import WebSession
 
 BACKENDS = ("wasm", "cpu", "webgl")
 DEFAULT_THREADS = 1
-OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size", "session")
+
+
+@dataclass(frozen=True)
+class WebOptions(RuntimeOptions):
+    """What one row asks of the browser. Checked: an unknown key or a value out of range is a typed one-line
+    error naming it; a key given as None takes its default (as from the CLI)."""
+
+    backend: str = "wasm"  # one of BACKENDS
+    threads: int = DEFAULT_THREADS
+    warmup_runs: int = 10
+    latency_samples: int | None = None  # None: one per test sample
+    timeout_s: float = 600.0
+    batch_size: int = 64  # of the whole-set pass in the page
+    session: WebSession | None = None  # the run's shared browser and server; None: this row's own
+
+    @classmethod
+    def from_dict(cls, options: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise UnknownOption(f"web runtime has no option {', '.join(unknown)}; "
+                                f"options are {', '.join(OPTIONS)}")
+        return cls(**{k: v for k, v in options.items() if v is not None})
+
+    def __post_init__(self) -> None:
+        def set_(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        set_("backend", str(self.backend))
+        if self.backend not in BACKENDS:
+            raise UnknownOption(f"unknown web backend {self.backend!r}; backends are {', '.join(BACKENDS)}")
+        set_("threads", int(self.threads))
+        set_("warmup_runs", int(self.warmup_runs))
+        set_("latency_samples", None if self.latency_samples is None else int(self.latency_samples))
+        set_("batch_size", int(self.batch_size))
+        set_("timeout_s", float(self.timeout_s))
+        if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
+                or (self.latency_samples is not None and self.latency_samples < 1):
+            raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
+                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
+        if self.session is not None and not isinstance(self.session, WebSession):
+            raise UnknownOption("web runtime option session must be a WebSession")
+
+
+OPTIONS = tuple(f.name for f in fields(WebOptions))  # the names a caller may pass
 
 def _tfjs_signature(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """A TF.js graph model's signature (model.json): input and output keys, each with its tensor's name."""
@@ -54,25 +98,18 @@ def _tfjs_signature(path: Path) -> tuple[dict[str, str], dict[str, str]]:
             {k: v.get("name", k) for k, v in (sig.get("outputs") or {}).items()})
 
 
-def _one_line(text: str, limit: int = 600) -> str:
+def _one_line(text: object, limit: int = 600) -> str:
     text = str(text).split("Call log:")[0]
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class WebRuntime(Runtime):
-    """Runs an artifact in headless Chromium. Options:
-
-    backend: "wasm" (default), "cpu" or "webgl" — TF.js graph models only;
-      ONNX runs on onnxruntime-web's wasm and TFLite on tfjs-tflite's wasm.
-    threads: wasm threads, always set explicitly in the page (default 1).
-    warmup_runs: untimed batch-1 runs after the first inference (default 10).
-    latency_samples: how many samples to time at batch 1 (default: all).
-    batch_size: batch for the whole-set run that gives outputs and throughput
-      (default 64; 1 for models whose batch dimension is fixed).
-    timeout_s: limit for loading and for running, each (default 600).
-    session: a `WebSession` whose browser and server this runtime shares
-      (a run's rows do); without one the runtime launches its own.
+    """Runs an artifact in headless Chromium, with its `WebOptions`: the backend (TF.js graph models only; ONNX
+    runs on onnxruntime-web's wasm and TFLite on tfjs-tflite's wasm), wasm threads (always set explicitly in the
+    page), warm-up runs, batch-1 latency samples, the whole-set batch (1 for a fixed batch), a time limit for
+    loading and for running, each, and a `WebSession` whose browser and server it shares (a run's rows do;
+    without one it launches its own).
 
     Memory figures, each named for what it measured: renderer_peak_rss_bytes
     (VmHWM of the Chromium renderer), js_heap_used_bytes (performance.memory:
@@ -84,35 +121,12 @@ class WebRuntime(Runtime):
     name = "web"
     formats = ("tfjs_graph", "onnx", "tflite")
     in_process = False
+    Options = WebOptions
+    options: WebOptions
 
     def __init__(self, **options: Any):
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise UnknownOption(f"web runtime has no option {', '.join(unknown)}; "
-                                f"options are {', '.join(OPTIONS)}")
         super().__init__(**options)
-
-        def opt(name: str, default: Any) -> Any:  # None means "the default", as from the CLI
-            value = options.get(name)
-            return default if value is None else value
-
-        self.backend = str(opt("backend", "wasm"))
-        if self.backend not in BACKENDS:
-            raise UnknownOption(f"unknown web backend {self.backend!r}; backends are {', '.join(BACKENDS)}")
-        self.threads = int(opt("threads", DEFAULT_THREADS))
-        self.warmup_runs = int(opt("warmup_runs", 10))
-        ls = options.get("latency_samples")
-        self.latency_samples = None if ls is None else int(ls)
-        self.batch_size = int(opt("batch_size", 64))
-        self.timeout_s = float(opt("timeout_s", 600.0))
-        if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
-                or (self.latency_samples is not None and self.latency_samples < 1):
-            raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
-                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
-
-        session = options.get("session")
-        if session is not None and not isinstance(session, WebSession):
-            raise UnknownOption("web runtime option session must be a WebSession")
+        session = self.options.session
         self._session: WebSession | None = session
         self._own_session = session is None
         self._browser: Any = None
@@ -140,23 +154,25 @@ class WebRuntime(Runtime):
     # ---- load
     def _load(self, artifact: Artifact) -> None:
         t_start = time.perf_counter()
-        if artifact.format != "tfjs_graph" and self.backend != "wasm":
-            raise StageFailed("unsupported", f"backend={self.backend} applies to TF.js models only; "
+        if artifact.format != "tfjs_graph" and self.options.backend != "wasm":
+            raise StageFailed("unsupported", f"backend={self.options.backend} applies to TF.js models only; "
                                              f"{artifact.format} models run on wasm in the browser")
         if self._own_session:
             self._session = WebSession(find_chromium(), check_harness())
+        session = self._session
+        assert session is not None  # the one given, or this row's own
         model_route, model_url = self._model_route(artifact)
         named = artifact.signature is not None
         if artifact.format == "tflite":
             self._io = self._tflite_io(artifact) if not named else None
             self._tensors = tflite_tensors(str(artifact.path)) if named else None
         with self._faults_end_the_row():
-            self._server = self._session.server()
-            self._root = self._session.harness_root
+            self._server = session.server()
+            self._root = session.harness_root
             self._server.mount(model_route)
             self._mounted = list(model_route)
-            self._browser = self._session.browser()
-            self._timings_ms["browser_launch"] = self._session.take_launch_ms()
+            self._browser = session.browser()
+            self._timings_ms["browser_launch"] = session.take_launch_ms()
             t0 = time.perf_counter()
             # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
             # renderer starts fresh anyway).
@@ -166,10 +182,10 @@ class WebRuntime(Runtime):
             self._page = self._context.new_page()
             self._watch(self._page)
             self._page.goto(f"{self._server.origin}/index.html", wait_until="load",
-                            timeout=self.timeout_s * 1e3)
+                            timeout=self.options.timeout_s * 1e3)
             self._timings_ms["page_open"] = (time.perf_counter() - t0) * 1e3
             self._facts = self._browser.describe(self._page)
-            cfg = {"format": artifact.format, "backend": self.backend, "threads": self.threads,
+            cfg = {"format": artifact.format, "backend": self.options.backend, "threads": self.options.threads,
                    "modelUrl": model_url, "externalData": self._external_data, "named": named}
             if not named:
                 cfg.update(sampleShape=list(artifact.input_shape), inputDtype=self._input_dtype())
@@ -262,7 +278,7 @@ class WebRuntime(Runtime):
         return self._io[0][0].dtype if self._io else "float32"
 
     # ---- run
-    def _blobs(self, inputs: np.ndarray | Feed) -> tuple[list[str], dict[str, Any]]:
+    def _blobs(self, inputs: Batch) -> tuple[list[str], dict[str, Any]]:
         """Each input's bytes served to the page (quantized where the TFLite tensor is int8): their URLs and
         the part of the run's config that describes them."""
         if not isinstance(inputs, Feed):
@@ -280,7 +296,7 @@ class WebRuntime(Runtime):
                           "model": self._in_names[src]})
         return urls, {"inputs": specs, "outputs": self._out_names}
 
-    def _run(self, inputs: np.ndarray | Feed) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
@@ -289,11 +305,11 @@ class WebRuntime(Runtime):
             urls, described = self._blobs(inputs)
             write_ms = (time.perf_counter() - t0) * 1e3
             self._server.clear_results()
-            cfg = {"n": n, "warmupRuns": self.warmup_runs, "latencySamples": self.latency_samples,
-                   "batchSize": self.batch_size, **described}
+            cfg = {"n": n, "warmupRuns": self.options.warmup_runs, "latencySamples": self.options.latency_samples,
+                   "batchSize": self.options.batch_size, **described}
             # what other processes took of this machine's CPUs just before the page's timing (the lab judges
             # latency against it); Chromium's renderer is not running a job meanwhile
-            timed = self.latency_samples is None or self.latency_samples >= MIN_TIMED_SAMPLES
+            timed = self.options.latency_samples is None or self.options.latency_samples >= MIN_TIMED_SAMPLES
             busy = cpu_busy_fraction() if timed else None  # as a host row's check
             t_run = time.perf_counter()
             try:
@@ -346,8 +362,9 @@ class WebRuntime(Runtime):
                                                     f"expected {n} x {size}")
             q = self._tensors.outputs[name] if self._tensors is not None else None
             values = q.dequantize(values) if q is not None and q.quantized else values
-            shape = tuple(d for d in sig.outputs[k].sample_shape) if None not in sig.outputs[k].sample_shape and \
-                int(np.prod(sig.outputs[k].sample_shape or (1,))) == size else (size,)
+            dims = sig.outputs[k].sample_shape
+            fixed = tuple(d for d in dims if d is not None)
+            shape = fixed if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) == size else (size,)
             out[name] = np.ascontiguousarray(values, dtype=np.float32).reshape(n, *shape)
         raw_lat = self._server.take_result("latency")
         if raw_lat is None:
@@ -406,12 +423,12 @@ class WebRuntime(Runtime):
             "runtime_version": f.get("library_version") or versions.get(library, ""),
             "backend": f.get("backend", ""),
             "threads": f.get("threads"),
-            "threads_requested": self.threads,
+            "threads_requested": self.options.threads,
             "wasm_simd_available": f.get("wasm_simd"),
             "wasm_threads_available": f.get("wasm_threads"),
             "cross_origin_isolated": f.get("cross_origin_isolated"),
             "hardware_concurrency": f.get("hardware_concurrency"),
-            "warmup_runs": self.warmup_runs,
+            "warmup_runs": self.options.warmup_runs,
             "latency_samples": res.get("latency_samples"),
             "whole_set_batch_size": res.get("batch_size"),
             # at batch 1 the timed pass's outputs are kept: these samples ran once, not twice
@@ -424,10 +441,10 @@ class WebRuntime(Runtime):
                 env[k] = f[k]
         notes: list[str] = []
         threads = f.get("threads")
-        if f.get("backend") == "wasm" and threads is not None and threads != self.threads:
+        if f.get("backend") == "wasm" and threads is not None and threads != self.options.threads:
             # tfjs-backend-wasm 4.22 ignores setThreadsCount (tensorflow/tfjs#8513):
             # say what ran, not what was asked.
-            notes.append(f"{library} ran {threads} wasm thread(s) although {self.threads} were requested")
+            notes.append(f"{library} ran {threads} wasm thread(s) although {self.options.threads} were requested")
         if f.get("backend") == "webgl":
             renderer = f.get("webgl_renderer") or "unknown"
             env["webgl_renderer"] = renderer
@@ -473,10 +490,10 @@ class WebRuntime(Runtime):
         page.evaluate("([k, c]) => window.harness.start(k, c)", [kind, cfg])
         try:
             page.wait_for_function("() => window.harness.job && window.harness.job.done",
-                                   timeout=self.timeout_s * 1e3, polling=20)
+                                   timeout=self.options.timeout_s * 1e3, polling=20)
         except PlaywrightTimeout as e:
             raise StageFailed("timeout", f"the browser did not finish the {kind} within "
-                                         f"timeout_s={self.timeout_s:g}") from e
+                                         f"timeout_s={self.options.timeout_s:g}") from e
         job = page.evaluate("() => window.harness.job")
         if not job.get("ok"):
             reason = f"browser: {_one_line(job.get('error') or 'unknown error')}"
@@ -510,7 +527,8 @@ class WebRuntime(Runtime):
                     try:
                         context.close()
                     except Exception:  # a context that will not close: the browser goes instead
-                        session.discard_browser()
+                        if session is not None:  # always, when shared
+                            session.discard_browser()
                 elif session is not None:
                     session.discard_browser()
         finally:

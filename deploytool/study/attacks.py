@@ -45,6 +45,7 @@ class AttackSpec:
         if self.attack == "fgsm":
             return {"eps": self.eps, "norm": "inf"}
         if self.attack == "pgd":
+            assert self.eps is not None  # pgd is bounded
             return {"eps": self.eps, "eps_step": self.eps / 4, "max_iter": PGD_STEPS, "norm": "inf",
                     "num_random_init": 0}
         return {"max_iter": DEEPFOOL_STEPS, "nb_grads": DEEPFOOL_CANDIDATES, "epsilon": 1e-6}

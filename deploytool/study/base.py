@@ -89,7 +89,7 @@ def register_study(name: str) -> Callable[[Callable[[argparse.Namespace], int]],
     """The decorator a study module puts on its `run(args) -> int`: registers the module as the study `name`."""
 
     def decorate(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        STUDIES.add(name, sys.modules[run.__module__])  # type: ignore[arg-type]
+        STUDIES.add(name, sys.modules[run.__module__])
         return run
 
     return decorate

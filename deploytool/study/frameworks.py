@@ -240,7 +240,8 @@ def _summary_section(train: dict[str, list[dict[str, Any]]]) -> Section:
 
 
 def _curves_section(train: dict[str, list[dict[str, Any]]]) -> Section:
-    figures, data = [], {}
+    figures: list[str] = []
+    data: dict[str, dict[str, list[float]]] = {}
     for metric, label in (("loss", "training loss"), ("accuracy", "training accuracy"),
                           ("test_accuracy", "test accuracy")):
         lines = []

@@ -106,7 +106,7 @@ class Plan:
         spec = load_spec(model)
         dataset = load_dataset(spec, data_dir)
         raw = load_raw(spec.dataset, spec, data_dir)
-        raw_x = _as_nhwc(raw.x_test, spec.input_shape, spec.dataset)
+        raw_x = _as_nhwc(raw.x_test, spec.hwc, spec.dataset)
         idx = spread(len(raw_x), samples)
         return cls(spec, dataset, np.asarray(raw_x[idx], np.float32), raw.y_test.astype(np.int64).ravel()[idx],
                    expand((framework,), spec.frameworks, "framework"), epochs, data_dir)
@@ -168,7 +168,7 @@ def _int8_segments(ctx: Any, converter: Converter, combos: list, clean: np.ndarr
             continue
         seen.add((c.framework, c.format, c.quantize))
         try:
-            artifact = convert_cached(ctx, converter, Source(c.framework, ctx.source_model(c.framework), None), c)
+            artifact = convert_cached(ctx, converter, ctx.source_model(c.framework), c)
             inp = read_io(str(artifact.path))[0][0]
         except Exception:  # a conversion that fails or a file LiteRT cannot read: its rows report it
             continue

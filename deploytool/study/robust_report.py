@@ -83,7 +83,7 @@ def _charts(recs: list[dict[str, Any]]) -> list[str]:
 
 
 def _gallery(recs: list[dict[str, Any]]) -> str:
-    images = []
+    images: list[tuple[str, int, int, str]] = []
     for r in recs:
         for uri, w, h, caption in r["gallery"]:
             if len(images) < GALLERY_MAX:

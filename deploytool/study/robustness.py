@@ -176,7 +176,10 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
     n = min(req.samples, len(ctx.dataset.x_test))
     clean_x = ctx.dataset.x_test[:n]
     y = ctx.dataset.y_test[:n]
-    x01 = np.stack([ctx.dataset.images(clean_x)[i] for i in range(n)]).astype(np.float32)
+    images = ctx.dataset.images(clean_x)
+    if images is None:
+        raise UnknownOption(f"{req.migrate.model}: attacks perturb images; this model takes named inputs")
+    x01 = np.stack([images[i] for i in range(n)]).astype(np.float32)
     clean_sha = array_sha256(x01)
     request = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "samples": n, "clean_sha256": clean_sha,
                "sources": {fw: ctx.source_id(fw) for fw in frameworks}, "frameworks": frameworks,
@@ -225,6 +228,7 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
                 sets[plan.set_id] = CraftedSet(plan, x01, clean_x, {"sha256": clean_sha, "seconds": 0.0,
                                                                     "cached": True})
             else:
+                assert plan.crafted_on is not None  # an attack is crafted on one framework's model
                 bar.set_postfix_str(f"crafting {plan.set_id}", refresh=True)
                 adv01, facts = load_or_craft(ws, crafters, make_crafter, plan.crafted_on, artifacts[plan.crafted_on],
                                              x01, y, clean_sha, plan.attack)

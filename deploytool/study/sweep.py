@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sys
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,11 +28,11 @@ from deploytool.migrate import requested_targets
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.provenance import host_identity
 from deploytool.result import Combo
-from deploytool.run.context import RunContext, Source
+from deploytool.run.context import RunContext
 from deploytool.run.flags import target_words
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import convert_cached
-from deploytool.runtimes import make_runtime, runtime_class, runtimes_for
+from deploytool.runtimes import Runtime, make_runtime, runtime_class, runtimes_for
 from deploytool.spec import OPTIMIZERS, TrainSpec
 from deploytool.study import sweep_worker
 from deploytool.study.base import StudyRun, register_study
@@ -386,7 +385,7 @@ class _Inference:
             return source
         combo = Combo(unit.framework, unit.format, "none", unit.target, unit.device, unit.backend, unit.runtime)
         # the sweep needs no PC baseline: the source is all the conversion cache reads
-        return convert_cached(ctx, converter, Source(unit.framework, source, None), combo)  # type: ignore[arg-type]
+        return convert_cached(ctx, converter, source, combo)
 
     def _inputs(self, layout: str) -> Path:
         import numpy as np
@@ -399,11 +398,13 @@ class _Inference:
 
     def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save) -> None:
         # TensorFlow sizes its pools once per process: one child per thread count; others: one child for all
-        groups = ([[[t, b]] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
-                  else [[[t, b] for t, b in per_thread.items()]])
+        groups: list[list[tuple[int, list[int]]]] = (  # each: (threads, batches) pairs, as the job takes them
+            [[(t, b)] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
+            else [[(t, b) for t, b in per_thread.items()]])
         for points in groups:
             job = {"kind": "infer", "target": unit.target, "runtime": unit.runtime, "artifact": artifact.to_json(),
                    "inputs": str(self._inputs(artifact.layout)), "budget": asdict(self.budget), "points": points}
+            results: list[dict[str, Any]]
             try:
                 results = run_worker(job, self.ctx.ws.root / "logs" / f"{self.srun.run_id}.log")
             except WorkerFailed as e:
@@ -441,10 +442,10 @@ class _Inference:
                                              "notes": list(out.notes)})
 
 
-def whole_set_batch_option(cls: type) -> str:
+def whole_set_batch_option(cls: type[Runtime]) -> str:
     """The option an out-of-process runtime takes its whole-set batch from: `batch_size` (the browser) or
-    `max_batch` (the phone's accuracy run), as its module's OPTIONS name them."""
-    accepted = getattr(sys.modules[cls.__module__], "OPTIONS", ())
+    `max_batch` (the phone's accuracy run), as its options' dataclass names them."""
+    accepted = {f.name for f in fields(cls.Options)}
     return "batch_size" if "batch_size" in accepted else "max_batch"
 
 

@@ -73,7 +73,7 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
-def time_point(predict: Callable[[np.ndarray], np.ndarray], inputs: np.ndarray, batch: int,
+def time_point(predict: Callable[[np.ndarray], object], inputs: np.ndarray, batch: int,
                budget: PointBudget) -> tuple[list[float], float, float]:
     """Warm up, then time whole batches of `batch` until the budget is met.
     Returns (ms per batch, process CPU seconds, wall seconds) over the timed batches."""

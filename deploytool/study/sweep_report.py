@@ -122,7 +122,7 @@ def _training(measured: list[dict[str, Any]], target: float | None) -> Section:
         series.append(Series(name, elapsed[: len(accuracy)], accuracy, PALETTE[i % len(PALETTE)],
                              DASHES[(i // len(PALETTE)) % len(DASHES)]))
     epochs = sorted({p["epochs"] for p in measured})
-    samples = sorted({p.get("train_samples") for p in measured if p.get("train_samples")})
+    samples = sorted({p["train_samples"] for p in measured if p.get("train_samples")})
     text = (f"Each point trained {'/'.join(map(str, epochs))} epoch(s) on {'/'.join(map(str, samples))} training "
             f"images, seeded, with the manifest's schedule; seconds per epoch exclude the test evaluation after "
             f"each epoch; CPU % is the process's CPU time over those seconds (100 = one core). "

@@ -23,18 +23,20 @@ from deploytool.runtimes import formats_on
 class TargetOptions:
     """Base of a target's typed options: a dataclass whose `from_dict` refuses unknown keys."""
 
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # every subclass is a dataclass
+
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None, target: str = "") -> "TargetOptions":
         values = dict(values or {})
-        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise UnknownOption(f"the {target or 'target'} target has no option {', '.join(unknown)}; "
                                 f"its options are {', '.join(sorted(known)) or 'none'}")
-        return cls(**values)  # type: ignore[call-arg]
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)

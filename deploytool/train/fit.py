@@ -58,7 +58,7 @@ def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     import keras
 
     keras.utils.set_random_seed(spec.train.seed)
-    model = zoo.build_keras(spec.architecture, spec.input_shape, spec.num_classes)
+    model = zoo.build_keras(spec.architecture, spec.hwc, spec.num_classes)
     steps = -(-len(ds.x_train) // spec.train.batch_size)
     lr = spec.train.learning_rate
     if spec.train.schedule == "cosine":
@@ -107,7 +107,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     torch.manual_seed(spec.train.seed)
     if threads is not None:  # the sweep's points; migrate's training is pinned by its worker (deploytool.proc.threads)
         torch.set_num_threads(threads)
-    model = zoo.build_torch(spec.architecture, spec.input_shape, spec.num_classes)
+    model = zoo.build_torch(spec.architecture, spec.hwc, spec.num_classes)
     opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
     layout = "NCHW" if spec.input_kind == "image" else "NHWC"  # a sequence or features are fed as stored
@@ -152,7 +152,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
                         "test_accuracy": float(np.mean(logits.argmax(1) == ds.y_test))})
     if not epochs:
         logits = _torch_logits(model, x_test)
-    h, w, c = spec.input_shape
+    h, w, c = spec.hwc
     sample = (c, h, w) if layout == "NCHW" else spec.model_input_shape
     export_torch(model, sample, path)
     torch.save(model.state_dict(), path.with_name("weights.pt"))

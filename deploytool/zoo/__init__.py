@@ -39,7 +39,8 @@ def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     import_tensorflow()
     from deploytool.zoo import keras_models
 
-    return keras_models.build(arch, plan, tuple(input_hwc))
+    h, w, c = input_hwc
+    return keras_models.build(arch, plan, (h, w, c))
 
 
 def build_torch(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
@@ -47,7 +48,8 @@ def build_torch(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     plan = _checked_plan(arch, input_hwc, num_classes)
     from deploytool.zoo import torch_models
 
-    return torch_models.build(arch, plan, tuple(input_hwc))
+    h, w, c = input_hwc
+    return torch_models.build(arch, plan, (h, w, c))
 
 
 def _framework_of(model) -> str:

@@ -71,14 +71,15 @@ class ResidualBlock(nn.Module):
         self.conv2 = _conv(block.filters, block.filters, 3, 1, 1, False, "he_normal")
         self.bn2 = _bn(block.filters)
         self.relu2 = nn.ReLU()
-        self.proj = self.proj_bn = None
+        self.proj: nn.Module | None = None
+        self.proj_bn: nn.Module | None = None
         if block.stride != 1 or in_ch != block.filters:
             self.proj = _conv(in_ch, block.filters, 1, block.stride, 0, False, "he_normal")
             self.proj_bn = _bn(block.filters)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x)))))
-        shortcut = x if self.proj is None else self.proj_bn(self.proj(x))
+        shortcut = x if self.proj is None or self.proj_bn is None else self.proj_bn(self.proj(x))
         return self.relu2(y + shortcut)
 
 

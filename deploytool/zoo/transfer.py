@@ -41,7 +41,7 @@ def _keras_layers(kmodel: keras.Model) -> dict:
     for layer in kmodel.layers:
         if not layer.weights:
             continue
-        if not isinstance(layer, tuple(k for k, _ in _PAIRS)):
+        if not any(isinstance(layer, k) for k, _ in _PAIRS):
             raise _mismatch(f"Keras layer {layer.name!r} ({type(layer).__name__}) has weights of an unsupported kind")
         layers[layer.name] = layer
     return layers

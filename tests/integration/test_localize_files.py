@@ -76,6 +76,7 @@ def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize:
     result = run_combination(ctx, InProcess(), Combo(ctx.user_artifact.format, fmt, quantize, "host"), run_id, "k")
     assert result.failing, result
     bundle_row(ctx, result, run_id)
+    assert result.bundle, result.bundle_error  # else the localization would land in the working directory
     loc = localize(ctx, result, InProcess())
     attach_to_bundle(loc, Path(result.bundle))
     loc.discard()

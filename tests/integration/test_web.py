@@ -254,7 +254,7 @@ def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
     rt.load(models.tfjs)
     pids = rt.browser_process_ids
     assert any(psutil.pid_exists(p) for p in pids)
-    rt.timeout_s = 0.2  # 20,000 samples on the cpu backend take seconds
+    rt.options = dataclasses.replace(rt.options, timeout_s=0.2)  # 20,000 samples on the cpu backend take seconds
     x = np.repeat(models.inputs, 20_000 // len(models.inputs), axis=0)
     with pytest.raises(StageFailed) as err:
         rt.run(x)
