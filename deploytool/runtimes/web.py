@@ -1,6 +1,11 @@
 """The web runtime: run one artifact on the whole test set in headless Chromium
-(TF.js graph models on the wasm, cpu or webgl backend; ONNX on onnxruntime-web;
-TFLite on tfjs-tflite) and return the same `Outputs` as every other runtime.
+(TF.js graph models on the wasm, cpu, webgl or webgpu backend; ONNX on
+onnxruntime-web's wasm or its WebGPU execution provider; TFLite on
+tfjs-tflite) and return the same `Outputs` as every other runtime. A WebGPU
+row runs in the session's WebGPU browser, records the adapter it got (a
+software one is said to be), the TF.js flags that set how the backend
+computes, and which ONNX nodes fell back from WebGPU to wasm; without an
+adapter it is `unsupported`, with the browser's reason.
 
 Each `load()`/`close()` is one fresh browser context in the browser of a
 `WebSession`: the run's shared one (option `session`, given by the web
@@ -19,6 +24,7 @@ module must not compare outputs or touch the store.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from contextlib import contextmanager
@@ -39,9 +45,18 @@ from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
+from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.runtimes.web_session import WebSession
 
-BACKENDS = ("wasm", "cpu", "webgl")
+BACKENDS = ("wasm", "cpu", "webgl", "webgpu")
+# the backends each format's library offers in the page (TFLite: tfjs-tflite's own wasm)
+FORMAT_BACKENDS = {"tfjs_graph": BACKENDS, "onnx": ("wasm", "webgpu"), "tflite": ("wasm",)}
+NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers none
+# A WebGPU row times this many samples at batch 1 unless told how many: on a software adapter one sample takes
+# 60-280 ms (LeNet-5 on SwiftShader, Chromium 156), so timing a whole test set would take many minutes per row.
+# Every sample's outputs still come from the whole-set pass.
+WEBGPU_LATENCY_SAMPLES = 100
+ORT_LOG_LINE = re.compile(r"\[[VI]:onnxruntime")  # onnxruntime-web's own verbose/info log, not an error
 DEFAULT_THREADS = 1
 OPTIONS = ("backend", "threads", "warmup_runs", "latency_samples", "timeout_s", "batch_size", "session")
 
@@ -63,8 +78,9 @@ def _one_line(text: str, limit: int = 600) -> str:
 class WebRuntime(Runtime):
     """Runs an artifact in headless Chromium. Options:
 
-    backend: "wasm" (default), "cpu" or "webgl" — TF.js graph models only;
-      ONNX runs on onnxruntime-web's wasm and TFLite on tfjs-tflite's wasm.
+    backend: "wasm" (default), "cpu", "webgl" or "webgpu" for TF.js graph
+      models; "wasm" or "webgpu" (the WebGPU execution provider) for ONNX;
+      TFLite runs on tfjs-tflite's wasm.
     threads: wasm threads, always set explicitly in the page (default 1).
     warmup_runs: untimed batch-1 runs after the first inference (default 10).
     latency_samples: how many samples to time at batch 1 (default: all).
@@ -78,7 +94,8 @@ class WebRuntime(Runtime):
     (VmHWM of the Chromium renderer), js_heap_used_bytes (performance.memory:
     JS objects and ArrayBuffers, not wasm memory), wasm_memory_bytes (the
     runtime's wasm heap, where the library exposes it), tfjs_tensor_bytes
-    (tf.memory()), gpu_process_peak_rss_bytes (webgl: SwiftShader's process).
+    (tf.memory()), gpu_process_peak_rss_bytes (webgl, webgpu: the GPU process,
+    SwiftShader's here).
     """
 
     name = "web"
@@ -103,6 +120,9 @@ class WebRuntime(Runtime):
         self.warmup_runs = int(opt("warmup_runs", 10))
         ls = options.get("latency_samples")
         self.latency_samples = None if ls is None else int(ls)
+        self.latency_capped = ls is None and self.backend == "webgpu"
+        if self.latency_capped:
+            self.latency_samples = WEBGPU_LATENCY_SAMPLES
         self.batch_size = int(opt("batch_size", 64))
         self.timeout_s = float(opt("timeout_s", 600.0))
         if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
@@ -140,9 +160,10 @@ class WebRuntime(Runtime):
     # ---- load
     def _load(self, artifact: Artifact) -> None:
         t_start = time.perf_counter()
-        if artifact.format != "tfjs_graph" and self.backend != "wasm":
-            raise StageFailed("unsupported", f"backend={self.backend} applies to TF.js models only; "
-                                             f"{artifact.format} models run on wasm in the browser")
+        offered = FORMAT_BACKENDS.get(artifact.format, ("wasm",))
+        if self.backend not in offered:
+            raise StageFailed("unsupported", f"backend={self.backend} does not run {artifact.format} models in the "
+                                             f"browser; they run on {', '.join(offered)}")
         if self._own_session:
             self._session = WebSession(find_chromium(), check_harness())
         model_route, model_url = self._model_route(artifact)
@@ -155,7 +176,7 @@ class WebRuntime(Runtime):
             self._root = self._session.harness_root
             self._server.mount(model_route)
             self._mounted = list(model_route)
-            self._browser = self._session.browser()
+            self._browser = self._session.browser(webgpu=self.backend == "webgpu")
             self._timings_ms["browser_launch"] = self._session.take_launch_ms()
             t0 = time.perf_counter()
             # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
@@ -378,7 +399,7 @@ class WebRuntime(Runtime):
         rss = self._browser.renderer_peak_rss_bytes(exclude=self._earlier_renderers)
         if rss is not None:
             mem["renderer_peak_rss_bytes"] = float(rss)
-        if self._facts.get("backend") == "webgl":
+        if self._facts.get("backend") in ("webgl", "webgpu"):
             gpu = self._browser.gpu_process_peak_rss_bytes()
             if gpu is not None:
                 mem["gpu_process_peak_rss_bytes"] = float(gpu)
@@ -437,6 +458,11 @@ class WebRuntime(Runtime):
                              "its latency is not a GPU's")
             else:
                 env["gpu"] = renderer
+        notes += self._gpu_environment(env)
+        if self.latency_capped and (res.get("latency_samples") or 0) < (res.get("n") or 0):
+            notes.append(f"latency timed on the first {res['latency_samples']} of {res['n']} samples (a WebGPU row's "
+                         "default: a software adapter takes tens to hundreds of ms per sample); outputs are "
+                         "from every sample")
         if res.get("execution") == "executeAsync":
             env["tfjs_execution"] = "executeAsync"
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
@@ -446,11 +472,35 @@ class WebRuntime(Runtime):
                          "scale/zero point in Python")
         return env, notes
 
+    def _gpu_environment(self, env: dict[str, Any]) -> list[str]:
+        """A WebGPU row's adapter, TF.js flags and ONNX node placement into its environment; what a reader of
+        its numbers must know into notes."""
+        f, notes = self._facts, []
+        if f.get("backend_flags"):
+            env["backend_flags"] = dict(f["backend_flags"])
+        if f.get("backend") != "webgpu":
+            return notes
+        adapter = dict(f.get("webgpu_adapter") or {})
+        env["webgpu_adapter"] = adapter
+        env["gpu"] = adapter_label(adapter)
+        if f.get("webgpu_adapter_tfjs"):
+            env["webgpu_adapter_tfjs"] = dict(f["webgpu_adapter_tfjs"])
+        if f.get("readback"):
+            env["tfjs_readback"] = f["readback"]
+        if is_software_adapter(adapter):
+            notes.append(f"webgpu ran on {adapter_label(adapter)}: a software adapter on the CPU, so its latency "
+                         "is not a GPU's")
+        if f.get("library") == "onnxruntime-web":
+            placed = ort_placement(f.get("ort_placement_log") or [])
+            env["ort_placement"] = placed.to_json()
+            notes.append(placed.sentence())
+        return notes
+
     # ---- the page
     def _watch(self, page: Any) -> None:
         def note(text: str) -> None:
             text = str(text).strip()
-            if text and len(self._console_errors) < 5:  # the first ones are the causes
+            if text and len(self._console_errors) < 5 and not ORT_LOG_LINE.search(text):  # the first: the causes
                 self._console_errors.append(_one_line(text, 300))
 
         def on_console(msg: Any) -> None:
@@ -483,6 +533,8 @@ class WebRuntime(Runtime):
             extra = [m for m in self._console_errors if m and m not in reason]
             if extra:
                 reason += f" (console: {'; '.join(extra[:2])})"
+            if NO_ADAPTER in reason:  # this browser offers WebGPU rows nothing to run on: said, not failed
+                raise StageFailed("unsupported", _one_line(reason[reason.index(NO_ADAPTER):]))
             # The page itself refusing the model is deterministic (final); a crash or time-out is not.
             raise StageFailed("load_failed" if kind == "load" else "runtime_failed", _one_line(reason))
         return job["result"]
@@ -510,9 +562,9 @@ class WebRuntime(Runtime):
                     try:
                         context.close()
                     except Exception:  # a context that will not close: the browser goes instead
-                        session.discard_browser()
+                        session.discard_browser(browser)
                 elif session is not None:
-                    session.discard_browser()
+                    session.discard_browser(browser)
         finally:
             if server is not None:
                 server.unmount(self._mounted)
