@@ -22,10 +22,14 @@ _ADAPTERS: dict[tuple[str, str], dict[str, Any]] = {}  # this process's answers,
 
 
 class WebSession:
-    """Open with `with WebSession() as s:` (or call `close()`); `browser()` and `server()` start on first use."""
+    """Open with `with WebSession() as s:` (or call `close()`); `browser()` and `server()` start on first use.
+    `webgpu_flags`: the extra Chromium flags of the WebGPU rows' browser (tests pass none to see a browser
+    without an adapter)."""
 
-    def __init__(self, executable: Path | str | None = None, harness_root: Path | None = None):
+    def __init__(self, executable: Path | str | None = None, harness_root: Path | None = None,
+                 webgpu_flags: tuple[str, ...] = WEBGPU_FLAGS):
         self.executable = executable
+        self.webgpu_flags = tuple(webgpu_flags)  # what the WebGPU rows' browser is launched with
         self.harness_root = harness_root
         self.launches = 0  # browsers launched so far: 1 for a healthy run, one more after each crash
         self.process_ids: set[int] = set()  # every Chromium process this session ran, for orphan checks
@@ -54,7 +58,7 @@ class WebSession:
                 from playwright.sync_api import sync_playwright
 
                 self._driver = sync_playwright().start()
-            current = Chromium(executable, WEBGPU_FLAGS if webgpu else (), driver=self._driver).launch()
+            current = Chromium(executable, self.webgpu_flags if webgpu else (), driver=self._driver).launch()
             self._browsers[webgpu] = current
             self.launches += 1
             self._last_launch_ms = current.launch_ms
