@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploytool.errors import UnknownOption
+from deploytool.errors import SpecError, UnknownOption
 from deploytool.report.pairs import PairRow, backend_pairs
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.targets import Position, get_target
@@ -97,3 +97,24 @@ def test_a_backend_departs_from_its_wasm_twin():
     close = backend_pairs([_row("wasm", 1.0, 1e-6), _row("webgpu", 1.0, 2e-6)])
     assert close[0].departs == [] and close[0].sentence == ""
     assert backend_pairs([_row("webgpu", 1.0, 2e-6)]) == []  # no wasm twin: nothing to compare
+
+
+def test_a_lab_file_and_the_sweep_take_the_webgpu_words(tmp_path):
+    import argparse
+
+    from deploytool.lab.labfile import load_lab
+    from deploytool.study.sweep import add_cli
+
+    lab_file = tmp_path / "lab.toml"
+    lab_file.write_text('[lab]\nname = "gpu"\n[[models]]\nname = "lenet5"\n[matrix]\nformats = ["onnx", "tfjs"]\n'
+                        'targets = ["web"]\n[target_options.web]\nbackends = ["wasm", "ort:webgpu", "tfjs:webgpu"]\n')
+    web = get_target("web")
+    options = web.options(load_lab(lab_file).target_options["web"])
+    assert backends_for(options.backends, "onnx") == ["wasm", "webgpu"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(lab_file.read_text().replace("tfjs:webgpu", "tfjs:vulkan"))
+    with pytest.raises(SpecError, match="tfjs:vulkan"):  # refused as the lab file is read
+        load_lab(bad)
+    p = argparse.ArgumentParser()
+    add_cli(p)
+    assert web.options(web.options_from_cli(p.parse_args(["--backend", "ort:webgpu"]))).backends == ("ort:webgpu",)
