@@ -7,10 +7,16 @@ row `unsupported` with the browser's reason, not a failure.
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import psutil
 import pytest
 
+from deploytool.bugs.bundle import WEB_REPRODUCER
+from deploytool.devices.harness_server import HarnessServer
+from deploytool.devices.web_harness import check_harness
 from deploytool.errors import StageFailed
 from deploytool.runtimes.web import WebRuntime
 from deploytool.runtimes.web_gpu import is_software_adapter
@@ -18,8 +24,8 @@ from deploytool.runtimes.web_session import WebSession
 
 pytestmark = pytest.mark.browser
 
-N = 24
-TIMED = 6  # a software adapter takes tens to hundreds of ms per sample: a few timed samples are enough here
+N = 16
+TIMED = 4  # a software adapter takes tens to hundreds of ms per sample: a few timed samples are enough here
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +89,41 @@ def test_tfjs_on_webgpu_agrees_with_its_wasm_twin_and_says_where_it_ran(models):
     assert (gpu.outputs.argmax(1) == wasm.outputs.argmax(1)).all()
 
 
-def test_onnxruntime_web_on_webgpu_names_the_nodes_that_fell_back_to_wasm(models):
+def _reproduce(session, folder):
+    """A bundle's reproduce_web.html, served with the harness's node_modules, in the WebGPU rows' browser."""
+    routes = {"/": folder, "/node_modules/": check_harness() / "node_modules"}
+    with HarnessServer(routes) as server:
+        context = session.browser(webgpu=True).new_context()
+        try:
+            page = context.new_page()
+            page.goto(f"{server.origin}/reproduce_web.html", wait_until="load")
+            page.wait_for_function("() => window.reproduction", timeout=120_000, polling=50)
+            return page.evaluate("() => window.reproduction")
+        finally:
+            context.close()
+
+
+def test_onnxruntime_web_on_webgpu_names_the_nodes_that_fell_back_to_wasm(models, tmp_path):
     art = models.for_format("onnx")
     x = models.inputs(art, N)
     with WebSession() as session:
         gpu = _run(session, art, x, "webgpu")
+        wasm = _run(session, art, x, "wasm")
+        # the bundle's browser reproducer on the same file and samples: both backends against wasm's outputs
+        (tmp_path / "model").mkdir()
+        shutil.copy2(art.path, tmp_path / "model" / "model.onnx")
+        shutil.copy2(WEB_REPRODUCER, tmp_path / "reproduce_web.html")
+        (tmp_path / "web.json").write_text(json.dumps({
+            "library": "onnxruntime-web", "backend": "webgpu", "input_shape": list(x.shape[1:]),
+            "model_file": "model.onnx", "max_abs_error_limit": 1e-4}))
+        x[:8].astype(np.float32).tofile(tmp_path / "inputs.bin")
+        wasm.outputs[:8].astype(np.float32).tofile(tmp_path / "expected.bin")
+        shown = _reproduce(session, tmp_path)
+    assert shown["backends"]["wasm"]["max_abs_error"] < 1e-5, shown  # wasm against its own outputs
+    on_gpu = shown["backends"]["webgpu"]
+    departs = float(np.abs(gpu.outputs[:8] - wasm.outputs[:8]).max())
+    assert on_gpu["max_abs_error"] == pytest.approx(departs, rel=1e-3, abs=1e-6), (shown, departs)
+    assert shown["reproduced"] == (departs > 1e-4), shown
     _check_adapter(gpu)
     placed = gpu.environment["ort_placement"]
     assert placed["known"] and placed["webgpu_nodes"] > 0, placed
