@@ -182,16 +182,22 @@ def title_of(sig: Signature, example: Result) -> str:
 def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
     """Each failing row with its signature. A measured row that fails off the host while the same
     (framework, format, quantize) passes on a target that judges itself is the runtime's fault; so is a row of a
-    backend (a browser's webgpu) whose very file passes on the same target's wasm."""
+    backend (a browser's webgpu) whose very file passes on the same target's wasm. A backend's row that departs
+    from its wasm twin (report.pairs.backend_pairs: a point less agreement, 10x the error) is a finding of that
+    runtime even when its own verdict is not failing: the same file computes differently there."""
 
     passes_on_reference = {(r.combo.framework, r.combo.format, r.combo.quantize) for r in results
                            if r.verdict is not None and str(r.verdict) == "pass" and get_target(r.combo.target).judges_itself}
     passes_on_wasm = {(r.combo.target, r.artifact.sha256) for r in results
                       if r.artifact is not None and r.combo.backend == "wasm" and r.verdict is not None
                       and str(r.verdict) == "pass"}
+    departing = {e.label for p in backend_pairs([row_of(r) for r in results]) for e in p.entries
+                 if e.converter in p.departs}
     out = []
     for r in results:
         if not r.failing:
+            if r.combo.label in departing and r.comparison is not None:
+                out.append((r, signature(r, True)))
             continue
         same_file_right = (r.combo.framework, r.combo.format, r.combo.quantize) in passes_on_reference
         twin_right = r.artifact is not None and r.combo.backend not in ("", "wasm") and \
