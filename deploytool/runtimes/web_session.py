@@ -107,12 +107,13 @@ def probe_webgpu_adapter(harness_root: Path | None = None, executable: Path | st
     root = check_harness(harness_root)
     exe = Path(executable or find_chromium())
     key = (str(exe), str(root))
-    if key not in _ADAPTERS:
-        try:
-            with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS) as browser:
-                page = browser.new_page()
-                page.goto(f"{server.origin}/index.html", wait_until="load", timeout=60_000)
-                _ADAPTERS[key] = dict(page.evaluate("() => window.harness.adapter()"))
-        except Exception as e:  # any failure to ask is the answer "none", with its reason
-            _ADAPTERS[key] = {"available": False, "reason": f"the WebGPU browser could not be asked: {e}"[:300]}
+    if key in _ADAPTERS:
+        return dict(_ADAPTERS[key])
+    try:
+        with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS) as browser:
+            page = browser.new_page()
+            page.goto(f"{server.origin}/index.html", wait_until="load", timeout=60_000)
+            _ADAPTERS[key] = dict(page.evaluate("() => window.harness.adapter()"))
+    except Exception as e:  # any failure to ask is the answer "none", with its reason (not kept: ask again)
+        return {"available": False, "reason": f"the WebGPU browser could not be asked: {' '.join(str(e).split())}"[:300]}
     return dict(_ADAPTERS[key])
