@@ -140,3 +140,15 @@ def test_without_an_adapter_a_webgpu_row_is_unsupported_with_the_reason(models):
         with pytest.raises(StageFailed) as e:
             _run(session, art, models.inputs(art, 4), "webgpu")
     assert e.value.status == "unsupported" and e.value.reason.startswith("no WebGPU adapter: "), e.value.reason
+
+
+def test_the_preflight_puts_the_adapter_in_webgpu_rows_keys_only():
+    from deploytool.targets import Position, get_target
+
+    web = get_target("web")
+    found = web.preflight(web.options({"backends": ("wasm", "ort:webgpu")}))
+    adapter = found.identity["webgpu_adapter"]
+    assert adapter and not adapter.startswith("none:"), adapter  # this machine offers SwiftShader's
+    assert web.row_identity(found.identity, Position(backend="webgpu"))["webgpu_adapter"] == adapter
+    assert "webgpu_adapter" not in web.row_identity(found.identity, Position(backend="wasm"))
+    assert "webgpu_adapter" not in web.preflight(web.options({"backends": ("wasm",)})).identity
