@@ -117,7 +117,8 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     asks = TEMPLATE_ASKS.get(owner, [])
     if sig.runtime.endswith(":webgpu"):  # the template's default answer names the CPU; this one ran on WebGPU
         gpu = (meta.get("environment") or {}).get("gpu") or "unknown adapter"
-        asks = [a.replace("execution provider: CPU (wasm in the browser)", "execution provider: WebGPU (browser)")
+        asks = [a.replace("Install: pip (CPU build); API: Python; execution provider: CPU (wasm in the browser)",
+                          "Install: npm (onnxruntime-web); API: JavaScript; execution provider: WebGPU")
                 for a in asks] + [f"Backend: WebGPU on {gpu}; the same file on wasm is right"]
     lines += [f"- {ask}" for ask in asks]
     if owner == "pytorch/pytorch":
