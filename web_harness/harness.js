@@ -1,6 +1,7 @@
 /*
  * The deploytool harness page: load one model in one in-browser runtime
- * (TF.js on wasm/cpu/webgl, onnxruntime-web on wasm, TFLite on tfjs-tflite),
+ * (TF.js on wasm/cpu/webgl/webgpu, onnxruntime-web on wasm or its WebGPU
+ * execution provider, TFLite on tfjs-tflite),
  * fetch the preprocessed test inputs as raw bytes, warm up, time every sample
  * at batch 1, run the whole set for outputs (a model that runs at batch 1
  * only takes the timed samples' outputs from the timed pass), and POST outputs and latencies
@@ -20,9 +21,13 @@
   const LIB = {
     tf: '/lib/tfjs/tf.min.js',
     tfWasm: '/lib/tfjs-backend-wasm/tf-backend-wasm.min.js',
+    tfWebgpu: '/lib/tfjs-backend-webgpu/tf-backend-webgpu.min.js',
     tflite: '/lib/tfjs-tflite/tf-tflite.min.js',
     ort: '/lib/onnxruntime-web/ort.wasm.min.js',
+    ortWebgpu: '/lib/onnxruntime-web/ort.webgpu.min.js',  // the WebGPU EP, with wasm for the ops it lacks
   };
+  // Said when the page has no WebGPU adapter; Python turns it into the row's `unsupported` reason.
+  const NO_ADAPTER = 'no WebGPU adapter: ';
   const WASM_PATH = {
     tfWasm: '/lib/tfjs-backend-wasm/',
     ort: '/lib/onnxruntime-web/',
@@ -68,6 +73,67 @@
       return String(gl.getParameter(ext ? ext.UNMASKED_RENDERER_WEBGL : gl.RENDERER));
     } catch (e) {
       return null;
+    }
+  }
+
+  // The WebGPU adapter the browser offers (what a library asking for one gets): its identity, whether it is a
+  // fallback (software) adapter, and whether it could run float16 shaders. Throws NO_ADAPTER... when there is none.
+  async function webgpuAdapter() {
+    if (!window.isSecureContext) throw new Error(NO_ADAPTER + 'the page is not a secure context');
+    if (!navigator.gpu) throw new Error(NO_ADAPTER + 'navigator.gpu is missing (WebGPU is off in this browser)');
+    let adapter = null;
+    try {
+      adapter = await navigator.gpu.requestAdapter();
+    } catch (e) {
+      throw new Error(NO_ADAPTER + `requestAdapter failed: ${(e && e.message) || e}`);
+    }
+    if (!adapter) throw new Error(NO_ADAPTER + 'navigator.gpu.requestAdapter() returned null');
+    const info = adapter.info || {};
+    return {
+      vendor: info.vendor || '', architecture: info.architecture || '', device: info.device || '',
+      description: info.description || '',
+      is_fallback_adapter: info.isFallbackAdapter === true || adapter.isFallbackAdapter === true,
+      shader_f16: adapter.features.has('shader-f16'),
+      max_storage_buffer_binding_size: adapter.limits.maxStorageBufferBindingSize,
+    };
+  }
+
+  // TF.js flags that decide how a GPU backend computes (precision, packing, what it hands to the CPU), read
+  // from the live env after the backend is set. Only the backend's own flags: evaluating WebGL's from a WebGPU
+  // page opens a WebGL context, which (Chromium 156, SwiftShader) breaks WebGPU buffer reads afterwards.
+  function tfjsFlags(backend) {
+    const prefix = {webgl: 'WEBGL_', webgpu: 'WEBGPU_'}[backend];
+    if (!prefix) return null;
+    const out = {};
+    const names = Object.keys(tf.env().getFlags ? tf.env().getFlags() : {})
+        .concat(Object.keys(tf.env().flagRegistry || {}));
+    for (const k of new Set(names)) {
+      if (!k.startsWith(prefix)) continue;
+      try {
+        const v = tf.env().get(k);
+        out[k] = (typeof v === 'number' && !isFinite(v)) ? String(v) : v;
+      } catch (e) {
+        out[k] = `unreadable: ${(e && e.message) || e}`;
+      }
+    }
+    return out;
+  }
+
+  // onnxruntime-web's wasm prints its log with console.error, bound once when its module starts: a wrapper put
+  // in place before that keeps the lines of a verbose session (and lets everything else through).
+  const ortLog = {on: false, lines: [], installed: false};
+  function captureOrtLog() {
+    if (ortLog.installed) return;
+    ortLog.installed = true;
+    for (const level of ['error', 'warn', 'log']) {
+      const original = console[level].bind(console);
+      console[level] = (...args) => {
+        if (ortLog.on) {
+          if (ortLog.lines.length < 20000) ortLog.lines.push(args.map(String).join(' '));
+          return;  // the verbose session's flood stays in the page
+        }
+        original(...args);
+      };
     }
   }
 
@@ -117,6 +183,11 @@
         tf.wasm.setWasmPaths(WASM_PATH.tfWasm);
         tf.wasm.setThreadsCount(cfg.threads);
       }
+      let adapter = null;
+      if (backend === 'webgpu') {
+        adapter = await webgpuAdapter();  // none: the row is unsupported here, not a failure of TF.js
+        await loadScript(LIB.tfWebgpu);
+      }
       const libraryMs = now() - t0;
       const t1 = now();
       if (!(await tf.setBackend(backend))) throw new Error(`TF.js backend ${backend} failed to initialise`);
@@ -141,9 +212,19 @@
         facts.threads = 1;  // cpu runs on the main thread; webgl on the GPU process
       }
       if (backend === 'webgl') facts.webgl_renderer = webglRenderer();
-      let viaAsync = false;  // a model with control flow (an LSTM's while loop) runs with executeAsync
+      if (backend === 'webgpu') {
+        facts.webgpu_adapter = adapter;
+        const info = tf.backend().adapterInfo;  // what TF.js itself got
+        if (info) facts.webgpu_adapter_tfjs = {vendor: info.vendor || '', architecture: info.architecture || ''};
+      }
+      const flags = tfjsFlags(backend);
+      if (flags) facts.backend_flags = flags;
+      // TF.js's webgpu backend reads results back synchronously (dataSync) through a canvas: on SwiftShader in
+      // Chromium 156 that gave all zeros. Its outputs are read with the asynchronous data() it recommends.
+      let viaAsync = backend === 'webgpu';
+      if (viaAsync) Object.assign(facts, {readback: 'data()', execution: 'async'});  // a model with control flow (an LSTM's while loop) runs with executeAsync
       const runner = {
-        facts, sync: true, usesTfjs: true,
+        facts, sync: !viaAsync, usesTfjs: true,
         goAsync() {
           viaAsync = true;
           runner.sync = false;
@@ -204,7 +285,8 @@
             Object.values(feed).forEach((x) => x.dispose());
           }
           ys = Array.isArray(ys) ? ys : [ys];
-          const outs = ys.map((y) => Float32Array.from(y.dataSync()));
+          const outs = [];
+          for (const y of ys) outs.push(Float32Array.from(await y.data()));
           ys.forEach((y) => y.dispose());
           return outs;
         },
@@ -214,19 +296,43 @@
 
     async onnx(cfg) {
       const t0 = now();
-      await loadScript(LIB.ort);
+      const webgpu = cfg.backend === 'webgpu';
+      const adapter = webgpu ? await webgpuAdapter() : null;
+      if (webgpu) captureOrtLog();  // before the library binds console.error for its wasm log
+      await loadScript(webgpu ? LIB.ortWebgpu : LIB.ort);
       ort.env.wasm.wasmPaths = WASM_PATH.ort;
       ort.env.wasm.numThreads = cfg.threads;
       ort.env.wasm.proxy = false;
       const libraryMs = now() - t0;
       const t2 = now();
       const bytes = await fetchBytes(cfg.modelUrl);
-      const session = await ort.InferenceSession.create(bytes, {
-        executionProviders: ['wasm'], graphOptimizationLevel: 'all',
+      const options = {
+        executionProviders: [webgpu ? 'webgpu' : 'wasm'], graphOptimizationLevel: 'all',
         // Weights kept in files beside the model ({path, data: url}).
         externalData: cfg.externalData || [],
-      });
-      const modelLoadMs = now() - t2;
+      };
+      let placement = null;
+      let placementMs = 0;
+      if (webgpu) {
+        // Which nodes the WebGPU EP took and which fell back to the CPU (wasm) EP: ORT says so only in its
+        // verbose session log ("Node placements"), which then also logs every kernel of every run. So one
+        // session is made with that log to read the placement, and the timed session without it.
+        const tp = now();
+        ortLog.on = true;
+        ortLog.lines = [];
+        try {
+          const probe = await ort.InferenceSession.create(bytes, {...options, logSeverityLevel: 0, logVerbosityLevel: 0});
+          await probe.release();
+        } finally {
+          ortLog.on = false;
+        }
+        placement = ortLog.lines.filter((l) => /VerifyEachNodeIsAssignedToAnEp|GetCapability|fallback/.test(l));
+        ortLog.lines = [];
+        placementMs = now() - tp;
+      }
+      const t3 = now();
+      const session = await ort.InferenceSession.create(bytes, options);
+      const modelLoadMs = now() - t3;
       const inName = session.inputNames[0];
       const outName = session.outputNames[0];
       if (!cfg.named && session.outputNames.length !== 1) {
@@ -238,9 +344,10 @@
       return {
         facts: {
           library: 'onnxruntime-web', library_version: ort.env.versions ? ort.env.versions.web : '',
-          backend: 'wasm', threads: ort.env.wasm.numThreads,
+          backend: webgpu ? 'webgpu' : 'wasm', threads: ort.env.wasm.numThreads,
           batch_dynamic: !(typeof dim0 === 'number' && dim0 > 0),
-          library_load_ms: libraryMs, backend_init_ms: 0, model_load_ms: modelLoadMs,
+          library_load_ms: libraryMs, backend_init_ms: placementMs, model_load_ms: modelLoadMs,
+          ...(webgpu ? {webgpu_adapter: adapter, ort_placement_log: placement, ort_bundle: LIB.ortWebgpu} : {}),
         },
         sync: false, usesTfjs: false,
         wasmMemoryBytes: () => null,  // onnxruntime-web does not expose its wasm instance
@@ -472,6 +579,14 @@
 
   const harness = {
     job: null,
+    // {available: true, vendor, architecture, ...} or {available: false, reason}: what WebGPU rows would get
+    async adapter() {
+      try {
+        return Object.assign({available: true}, await webgpuAdapter());
+      } catch (e) {
+        return {available: false, reason: String((e && e.message) || e).replace(NO_ADAPTER, '')};
+      }
+    },
     start(kind, cfg) {
       const fn = {load, run}[kind];
       const job = {done: false, ok: false, result: null, error: null};

@@ -39,6 +39,11 @@ HOST_RUNTIME = {"tflite": ("litert", "ai-edge-litert"), "onnx": ("onnxruntime", 
 # what reproduce.py needs beyond numpy, by the runtime it uses (the backend-test folder's .pb files need onnx)
 PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx")}
 REPRODUCER = Path(__file__).with_name("files") / "reproduce.py"
+# A browser row on a backend other than wasm (webgpu) is reproduced in a browser, on that backend and on wasm
+WEB_REPRODUCER = Path(__file__).with_name("files") / "reproduce_web.html"
+WEB_LIBRARIES = {"onnxruntime-web": ("onnxruntime-web",),
+                 "@tensorflow/tfjs": ("@tensorflow/tfjs", "@tensorflow/tfjs-backend-wasm",
+                                      "@tensorflow/tfjs-backend-webgpu")}
 
 
 def slug(result: Result) -> str:
@@ -112,10 +117,33 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
             "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions,
             "inputs_file": "inputs.npz" if isinstance(x_test, Feed) else "inputs.npy",
             "output_layout": [[n, list(s)] for n, s in result.output_layout] if result.output_layout else None}
+    meta["web_reproducer"] = _web_reproducer(bundle, result, x_test[idx], np.load(bundle / "expected.npy"), limits)
     (bundle / "bundle.json").write_text(json.dumps(meta, indent=2, default=str))
     shutil.copy2(REPRODUCER, bundle / "reproduce.py")
     (bundle / "README.md").write_text(_readme(meta, command))
     return bundle
+
+
+def _web_reproducer(bundle: Path, result: Result, x: Any, expected: np.ndarray,
+                    limits: dict[str, float]) -> str | None:
+    """A browser row off wasm (webgpu) with one float input: reproduce_web.html and what it reads (web.json,
+    inputs.bin, expected.bin, package.json pinning the libraries that ran); None when it does not apply."""
+    env, art = result.environment, result.artifact
+    library, backend = str(env.get("library") or ""), result.combo.backend
+    if library not in WEB_LIBRARIES or backend in ("", "wasm") or art is None or isinstance(x, Feed):
+        return None
+    versions = env.get("npm_versions") or {}
+    model_path = Path(art.path)
+    cfg = {"library": library, "backend": backend, "input_shape": list(x.shape[1:]),
+           "model_file": model_path.parent.name if model_path.name == "model.json" else model_path.name,
+           "max_abs_error_limit": float(limits.get("max_abs_error", 1e-4)), "gpu": env.get("gpu", "")}
+    (bundle / "web.json").write_text(json.dumps(cfg, indent=2))
+    np.ascontiguousarray(x, np.float32).tofile(bundle / "inputs.bin")
+    np.ascontiguousarray(expected, np.float32).tofile(bundle / "expected.bin")
+    deps = {p: versions.get(p, "") or "*" for p in WEB_LIBRARIES[library]}
+    (bundle / "package.json").write_text(json.dumps({"private": True, "dependencies": deps}, indent=2))
+    shutil.copy2(WEB_REPRODUCER, bundle / "reproduce_web.html")
+    return "reproduce_web.html"
 
 
 def fault_samples(expected: np.ndarray, observed: np.ndarray | None, most: int) -> np.ndarray:
@@ -190,6 +218,11 @@ def _readme(meta: dict[str, Any], command: str) -> str:
                   + (" (exit code 1 when the problem reproduces)." if meta["judges_itself"] else
                      f": it runs the model in {meta['host_runtime']} on this PC, where it is right, and shows what "
                      f"{meta['where']} produced on the same inputs."), ""]
+    if meta.get("web_reproducer"):
+        lines += [f"In a browser, on `{meta['combo'].get('backend')}` and on wasm side by side: `npm install`, "
+                  "`python3 -m http.server --bind 127.0.0.1 8000`, then open "
+                  "http://127.0.0.1:8000/reproduce_web.html in Chromium started with `--enable-unsafe-webgpu` "
+                  "(it shows each backend's max |difference| from `expected.bin` and its top-1 agreement).", ""]
     if meta.get("backend_test"):
         lines += ["`backend_test/` is ONNX's backend-test layout: `model.onnx` and `test_data_set_0/input_0.pb`, "
                   f"`output_0.pb` (the source model's outputs) for the {meta['backend_test']['samples']} sample(s) "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from deploytool.errors import UnknownOption, WorkspaceError
-from deploytool.report.pairs import converter_pairs, row_of
+from deploytool.report.pairs import backend_pairs, converter_pairs, row_of
 from deploytool.result import Result, Status
 from deploytool.runtimes import default_runtime
 from deploytool.store import Finding, ResultStore
@@ -181,15 +181,30 @@ def title_of(sig: Signature, example: Result) -> str:
 
 def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
     """Each failing row with its signature. A measured row that fails off the host while the same
-    (framework, format, quantize) passes on a target that judges itself is the runtime's fault."""
+    (framework, format, quantize) passes on a target that judges itself is the runtime's fault; so is a row of a
+    backend (a browser's webgpu) whose very file passes on the same target's wasm. A backend's row that departs
+    from its wasm twin (report.pairs.backend_pairs: a point less agreement, 10x the error) is a finding of that
+    runtime even when its own verdict is not failing: the same file computes differently there."""
 
     passes_on_reference = {(r.combo.framework, r.combo.format, r.combo.quantize) for r in results
                            if r.verdict is not None and str(r.verdict) == "pass" and get_target(r.combo.target).judges_itself}
+    passes_on_wasm = {(r.combo.target, r.artifact.sha256) for r in results
+                      if r.artifact is not None and r.combo.backend == "wasm" and r.verdict is not None
+                      and str(r.verdict) == "pass"}
+    departing = {e.label for p in backend_pairs([row_of(r) for r in results]) for e in p.entries
+                 if e.converter in p.departs}
     out = []
     for r in results:
         if not r.failing:
+            if r.combo.label in departing and r.comparison is not None:
+                out.append((r, signature(r, True)))
             continue
         same_file_right = (r.combo.framework, r.combo.format, r.combo.quantize) in passes_on_reference
+        twin_right = r.artifact is not None and r.combo.backend not in ("", "wasm") and \
+            (r.combo.target, r.artifact.sha256) in passes_on_wasm
+        if twin_right:  # a load or run fault is the runtime's anyway; an accuracy fault is the backend's
+            out.append((r, signature(r, True)))
+            continue
         blame_runtime = r.comparison is not None and same_file_right and not get_target(r.combo.target).judges_itself
         out.append((r, signature(r, blame_runtime)))
     return out
@@ -213,8 +228,12 @@ def record_run(store: ResultStore, run_id: str, results: list[Result], host_vers
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
 
     # a second converter of the same source that gets it right says which converter is at fault
-    second_opinion = {e.label: p.sentence for p in converter_pairs([row_of(r) for r in results])
-                      for e in p.entries if e.converter in p.departs}
+    pair_rows = [row_of(r) for r in results]
+    second_opinion = {e.label: p.sentence for p in converter_pairs(pair_rows) for e in p.entries
+                      if e.converter in p.departs}
+    # a backend that departs from the same file on wasm says which runtime is at fault
+    second_opinion.update({e.label: p.sentence for p in backend_pairs(pair_rows) for e in p.entries
+                           if e.converter in p.departs})
     touched: dict[str, Finding] = {}
     for r, sig in failing_signatures(results):
         title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")

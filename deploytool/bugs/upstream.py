@@ -114,7 +114,13 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     affected = {p: v for p, v in finding.versions.items() if p in relevant and len(v) > 1}
     if affected:
         lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
-    lines += [f"- {ask}" for ask in TEMPLATE_ASKS.get(owner, [])]
+    asks = TEMPLATE_ASKS.get(owner, [])
+    if sig.runtime.endswith(":webgpu"):  # the template's default answer names the CPU; this one ran on WebGPU
+        gpu = (meta.get("environment") or {}).get("gpu") or "unknown adapter"
+        asks = [a.replace("Install: pip (CPU build); API: Python; execution provider: CPU (wasm in the browser)",
+                          "Install: npm (onnxruntime-web); API: JavaScript; execution provider: WebGPU")
+                for a in asks] + [f"Backend: WebGPU on {gpu}; the same file on wasm is right"]
+    lines += [f"- {ask}" for ask in asks]
     if owner == "pytorch/pytorch":
         lines += ["", "<details><summary>collect_env</summary>", "", *fence(_collect_env()), "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", ""]
@@ -129,6 +135,10 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
                   "`expected.npy` the source model's outputs, `observed.npy` what the faulty part produced."]
     else:
         lines.append("No bundle was written for this finding; run the deploytool command in finding.json.")
+    if "reproduce_web.html" in files:
+        lines += ["", "`reproduce_web.html` runs the same samples in the browser on the backend at fault and on wasm, "
+                  "with only the npm packages of `package.json` (`npm install`, serve the folder on 127.0.0.1, open "
+                  "it in Chromium with `--enable-unsafe-webgpu`)."]
     if "backend_test" in files:
         lines += ["", "`backend_test/` is the same fault in ONNX's backend-test layout (`model.onnx`, "
                   "`test_data_set_0/input_0.pb` and `output_0.pb`, the expected outputs), ready for onnx's "

@@ -38,6 +38,12 @@ CHROMIUM_FLAGS = (
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 )
 
+# Added only for the browser that runs WebGPU rows: a WebGPU adapter on a machine without a GPU driver
+# Chromium trusts (here: SwiftShader's, a software adapter). Measured with Debian's Chromium 156: with these,
+# navigator.gpu.requestAdapter() gives vendor "google", architecture "swiftshader" in a secure context (a page
+# from 127.0.0.1); `--use-angle=vulkan --use-vulkan=swiftshader` instead gave none.
+WEBGPU_FLAGS = ("--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader")
+
 # What the page can say about itself; run in any page of the harness origin.
 _DESCRIBE_JS = """() => {
   const simd = WebAssembly.validate(new Uint8Array([0,97,115,109,1,0,0,0,1,5,1,96,0,1,123,3,2,1,0,10,10,1,8,0,65,0,253,15,253,98,11]));
@@ -155,12 +161,17 @@ def _status_kib(pid: int, field: str) -> int | None:
 
 
 class Chromium:
-    """A headless Chromium with one life: `launch()`, `new_page()`, `close()`."""
+    """A headless Chromium with one life: `launch()`, `new_page()`, `close()`.
 
-    def __init__(self, executable: Path | str | None = None, extra_args: tuple[str, ...] = ()):
+    `driver`: a started Playwright (`sync_playwright().start()`) shared with other browsers of the same thread —
+    Playwright's sync API allows one per thread, so two browsers open at once must share it; its owner stops it.
+    Without one the browser starts and stops a driver of its own."""
+
+    def __init__(self, executable: Path | str | None = None, extra_args: tuple[str, ...] = (), driver: Any = None):
         self.executable = Path(executable) if executable else find_chromium()
         self.extra_args = tuple(extra_args)
         self.launch_ms: float | None = None
+        self._shared_driver = driver
         self._pw: Any = None
         self._browser: Any = None
         self._context: Any = None
@@ -177,15 +188,18 @@ class Chromium:
         me = psutil.Process()
         before = {p.pid for p in me.children(recursive=True)}
         t0 = time.perf_counter()
-        self._pw = sync_playwright().start()
+        driver = self._shared_driver
+        if driver is None:
+            driver = self._pw = sync_playwright().start()
         try:
-            self._browser = self._pw.chromium.launch(
+            self._browser = driver.chromium.launch(
                 executable_path=str(self.executable),
                 headless=True,
                 args=list(CHROMIUM_FLAGS + self.extra_args),
             )
         except Exception:
-            self._pw.stop()
+            if self._pw is not None:
+                self._pw.stop()
             self._pw = None
             raise
         self.launch_ms = (time.perf_counter() - t0) * 1e3

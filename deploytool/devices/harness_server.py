@@ -430,6 +430,7 @@ def library_routes(harness_dir: Path) -> dict[str, Path]:
         "/harness.js": harness_dir / "harness.js",
         "/lib/tfjs/": nm / "@tensorflow" / "tfjs" / "dist",
         "/lib/tfjs-backend-wasm/": nm / "@tensorflow" / "tfjs-backend-wasm" / "dist",
+        "/lib/tfjs-backend-webgpu/": nm / "@tensorflow" / "tfjs-backend-webgpu" / "dist",
         "/lib/tfjs-tflite/": nm / "@tensorflow" / "tfjs-tflite" / "dist",
         "/lib/onnxruntime-web/": nm / "onnxruntime-web" / "dist",
     }

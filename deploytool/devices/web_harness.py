@@ -1,5 +1,5 @@
 """The web harness on disk: web_harness/ (its page, its script and the npm-installed libraries the page loads:
-TF.js with its backends, tfjs-tflite, onnxruntime-web), where it is and whether `npm ci` ran. It serves nothing
+TF.js with its backends (webgpu too), tfjs-tflite, onnxruntime-web and its WebGPU bundle), where it is and whether `npm ci` ran. It serves nothing
 and starts nothing; deploytool.devices.harness_server serves it."""
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ _LIBRARY_FILES = {
     "@tensorflow/tfjs": "dist/tf.min.js",
     "@tensorflow/tfjs-backend-wasm": "dist/tf-backend-wasm.min.js",
     "@tensorflow/tfjs-backend-webgl": "package.json",
+    "@tensorflow/tfjs-backend-webgpu": "dist/tf-backend-webgpu.min.js",
     "@tensorflow/tfjs-tflite": "dist/tf-tflite.min.js",
     "onnxruntime-web": "dist/ort.wasm.min.js",
 }
+# files of a package above that a second bundle of it needs (onnxruntime-web's WebGPU build)
+_EXTRA_FILES = {"onnxruntime-web": ("dist/ort.webgpu.min.js", "dist/ort-wasm-simd-threaded.asyncify.wasm")}
 
 
 def harness_dir() -> Path:
@@ -34,7 +37,8 @@ def check_harness(root: Path | None = None) -> Path:
     if not (root / "index.html").is_file() or not (root / "harness.js").is_file():
         raise HarnessMissing(f"the web harness page is missing in {root}: "
                              f"set {ENV_HARNESS_DIR} to the repository's web_harness/ folder")
-    missing = [pkg for pkg, f in _LIBRARY_FILES.items() if not (root / "node_modules" / pkg / f).is_file()]
+    missing = [pkg for pkg, f in _LIBRARY_FILES.items() if not all(
+        (root / "node_modules" / pkg / g).is_file() for g in (f, *_EXTRA_FILES.get(pkg, ())))]
     if missing:
         raise HarnessMissing(f"{root}/node_modules lacks {', '.join(missing)}: "
                              f"run `make setup` (cd web_harness && npm ci)")

@@ -25,6 +25,7 @@ from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.localize import localize_failures
 from deploytool.provenance import host_facts, host_identity
+from deploytool.report.pairs import backend_pairs, row_of
 from deploytool.result import Combo, Result
 from deploytool.run import stored
 from deploytool.run.context import RunContext
@@ -165,6 +166,7 @@ class _Run:
             self.log(f"run {run_id}: {reused} of {len(combos)} combinations already measured; "
                      f"running the other {len(todo)}")
         in_runtimes = converting = 0.0
+        ran: list[Result] = []
         bar = _progress(todo, ctx.progress)
         converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
         try:
@@ -174,8 +176,9 @@ class _Run:
                     bar.set_postfix_str(combo.label, refresh=True)
 
                     result = run_combination(ctx, converter, combo, run_id, keys[combo])
-                    if result.failing:
+                    if result.failing or departs_from_twin(result, ran):
                         bundle_row(ctx, result, run_id)
+                    ran.append(result)
                     t = time.perf_counter()
                     stored.save(store, ctx.ws, result)
                     result.times.store = time.perf_counter() - t
@@ -310,3 +313,14 @@ def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: st
     for line in ctx.dataset.warnings:
         warn(line)
     return _Run(ctx, store, log).run(combos, run_id, keys)
+
+
+def departs_from_twin(result: Result, earlier: list[Result]) -> bool:
+    """A backend's row (webgpu) that departs from its wasm twin on the same file, measured earlier in this run: a
+    finding of the runtime even when its own verdict passes, so it gets a bug bundle like a failing row."""
+    if result.artifact is None or result.combo.backend in ("", "wasm") or result.comparison is None:
+        return False
+    twins = [r for r in earlier if r.artifact is not None and r.artifact.sha256 == result.artifact.sha256
+             and r.combo.target == result.combo.target and r.combo.backend == "wasm"]
+    return any(result.combo.label in {e.label for e in p.entries if e.converter in p.departs}
+               for p in backend_pairs([row_of(r) for r in (*twins, result)]))

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from deploytool import __version__
 from deploytool.report import figures
-from deploytool.report.pairs import converter_pairs
+from deploytool.report.pairs import backend_of, backend_pairs, converter_pairs
 from deploytool.report.text import (
     MISSING,
     SCHEMA_VERSION,
@@ -241,7 +241,7 @@ def _summary(rows: list["ReportRow"], counts: dict[str, Any]) -> dict[str, Any]:
                   "why": "; ".join(v.broken) if v.status == "measured" else first_line(v.reason, 300)}
                  for v in rows if v.failing or v.regression]
     return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(rows)),
-            "table": _summary_table(rows), "pairs": _pairs(rows),
+            "table": _summary_table(rows), "pairs": _pairs(rows), "backend_pairs": _backend_pairs(rows),
             "statuses": [(s, n, "failing" if s in FAILING_STATUSES else "skip")
                          for s, n in counts["statuses"].items() if s != "measured"]}
 
@@ -250,6 +250,20 @@ def _pairs(rows: list["ReportRow"]) -> list[dict[str, Any]]:
     """Converters of one source side by side (same format, quantization and place)."""
 
     return [{"pair": p, "sentence": p.sentence} for p in converter_pairs(rows)]
+
+
+def _backend_pairs(rows: list["ReportRow"]) -> list[dict[str, Any]]:
+    """One file on wasm and on the target's other backends (webgpu), with where each ran (the WebGPU adapter)."""
+    by_label = {r.label: r for r in rows}
+    out = []
+    for p in backend_pairs(rows):
+        lines = []
+        for e in p.entries:
+            r = by_label[e.label]
+            lines.append({"e": e, "gpu": r.environment.get("gpu") or "", "p50_ms": r.p50_ms,
+                          "backend": backend_of(r)[1]})
+        out.append({"pair": p, "lines": lines, "sentence": p.sentence})
+    return out
 
 
 def _summary_table(rows: list["ReportRow"]) -> Markup:

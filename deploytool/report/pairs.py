@@ -2,6 +2,9 @@
 the same artifact format with the same quantization and run in the same place
 by different converters (TFLite from litert-torch and from onnx2tf, ...),
 side by side, and which of them departs from the source model's own outputs.
+Backends likewise: the rows of one converted file (by content) run on several
+backends of one target (a browser's wasm and webgpu), and which backend
+departs from its wasm twin.
 It reads rows — `ReportRow`s as report.summary_rows makes them, or the
 `PairRow`s `row_of` makes of Results (findings) — and judges nothing anew:
 agreement and accuracy are the rows' own numbers.
@@ -146,6 +149,87 @@ def _departing(entries: list[PairEntry]) -> list[str]:
         return []
     best = max(e.agreement for e in scored)
     return [e.converter for e in scored if 100 * (best - e.agreement) >= DEPART_POINTS]
+
+
+@dataclass
+class BackendPair:
+    """One file on several backends of one target: the wasm row and the others, each against the source."""
+
+    framework: str
+    artifact_format: str
+    quantize: str
+    target: str
+    entries: list[PairEntry] = field(default_factory=list)  # `converter` holds the backend here
+    departs: list[str] = field(default_factory=list)  # backends whose outputs depart where wasm's do not
+
+    @property
+    def sentence(self) -> str:
+        if not self.departs:
+            return ""
+        ref = next(e for e in self.entries if e.converter == REFERENCE_BACKEND)
+        bad = [e for e in self.entries if e.converter in self.departs]
+        said = ", ".join(f"{e.converter} ({_describe(e)})" for e in bad)
+        return f"{said} departs from the same file on wasm ({_describe(ref)})"
+
+
+REFERENCE_BACKEND = "wasm"
+
+
+def backend_of(row: PairSource) -> tuple[str, str]:
+    """`web:webgpu@dev` -> ("web", "webgpu")."""
+    where = row.where.split("@")[0]
+    target, _, backend = where.partition(":")
+    return target, backend
+
+
+def backend_pairs(rows: Sequence[PairSource]) -> list[BackendPair]:
+    """Rows of the same converted file (its sha256) on the wasm backend and on others of the same target."""
+    groups: dict[tuple[str, str, str], list[PairSource]] = {}
+    for r in rows:
+        target, backend = backend_of(r)
+        sha = r.artifact.get("sha256")
+        if backend and sha:
+            groups.setdefault((r.framework, sha, target), []).append(r)
+    pairs = []
+    for (framework, _sha, target), members in groups.items():
+        backends = [backend_of(m)[1] for m in members]
+        if REFERENCE_BACKEND not in backends or len(set(backends)) < 2:
+            continue
+        entries = [PairEntry(converter=b, format=m.format, label=m.label, status=m.status, verdict=m.verdict,
+                             failing=bool(m.failing), agreement=m.agreement, accuracy=m.accuracy,
+                             max_abs_error=m.max_abs_error) for b, m in zip(backends, members)]
+        first = members[0]
+        fmt = first.artifact.get("format") or first.format
+        pairs.append(BackendPair(framework, fmt, first.quantize, target, entries, _backends_departing(entries)))
+    return pairs
+
+
+def _backends_departing(entries: list[PairEntry]) -> list[str]:
+    """A backend departs from its wasm twin when it fails (to run, or its verdict) while wasm does not, or
+    agrees with the source by DEPART_POINTS less, or its max |error| is 10x wasm's and above 1e-4."""
+    ref = next(e for e in entries if e.converter == REFERENCE_BACKEND)
+    if ref.failing or ref.status != "measured":
+        return []
+    out = []
+    for e in entries:
+        if e is ref:
+            continue
+        if e.failing:
+            out.append(e.converter)
+        elif e.agreement is not None and ref.agreement is not None and \
+                100 * (ref.agreement - e.agreement) >= DEPART_POINTS:
+            out.append(e.converter)
+        elif e.max_abs_error is not None and ref.max_abs_error is not None and \
+                e.max_abs_error > max(1e-4, 10 * ref.max_abs_error):
+            out.append(e.converter)
+    return out
+
+
+def _describe(e: PairEntry) -> str:
+    if e.status != "measured":
+        return e.status
+    err = f", max |error| {e.max_abs_error:.3g}" if isinstance(e.max_abs_error, (int, float)) else ""
+    return f"{_pct(e.agreement)} agreement{err}"
 
 
 def _pct(v: Any) -> str:

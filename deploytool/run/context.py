@@ -184,8 +184,9 @@ class RunContext:
         from dataclasses import asdict
 
         combo_fields = {k: v for k, v in asdict(combo).items() if v or k != "runtime"}
+        identity = get_target(combo.target).row_identity(self.identity(combo.target), self.position(combo))
         return stable_hash({"model": self.spec.name, "data": self.dataset.sha256,
                             "source": self.source_id(combo.framework), "calibration": self.calibration_sha256,
-                            "host": host_id, "browser": self.identity(combo.target).get("browser", ""),
-                            **{k: v for k, v in self.identity(combo.target).items() if k != "browser"},
+                            "host": host_id, "browser": identity.get("browser", ""),
+                            **{k: v for k, v in identity.items() if k != "browser"},
                             **combo_fields})

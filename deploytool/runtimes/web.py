@@ -1,6 +1,11 @@
 """The web runtime: run one artifact on the whole test set in headless Chromium
-(TF.js graph models on the wasm, cpu or webgl backend; ONNX on onnxruntime-web;
-TFLite on tfjs-tflite) and return the same `Outputs` as every other runtime.
+(TF.js graph models on the wasm, cpu, webgl or webgpu backend; ONNX on
+onnxruntime-web's wasm or its WebGPU execution provider; TFLite on
+tfjs-tflite) and return the same `Outputs` as every other runtime. A WebGPU
+row runs in the session's WebGPU browser, records the adapter it got (a
+software one is said to be), the TF.js flags that set how the backend
+computes, and which ONNX nodes fell back from WebGPU to wasm; without an
+adapter it is `unsupported`, with the browser's reason.
 
 Each `load()`/`close()` is one fresh browser context in the browser of a
 `WebSession`: the run's shared one (option `session`, given by the web
@@ -19,10 +24,11 @@ module must not compare outputs or touch the store.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Self
 from urllib.parse import quote, unquote
@@ -40,9 +46,18 @@ from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
+from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.runtimes.web_session import WebSession
 
-BACKENDS = ("wasm", "cpu", "webgl")
+BACKENDS = ("wasm", "cpu", "webgl", "webgpu")
+# the backends each format's library offers in the page (TFLite: tfjs-tflite's own wasm)
+FORMAT_BACKENDS = {"tfjs_graph": BACKENDS, "onnx": ("wasm", "webgpu"), "tflite": ("wasm",)}
+NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers none
+# A WebGPU row times this many samples at batch 1 unless told how many: on a software adapter one sample takes
+# 60-280 ms (LeNet-5 on SwiftShader, Chromium 156), so timing a whole test set would take many minutes per row.
+# Every sample's outputs still come from the whole-set pass.
+WEBGPU_LATENCY_SAMPLES = 100
+ORT_LOG_LINE = re.compile(r"\[[VI]:onnxruntime")  # onnxruntime-web's own verbose/info log, not an error
 DEFAULT_THREADS = 1
 
 
@@ -105,17 +120,19 @@ def _one_line(text: object, limit: int = 600) -> str:
 
 
 class WebRuntime(Runtime):
-    """Runs an artifact in headless Chromium, with its `WebOptions`: the backend (TF.js graph models only; ONNX
-    runs on onnxruntime-web's wasm and TFLite on tfjs-tflite's wasm), wasm threads (always set explicitly in the
-    page), warm-up runs, batch-1 latency samples, the whole-set batch (1 for a fixed batch), a time limit for
-    loading and for running, each, and a `WebSession` whose browser and server it shares (a run's rows do;
+    """Runs an artifact in headless Chromium, with its `WebOptions`: the backend ("wasm", "cpu", "webgl" or
+    "webgpu" for TF.js graph models; "wasm" or "webgpu" — the WebGPU execution provider — for ONNX; TFLite runs on
+    tfjs-tflite's wasm), wasm threads (always set explicitly in the page), warm-up runs, batch-1 latency samples
+    (a WebGPU row times WEBGPU_LATENCY_SAMPLES unless told), the whole-set batch (1 for a fixed batch), a time limit
+    for loading and for running, each, and a `WebSession` whose browser and server it shares (a run's rows do;
     without one it launches its own).
 
     Memory figures, each named for what it measured: renderer_peak_rss_bytes
     (VmHWM of the Chromium renderer), js_heap_used_bytes (performance.memory:
     JS objects and ArrayBuffers, not wasm memory), wasm_memory_bytes (the
     runtime's wasm heap, where the library exposes it), tfjs_tensor_bytes
-    (tf.memory()), gpu_process_peak_rss_bytes (webgl: SwiftShader's process).
+    (tf.memory()), gpu_process_peak_rss_bytes (webgl, webgpu: the GPU process,
+    SwiftShader's here).
     """
 
     name = "web"
@@ -127,6 +144,10 @@ class WebRuntime(Runtime):
     def __init__(self, **options: Any):
         super().__init__(**options)
         session = self.options.session
+        # a WebGPU row times a sample of the test set unless told how many (see WEBGPU_LATENCY_SAMPLES)
+        self.latency_capped = self.options.latency_samples is None and self.options.backend == "webgpu"
+        if self.latency_capped:
+            self.options = replace(self.options, latency_samples=WEBGPU_LATENCY_SAMPLES)
         self._session: WebSession | None = session
         self._own_session = session is None
         self._browser: Any = None
@@ -154,9 +175,10 @@ class WebRuntime(Runtime):
     # ---- load
     def _load(self, artifact: Artifact) -> None:
         t_start = time.perf_counter()
-        if artifact.format != "tfjs_graph" and self.options.backend != "wasm":
-            raise StageFailed("unsupported", f"backend={self.options.backend} applies to TF.js models only; "
-                                             f"{artifact.format} models run on wasm in the browser")
+        offered = FORMAT_BACKENDS.get(artifact.format, ("wasm",))
+        if self.options.backend not in offered:
+            raise StageFailed("unsupported", f"backend={self.options.backend} does not run {artifact.format} models "
+                                             f"in the browser; they run on {', '.join(offered)}")
         if self._own_session:
             self._session = WebSession(find_chromium(), check_harness())
         session = self._session
@@ -171,7 +193,7 @@ class WebRuntime(Runtime):
             self._root = session.harness_root
             self._server.mount(model_route)
             self._mounted = list(model_route)
-            self._browser = session.browser()
+            self._browser = session.browser(webgpu=self.options.backend == "webgpu")
             self._timings_ms["browser_launch"] = session.take_launch_ms()
             t0 = time.perf_counter()
             # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
@@ -395,7 +417,7 @@ class WebRuntime(Runtime):
         rss = self._browser.renderer_peak_rss_bytes(exclude=self._earlier_renderers)
         if rss is not None:
             mem["renderer_peak_rss_bytes"] = float(rss)
-        if self._facts.get("backend") == "webgl":
+        if self._facts.get("backend") in ("webgl", "webgpu"):
             gpu = self._browser.gpu_process_peak_rss_bytes()
             if gpu is not None:
                 mem["gpu_process_peak_rss_bytes"] = float(gpu)
@@ -454,6 +476,11 @@ class WebRuntime(Runtime):
                              "its latency is not a GPU's")
             else:
                 env["gpu"] = renderer
+        notes += self._gpu_environment(env)
+        if self.latency_capped and (res.get("latency_samples") or 0) < (res.get("n") or 0):
+            notes.append(f"latency timed on the first {res['latency_samples']} of {res['n']} samples (a WebGPU row's "
+                         "default: a software adapter takes tens to hundreds of ms per sample); outputs are "
+                         "from every sample")
         if res.get("execution") == "executeAsync":
             env["tfjs_execution"] = "executeAsync"
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
@@ -463,11 +490,36 @@ class WebRuntime(Runtime):
                          "scale/zero point in Python")
         return env, notes
 
+    def _gpu_environment(self, env: dict[str, Any]) -> list[str]:
+        """A WebGPU row's adapter, TF.js flags and ONNX node placement into its environment; what a reader of
+        its numbers must know into notes."""
+        f = self._facts
+        notes: list[str] = []
+        if f.get("backend_flags"):
+            env["backend_flags"] = dict(f["backend_flags"])
+        if f.get("backend") != "webgpu":
+            return notes
+        adapter = dict(f.get("webgpu_adapter") or {})
+        env["webgpu_adapter"] = adapter
+        env["gpu"] = adapter_label(adapter)
+        if f.get("webgpu_adapter_tfjs"):
+            env["webgpu_adapter_tfjs"] = dict(f["webgpu_adapter_tfjs"])
+        if f.get("readback"):
+            env["tfjs_readback"] = f["readback"]
+        if is_software_adapter(adapter):
+            notes.append(f"webgpu ran on {adapter_label(adapter)}: a software adapter on the CPU, so its latency "
+                         "is not a GPU's")
+        if f.get("library") == "onnxruntime-web":
+            placed = ort_placement(f.get("ort_placement_log") or [])
+            env["ort_placement"] = placed.to_json()
+            notes.append(placed.sentence())
+        return notes
+
     # ---- the page
     def _watch(self, page: Any) -> None:
         def note(text: str) -> None:
             text = str(text).strip()
-            if text and len(self._console_errors) < 5:  # the first ones are the causes
+            if text and len(self._console_errors) < 5 and not ORT_LOG_LINE.search(text):  # the first: the causes
                 self._console_errors.append(_one_line(text, 300))
 
         def on_console(msg: Any) -> None:
@@ -500,6 +552,8 @@ class WebRuntime(Runtime):
             extra = [m for m in self._console_errors if m and m not in reason]
             if extra:
                 reason += f" (console: {'; '.join(extra[:2])})"
+            if NO_ADAPTER in reason:  # this browser offers WebGPU rows nothing to run on: said, not failed
+                raise StageFailed("unsupported", _one_line(reason[reason.index(NO_ADAPTER):]))
             # The page itself refusing the model is deterministic (final); a crash or time-out is not.
             raise StageFailed("load_failed" if kind == "load" else "runtime_failed", _one_line(reason))
         return job["result"]
@@ -528,9 +582,9 @@ class WebRuntime(Runtime):
                         context.close()
                     except Exception:  # a context that will not close: the browser goes instead
                         if session is not None:  # always, when shared
-                            session.discard_browser()
+                            session.discard_browser(browser)
                 elif session is not None:
-                    session.discard_browser()
+                    session.discard_browser(browser)
         finally:
             if server is not None:
                 server.unmount(self._mounted)

@@ -1,10 +1,12 @@
 """`WebSession`: the run-scoped part of the web runtime — one headless Chromium
 and one harness server (page and libraries) that every web row of a run
-shares, each row in a fresh browser context of its own. Launching is lazy (a
-run whose web rows are all stored launches nothing), and a browser that a row
-left crashed or hung is discarded so the next row gets a new one. It knows
-nothing about models or rows; `WebRuntime` mounts a row's model and inputs
-into the server and opens the row's context.
+shares, each row in a fresh browser context of its own. WebGPU rows get a
+second Chromium of their own, launched with `WEBGPU_FLAGS` (the other rows'
+browser never has them). Launching is lazy (a run whose web rows are all
+stored launches nothing), and a browser that a row left crashed or hung is
+discarded so the next row gets a new one. It knows nothing about models or
+rows; `WebRuntime` mounts a row's model and inputs into the server and opens
+the row's context.
 """
 
 from __future__ import annotations
@@ -12,20 +14,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deploytool.devices.browser import Chromium, find_chromium
+from deploytool.devices.browser import WEBGPU_FLAGS, Chromium, find_chromium
 from deploytool.devices.harness_server import HarnessServer, library_routes
 from deploytool.devices.web_harness import check_harness
 
+_ADAPTERS: dict[tuple[str, str], dict[str, Any]] = {}  # this process's answers, by browser binary and harness
+
 
 class WebSession:
-    """Open with `with WebSession() as s:` (or call `close()`); `browser()` and `server()` start on first use."""
+    """Open with `with WebSession() as s:` (or call `close()`); `browser()` and `server()` start on first use.
+    `webgpu_flags`: the extra Chromium flags of the WebGPU rows' browser (tests pass none to see a browser
+    without an adapter)."""
 
-    def __init__(self, executable: Path | str | None = None, harness_root: Path | None = None):
+    def __init__(self, executable: Path | str | None = None, harness_root: Path | None = None,
+                 webgpu_flags: tuple[str, ...] = WEBGPU_FLAGS):
         self.executable = executable
+        self.webgpu_flags = tuple(webgpu_flags)  # what the WebGPU rows' browser is launched with
         self.harness_root = harness_root
         self.launches = 0  # browsers launched so far: 1 for a healthy run, one more after each crash
         self.process_ids: set[int] = set()  # every Chromium process this session ran, for orphan checks
-        self._browser: Any = None
+        self._browsers: dict[bool, Any] = {}  # by "launched with WEBGPU_FLAGS"
+        self._driver: Any = None  # one Playwright for both browsers (its sync API allows one per thread)
         self._server: Any = None
         self._last_launch_ms: float | None = None
 
@@ -36,33 +45,49 @@ class WebSession:
             self._server = HarnessServer(library_routes(self.harness_root)).start()
         return self._server
 
-    def browser(self) -> Any:
-        """A connected Chromium: the one already running, or a new one if there was none or it died."""
-        if self._browser is not None and not self._browser.connected:
-            self.discard_browser()
-        if self._browser is None:
+    def browser(self, webgpu: bool = False) -> Any:
+        """A connected Chromium: the one already running, or a new one if there was none or it died.
+        `webgpu`: the browser for WebGPU rows, launched with WEBGPU_FLAGS."""
+        current = self._browsers.get(webgpu)
+        if current is not None and not current.connected:
+            self.discard_browser(current)
+            current = None
+        if current is None:
             executable = self.executable or find_chromium()
-            self._browser = Chromium(executable).launch()
+            if self._driver is None:
+                from playwright.sync_api import sync_playwright
+
+                self._driver = sync_playwright().start()
+            current = Chromium(executable, self.webgpu_flags if webgpu else (), driver=self._driver).launch()
+            self._browsers[webgpu] = current
             self.launches += 1
-            self._last_launch_ms = self._browser.launch_ms
-            self.process_ids |= self._browser.process_ids
-        return self._browser
+            self._last_launch_ms = current.launch_ms
+            self.process_ids |= current.process_ids
+        return current
 
     def take_launch_ms(self) -> float:
         """Launch time of the browser, once (for the row that paid it); 0.0 after that."""
         ms, self._last_launch_ms = self._last_launch_ms, None
         return float(ms or 0.0)
 
-    def discard_browser(self) -> None:
-        """Close the browser (a crashed or hung one too) and reap its processes; the next row relaunches."""
-        browser, self._browser = self._browser, None
-        if browser is not None:
-            self.process_ids |= browser.process_ids
-            browser.close()
+    def discard_browser(self, browser: Any = None) -> None:
+        """Close a browser (a crashed or hung one too; default: every one) and reap its processes; the next row
+        that needs it relaunches."""
+        for key, b in list(self._browsers.items()):
+            if browser is None or b is browser:
+                del self._browsers[key]
+                self.process_ids |= b.process_ids
+                b.close()
 
     def close(self) -> None:
         try:
             self.discard_browser()
+            driver, self._driver = self._driver, None
+            if driver is not None:
+                try:
+                    driver.stop()
+                except Exception:  # a driver that died with its browser: nothing left to stop
+                    pass
         finally:
             server, self._server = self._server, None
             if server is not None:
@@ -73,3 +98,22 @@ class WebSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def probe_webgpu_adapter(harness_root: Path | None = None, executable: Path | str | None = None) -> dict[str, Any]:
+    """The WebGPU adapter a WebGPU row's browser offers the harness page: `{"available": True, "vendor": ...,
+    "architecture": ..., "is_fallback_adapter": ...}` or `{"available": False, "reason": ...}`. Launches that
+    browser once per process (about a second); a browser that will not start is a reason too, not an error."""
+    root = check_harness(harness_root)
+    exe = Path(executable or find_chromium())
+    key = (str(exe), str(root))
+    if key in _ADAPTERS:
+        return dict(_ADAPTERS[key])
+    try:
+        with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS) as browser:
+            page = browser.new_page()
+            page.goto(f"{server.origin}/index.html", wait_until="load", timeout=60_000)
+            _ADAPTERS[key] = dict(page.evaluate("() => window.harness.adapter()"))
+    except Exception as e:  # any failure to ask is the answer "none", with its reason (not kept: ask again)
+        return {"available": False, "reason": f"the WebGPU browser could not be asked: {' '.join(str(e).split())}"[:300]}
+    return dict(_ADAPTERS[key])

@@ -157,6 +157,11 @@ class Target:
         The base offers none."""
         return {}
 
+    def row_identity(self, identity: dict[str, str], position: Position) -> dict[str, str]:
+        """What of the preflight's identity enters the key of a row at this position (the base: all of it; the web
+        target keeps the WebGPU adapter out of its other rows' keys)."""
+        return identity
+
     def runs_on(self, environment: dict[str, Any], position: Position) -> str:
         """Who ran the model, for a bug report's title: "onnxruntime 1.23 (wasm) in Chromium 156"."""
         runtime = " ".join(str(environment[k]) for k in ("runtime", "runtime_version", "version")

@@ -1,7 +1,12 @@
 """The web target: TF.js and ONNX Runtime Web in headless Chromium. Its axis is
-the TF.js backend (wasm, cpu, webgl) for TF.js graphs; ONNX and TFLite models
-run on wasm. Rows are identified by the Chromium build they ran in. A run's
-rows share one Chromium (its session), each in a fresh browser context."""
+the backend: wasm, cpu, webgl or webgpu for TF.js graphs, wasm or webgpu (the
+WebGPU execution provider) for ONNX; TFLite models run on wasm. A backend word
+may name its library (`tfjs:webgpu`, `ort:webgpu`) to widen only that
+library's rows; a format none of whose backends was chosen runs on wasm. Rows
+are identified by the Chromium build they ran in, and WebGPU rows also by the
+adapter that browser offers (found in the preflight). A run's rows share one
+Chromium (its session; WebGPU rows a second one launched for them), each in a
+fresh browser context."""
 
 from __future__ import annotations
 
@@ -12,11 +17,27 @@ from typing import Any, Iterator
 
 from deploytool.devices.browser import chromium_build, find_chromium
 from deploytool.devices.web_harness import check_harness
-from deploytool.runtimes.web_session import WebSession
+from deploytool.runtimes.web import BACKENDS, FORMAT_BACKENDS
+from deploytool.runtimes.web_gpu import adapter_label
+from deploytool.runtimes.web_session import WebSession, probe_webgpu_adapter
 from deploytool.targets import expand
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
-BACKENDS = ("wasm", "cpu", "webgl")
+# a backend word may name the library whose rows it widens: tfjs:<backend> (TF.js graphs), ort:<backend> (ONNX)
+LIBRARIES = {"tfjs": "tfjs_graph", "ort": "onnx"}
+BACKEND_WORDS = (*BACKENDS, *(f"{lib}:{b}" for lib, fmt in LIBRARIES.items() for b in FORMAT_BACKENDS[fmt]))
+ADAPTER_KEY = "webgpu_adapter"  # the preflight identity's entry that only WebGPU rows carry
+
+
+def backends_for(backends: tuple[str, ...], artifact_format: str) -> list[str]:
+    """The chosen backends that run this format, in order; none of them: wasm."""
+    offered = FORMAT_BACKENDS.get(artifact_format, ("wasm",))
+    out = []
+    for word in backends:
+        lib, _, backend = word.rpartition(":")
+        if backend in offered and (not lib or LIBRARIES[lib] == artifact_format):
+            out.append(backend)
+    return list(dict.fromkeys(out)) or ["wasm"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +45,12 @@ class WebOptions(TargetOptions):
     backends: tuple[str, ...] = ("wasm",)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backends", tuple(expand(self.backends, BACKENDS, "web backend")))
+        words = [",".join(BACKENDS) if w.strip() == "all" else w for v in self.backends for w in str(v).split(",")]
+        object.__setattr__(self, "backends", tuple(expand(words, BACKEND_WORDS, "web backend")))
+
+    @property
+    def webgpu(self) -> bool:
+        return any(w.rpartition(":")[2] == "webgpu" for w in self.backends)
 
 
 class WebTarget(Target):
@@ -34,23 +60,31 @@ class WebTarget(Target):
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--backend", default="wasm",
-                            help=f"web: TF.js backends {', '.join(BACKENDS)} (comma-separated or all; default: %(default)s)")
+                            help=f"web: backends {', '.join(BACKENDS)} (TF.js: all of them; onnxruntime-web: "
+                                 f"{', '.join(FORMAT_BACKENDS['onnx'])}; tfjs-tflite: wasm), or one library's: "
+                                 "tfjs:webgpu, ort:webgpu (comma-separated or all; default: %(default)s)")
 
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"backends": (args.backend,)}
 
     def positions(self, options: Any, preflight: Preflight, artifact_format: str) -> list[Position]:
-        # TF.js graphs run on every chosen backend; ONNX Runtime Web and the TFLite harness run on wasm.
-        backends = options.backends if artifact_format == "tfjs_graph" else ("wasm",)
-        return [Position(backend=b) for b in backends]
+        return [Position(backend=b) for b in backends_for(options.backends, artifact_format)]
 
     def preflight(self, options: Any, *, run: bool = True) -> Preflight:
         if not run:
             return Preflight()
 
         find_chromium()  # before anything runs: a missing browser is one line, not a column of failures
-        check_harness()
-        return Preflight(identity={"browser": chromium_build()})
+        root = check_harness()
+        identity = {"browser": chromium_build()}
+        if options.webgpu:  # the adapter WebGPU rows will get is where they run: part of their key
+            adapter = probe_webgpu_adapter(root)
+            identity[ADAPTER_KEY] = adapter_label(adapter) if adapter.get("available") else \
+                f"none: {adapter.get('reason', 'unknown')}"
+        return Preflight(identity=identity)
+
+    def row_identity(self, identity: dict[str, str], position: Position) -> dict[str, str]:
+        return {k: v for k, v in identity.items() if k != ADAPTER_KEY or position.backend == "webgpu"}
 
     @contextmanager
     def session(self, options: Any, preflight: Preflight) -> Iterator[dict[str, Any]]:
@@ -77,6 +111,8 @@ class WebTarget(Target):
     def runs_on(self, environment: dict[str, Any], position: Position) -> str:
         runtime = super().runs_on(environment, position)
         runtime = "the browser" if runtime == self.name else runtime
-        return (f"{runtime} ({environment.get('backend') or position.backend}) in Chromium "
-                f"{environment.get('browser_version', '')}").rstrip()
+        backend = environment.get("backend") or position.backend
+        if backend == "webgpu" and environment.get("gpu"):
+            backend += f" on {environment['gpu']}"
+        return f"{runtime} ({backend}) in Chromium {environment.get('browser_version', '')}".rstrip()
 

@@ -295,7 +295,7 @@ def test_missing_pieces_are_typed_errors(models, tmp_path, monkeypatch):
     with pytest.raises(HarnessMissing, match=r"make setup.*npm ci"):
         WebRuntime().load(models.onnx)
     with pytest.raises(UnknownOption):
-        WebRuntime(backend="webgpu")
+        WebRuntime(backend="vulkan")
     with pytest.raises(UnknownOption):
         WebRuntime(num_workers=3)
 

@@ -97,3 +97,20 @@ def test_a_route_through_onnx_is_blamed_on_onnx2tf_not_the_exporter():
                        comparison=factory.comparison(agreement=0.5, verdict="fail"))
     ((_, sig),) = findings.failing_signatures([r])
     assert sig.converter == "torch.onnx + onnx2tf" and findings.owner_of(sig) == "PINTO0309/onnx2tf"
+
+
+def test_a_webgpu_row_that_departs_from_its_wasm_twin_is_the_runtimes_finding_even_when_it_passes():
+    art = factory.artifact(fmt="onnx", quantize="none", converter="tf2onnx", converter_version="1.17.0")
+    on = Combo("keras", "onnx", "none", "web", backend="wasm")
+    wasm = factory.result("r", "w", combo=on, artifact=art, comparison=factory.comparison(agreement=1.0),
+                          environment={"runtime": "onnxruntime-web", "version": "1.31.1"})
+    gpu = factory.result("r", "g", combo=replace(on, backend="webgpu"), artifact=art,
+                         comparison=factory.comparison(agreement=0.95, verdict="degraded"),
+                         environment={"runtime": "onnxruntime-web", "version": "1.31.1", "gpu": "google swiftshader"})
+    ((row, sig),) = findings.failing_signatures([wasm, gpu])
+    assert row is gpu and sig.runtime == "onnxruntime-web:webgpu" and sig.stage == "accuracy"
+    assert findings.owner_of(sig) == "microsoft/onnxruntime"
+    same = replace(gpu, comparison=factory.comparison(agreement=1.0))
+    assert findings.failing_signatures([wasm, same]) == []  # agrees with its twin: nothing to report
+    other_file = replace(gpu, artifact=replace(art, sha256="cd" * 32))
+    assert findings.failing_signatures([wasm, other_file]) == []  # a twin is the same file, by content

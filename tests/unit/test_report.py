@@ -528,3 +528,18 @@ def test_a_removed_template_cache_folder_costs_a_compile_not_the_report(tmp_path
     env = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ 1 + 1 }}"}), bytecode_cache=cache)
     shutil.rmtree(tmp_path / "cache")  # e.g. $HOME's cache removed while the process lives
     assert env.get_template("t").render() == "2"
+
+
+def test_a_webgpu_row_beside_its_wasm_twin_shows_the_adapter_and_what_departs(tmp_path):
+    inp = make_input(tmp_path / "data", with_history=False)
+    wasm = next(r for r in inp.results if r.combo.backend == "wasm" and r.combo.format == "onnx"
+                and r.combo.quantize == "none")
+    gpu_env = {**wasm.environment, "gpu": "google swiftshader (fallback adapter)"}
+    gpu = replace(wasm, combo=replace(wasm.combo, backend="webgpu"), combo_key="gpu-key", environment=gpu_env,
+                  comparison=replace(wasm.comparison, agreement=0.885, max_abs_error=1.47, verdict="fail"),
+                  notes=["webgpu ran on google swiftshader (fallback adapter): a software adapter on the CPU, so its "
+                         "latency is not a GPU's"])
+    paths = write_report(replace(inp, results=[*inp.results, gpu]), tmp_path / "out")
+    html = paths.html.read_text()
+    assert "Backends side by side" in html and "google swiftshader (fallback adapter)" in html
+    assert "webgpu (88.5% agreement, max |error| 1.47) departs from the same file on wasm" in html

@@ -65,7 +65,7 @@ def test_a_request_stored_before_targets_had_options_is_upgraded():
 def test_target_options_refuse_unknown_keys_and_values():
     with pytest.raises(UnknownOption, match="web target has no option colour"):
         MigrateRequest(target_options={"web": {"colour": 1}}).options_for("web")
-    with pytest.raises(UnknownOption, match="unknown web backend 'webgpu'"):
-        MigrateRequest(target_options={"web": {"backends": ["webgpu"]}}).options_for("web")
+    with pytest.raises(UnknownOption, match="unknown web backend 'webgpu2'"):
+        MigrateRequest(target_options={"web": {"backends": ["webgpu2"]}}).options_for("web")
     with pytest.raises(UnknownOption, match="unknown delegate"):
         MigrateRequest(target_options={"android": {"delegate": "npu"}}).options_for("android")

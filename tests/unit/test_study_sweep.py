@@ -168,4 +168,5 @@ def test_the_sweep_offers_every_web_runtime_and_backend_by_default():
     args = p.parse_args([])
     web = get_target("web")
     assert web.options(web.options_from_cli(args)).backends == ("wasm", "cpu", "webgl")
+    assert web.options(web.options_from_cli(p.parse_args(["--backend", "all"]))).backends[-1] == "webgpu"
     assert web.options(web.options_from_cli(p.parse_args(["--backend", "cpu"]))).backends == ("cpu",)
