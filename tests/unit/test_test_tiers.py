@@ -22,3 +22,12 @@ def test_every_integration_test_file_carries_its_tier_marker():
     assert len(files) > 20
     unmarked = [f.name for f in files if not _module_marks(f)]
     assert not unmarked, f"add `pytestmark = pytest.mark.slow` (or browser/android) to: {unmarked}"
+
+
+def test_no_two_test_files_share_a_name():
+    """Test folders are not packages (rootdir-relative imports): two `test_x.py` in different folders make
+    pytest refuse the second with "import file mismatch" — in a clean clone, though a warm checkout may pass."""
+    from collections import Counter
+
+    names = Counter(p.name for p in INTEGRATION.parent.rglob("test_*.py"))
+    assert not [n for n, k in names.items() if k > 1], [n for n, k in names.items() if k > 1]
