@@ -88,7 +88,10 @@ def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> N
 
 def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     """The whole command line. `studies=False` leaves out `study NAME`'s parsers, for a command line that does not
-    run a study; `study` is still listed in --help."""
+    run a study; `study` is still listed in --help.
+
+    Long: a declarative table of every command's flags, read top to bottom; helpers per command group would
+    scatter the one place a reader looks for a flag."""
     parser = _Parser(
         prog="deploytool",
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "

@@ -104,7 +104,10 @@ def parse_stats(text: str) -> RunStats | None:
 
 
 def parse(text: str) -> BenchmarkReport:
-    """Parse the output of one benchmark_model run."""
+    """Parse the output of one benchmark_model run.
+
+    Long: one pass over the lines, each pattern of benchmark_model's output a branch beside the others (the
+    state between lines is the run-stats block being read)."""
     r = BenchmarkReport()
     stats_seen: list[RunStats] = []
     for raw in text.splitlines():

@@ -161,6 +161,11 @@ def _thumbnails(x01: np.ndarray, indices: list[int], captions: list[str]) -> lis
 
 def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_url: str | None = None,
                progress: bool = True, log: Callable[[str], None] = print) -> RobustnessOutcome:
+    """The robustness study: craft each attack's set once per framework, stack the sets so every row loads its
+    model once, run the matrix on the stack, and keep each (set, row) point as it is measured (resumable).
+
+    Long: one run's life cycle — the progress bar, the conversion lanes started ahead and the interrupt that
+    must mark the run `interrupted` span every step, so the steps stay in one function."""
     from tqdm import tqdm
 
     t_start = time.perf_counter()
