@@ -1,14 +1,17 @@
 """Registry of runtimes, keyed by (target, artifact format, runtime name): one
 target may offer several runtimes for one format (chosen with `--runtime`, or
 run side by side). The first registered for (target, format) is its default.
-One module per runtime; modules are imported only when used."""
+One module per runtime; modules are imported only when used. A runtime outside deploytool registers itself with
+the `@register_runtime(target, format, name)` decorator when its module is imported (named in $DEPLOYTOOL_PLUGINS,
+every lookup here imports those modules first)."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Callable
 
 from deploytool.errors import StageFailed, UnknownOption
+from deploytool.registry import load_plugins
 from deploytool.runtimes.base import Outputs, Runtime
 
 # (target, artifact format, runtime name) -> "module:Class" (or a class registered at run time)
@@ -20,8 +23,20 @@ def register(target: str, fmt: str, name: str, runtime: str | type[Runtime]) -> 
     REGISTRY[(target, fmt, name)] = runtime
 
 
-def unregister(target: str) -> None:
-    for key in [k for k in REGISTRY if k[0] == target]:
+def register_runtime(target: str, fmt: str, name: str) -> Callable[[type[Runtime]], type[Runtime]]:
+    """The decorator: `@register_runtime("host", "onnx", "my-ort")` above a Runtime class offers it for `fmt`
+    artifacts on `target` (after the runtimes registered before it: `--runtime my-ort` picks it)."""
+
+    def add(cls: type[Runtime]) -> type[Runtime]:
+        register(target, fmt, name, cls)
+        return cls
+
+    return add
+
+
+def unregister(target: str, fmt: str | None = None, name: str | None = None) -> None:
+    """Forget `target`'s runtimes (only those for `fmt`, or only `name`, when given)."""
+    for key in [k for k in REGISTRY if k[0] == target and fmt in (None, k[1]) and name in (None, k[2])]:
         del REGISTRY[key]
 
 
@@ -45,11 +60,13 @@ for _target, _fmt, _name, _ref in (
 
 def runtimes_for(target: str, fmt: str) -> list[str]:
     """The runtime names for `fmt` on `target`, the default first."""
+    load_plugins()
     return [n for (t, f, n) in REGISTRY if t == target and f == fmt]
 
 
 def all_runtime_names() -> list[str]:
     """Runtimes `--runtime` can pick (the PC baseline's own are not among them)."""
+    load_plugins()
     return list(dict.fromkeys(n for (t, _, n) in REGISTRY if t != "pc"))
 
 
@@ -59,6 +76,7 @@ def default_runtime(target: str, fmt: str) -> str:
 
 
 def formats_on(target: str) -> tuple[str, ...]:
+    load_plugins()
     return tuple(dict.fromkeys(f for (t, f, _) in REGISTRY if t == target))
 
 
