@@ -7,23 +7,18 @@ as a DeploytoolError and leaves as one line on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, Callable, NoReturn
 
 from deploytool import __version__
-from deploytool.bugs.findings import export_finding
-from deploytool.bugs.upstream import write_finding
+from deploytool.commands.common import common_args, examples, model_args, print_table, run_id_arg
 from deploytool.data import load_dataset
-from deploytool.devices import adb
-from deploytool.errors import DeploytoolError, UnknownOption, WorkspaceError
-from deploytool.lab.engine import run_worker
-from deploytool.lab.labfile import load_lab
-from deploytool.lab.night import run_night
-from deploytool.localize import localize_run
+from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.migrate import MigrateRequest, migrate
 from deploytool.run.baseline import run_baseline
 from deploytool.run.compare import parse_tolerance_overrides
@@ -39,14 +34,11 @@ from deploytool.run.flags import (
 )
 from deploytool.result import Result
 from deploytool.run.stored import rebuild_report
-from deploytool.spec import FRAMEWORKS, load_spec, manifest_paths, parse_spec
+from deploytool.spec import load_spec, manifest_paths, parse_spec
 from deploytool.store import open_store
-from deploytool.study import STUDIES, get_study
-from deploytool.study.base import StudyRun
-from deploytool.study.report import write_study_report
 from deploytool.targets import all_targets
 from deploytool.train import train
-from deploytool.workspace import Workspace, check_name
+from deploytool.workspace import Workspace
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,34 +48,6 @@ class _Parser(argparse.ArgumentParser):
         print(f"deploytool: error: {self.prog.removeprefix('deploytool ')}: {message}; "
               f"see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(2)
-
-
-def _run_id(text: str) -> str:
-    try:
-        return check_name(text, "run id")
-    except WorkspaceError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _examples(*lines: str) -> str:
-    return "example:\n" + "\n".join(f"  {line}" for line in lines)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workspace", type=Path, default=None,
-                   help="where models, artifacts, results and reports live (default: ./runs or $DEPLOYTOOL_WORKSPACE)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-
-
-def _model_args(p: argparse.ArgumentParser, framework_default: str = "all") -> None:
-    p.add_argument("--model", default="lenet5", help="a model name from `deploytool models`, a .toml manifest, or (migrate) "
-                   "your own model: .keras, SavedModel dir, .onnx, .tflite, .pt2 (default: lenet5)")
-    p.add_argument("--framework", default=framework_default, choices=[*FRAMEWORKS, "all"],
-                   help=f"which twin to use (default: {framework_default})")
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="official dataset files (MNIST IDX, CIFAR-10 batches) instead of the bundled data")
-    p.add_argument("--epochs", type=positive_int, default=None,
-                   help="override the manifest's epochs (changes the cache key)")
 
 
 def build_parser(studies: bool = True) -> argparse.ArgumentParser:
@@ -97,16 +61,16 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
         description="Migrate and quantize a model (TFLite, TF.js, ONNX), run the same test set on the host, "
                     "in headless Chromium and on Android, and compare with the PC baseline.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_examples("deploytool migrate --model lenet5 --target host --format all --quantize all"),
+        epilog=examples("deploytool migrate --model lenet5 --target host --format all --quantize all"),
     )
 
     parser.add_argument("--version", action="version", version=f"deploytool {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, help_: str, *examples: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_, epilog=_examples(*examples),
+    def add(name: str, help_: str, *lines: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_, epilog=examples(*lines),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        _common(p)
+        common_args(p)
         return p
 
     add("models", "list the model manifests in models/", "deploytool models")
@@ -114,13 +78,13 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p = add("train", "train a model of the zoo on the PC (cached: the same inputs never retrain)",
             "deploytool train --model lenet5 --framework keras",
             "deploytool train --model resnet20 --framework torch --data-dir ~/data/cifar-10-batches-py")
-    _model_args(p, "all")
+    model_args(p, "all")
     p.add_argument("--threads", type=positive_int, default=1,
                    help="intra-op and inter-op threads for both frameworks (default: 1; changes the cache key)")
 
     p = add("baseline", "measure the PC baseline: accuracy, latency, throughput, memory, size (trains if needed)",
             "deploytool baseline --model lenet5 --framework torch")
-    _model_args(p, "all")
+    model_args(p, "all")
     p.add_argument("--threads", type=positive_int, default=1,
                    help="threads for training and for the baseline run, the same in both frameworks (default: 1)")
     p.add_argument("--latency-samples", type=positive_int, default=None, help="samples timed at batch 1 (default: all)")
@@ -131,7 +95,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
             "deploytool migrate --model lenet5 --target host,web --format all --quantize all",
             "deploytool migrate --target android --quantize int8 --device emulator-5554 --delegate xnnpack",
             "deploytool migrate --target host --format tflite --runtime litert,tensorflow-lite")
-    _model_args(p, "all")
+    model_args(p, "all")
     p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all", help=f"{format_words()} (comma-separated, or all; default: all)")
     p.add_argument("--quantize", default="all",
@@ -152,7 +116,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=PASS[,FAIL]",
                    help="override a manifest tolerance, e.g. agreement=0.99,0.97 or accuracy_drop_points=1,2")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
-    p.add_argument("--run-id", type=_run_id, default=None,
+    p.add_argument("--run-id", type=run_id_arg, default=None,
                    help="name the run: letters, digits, '.', '_', '-' (default: derived from the request, so a re-run resumes)")
     p.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
     p.add_argument("--localize", action="store_true",
@@ -185,7 +149,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
             "deploytool lab worker --scheduler tcp://lab1:8786", "deploytool lab history --format json")
     p.add_argument("action", choices=["run", "worker", "history"], help="run LAB.toml, worker, or history")
     p.add_argument("lab", nargs="?", type=Path, help="run: the lab file (see examples/lab.toml)")
-    p.add_argument("--night", type=_run_id, default=None, help="run: name the night (default: today's date; the same "
+    p.add_argument("--night", type=run_id_arg, default=None, help="run: name the night (default: today's date; the same "
                    "name resumes it)")
     p.add_argument("--scheduler", default=None, help="a Dask scheduler tcp://HOST:8786 (default: an embedded "
                    "LocalCluster with this machine's host, Chromium and phones)")
@@ -201,10 +165,11 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
 
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
 
-    p = add("study", "the seed studies, each a run in the store: " + ", ".join(_study_names()),
+    p = add("study", "the seed studies, each a run in the store: " + (", ".join(_study().study_names()) if studies
+                                                                      else "`deploytool study --help` lists them"),
             "deploytool study NAME --help")
     if studies:
-        _study_parsers(p)
+        _study().add_parsers(p)
     return parser
 
 
@@ -214,27 +179,6 @@ def command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def _study_names() -> list[str]:
-    return list(STUDIES)
-
-
-def _study_parsers(p: argparse.ArgumentParser) -> None:
-    """`deploytool study NAME`: each study module adds its own flags (deploytool/study/__init__.py)."""
-
-    sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
-    for name in _study_names():
-        mod = get_study(name)
-        sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP, epilog=_examples(*mod.EXAMPLES),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        _common(sp)
-        _model_args(sp, "all")
-        sp.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace, or $DEPLOYTOOL_DB)")
-        sp.add_argument("--run-id", type=_run_id, default=None,
-                        help="name the run (default: derived from the request, so running it again resumes)")
-        sp.add_argument("--fresh", action="store_true", help="measure everything again as a new run")
-        mod.add_cli(sp)
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     rows = []
     for path in manifest_paths():
@@ -242,7 +186,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         lo = s.expected_accuracy[0]
         rows.append((s.name, s.architecture, s.dataset, "x".join(map(str, s.input_shape)), ",".join(s.frameworks),
                      f">= {lo:.0%}", s.description))
-    _print_table(("model", "architecture", "dataset", "input", "frameworks", "expected", "description"), rows)
+    print_table(("model", "architecture", "dataset", "input", "frameworks", "expected", "description"), rows)
     return 0
 
 
@@ -289,16 +233,10 @@ def cmd_baseline(args: argparse.Namespace) -> int:
                      f"{lat['p50_ms']:.3f}", f"{lat['p90_ms']:.3f}", f"{lat['p99_ms']:.3f}", f"{lat['mean_ms']:.3f}",
                      f"{b.throughput_sps:.0f}" if b.throughput_sps else "-", f"{peak / 2**20:.0f}",
                      f"{b.size_bytes / 1024:.0f}", "cached" if b.cached else "measured"))
-    _print_table(("PC baseline", "accuracy", "samples", "p50 ms", "p90 ms", "p99 ms", "mean ms", "samples/s",
+    print_table(("PC baseline", "accuracy", "samples", "p50 ms", "p90 ms", "p99 ms", "mean ms", "samples/s",
                   "peak RSS MiB", "size KiB", ""), rows)
     print(f"baseline JSON beside each model in {Path(results[0].get_artifact().path).parent.parent}")
     return 0
-
-
-def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    for line in (header, *rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -344,7 +282,7 @@ def _print_results(results) -> None:
                      _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
                      str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}"))
-    _print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
+    print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
                   "KiB", "verdict"), rows)
 
 
@@ -354,7 +292,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     store = open_store(args.db, ws.default_db_url)
     if listing:
         runs = store.list_runs()
-        _print_table(("run", "model", "status", "created", "host"),
+        print_table(("run", "model", "status", "created", "host"),
                      [(r.run_id, r.model, r.status, r.created_at, r.host) for r in runs])
         return 0
     run = store.get_run(args.run)
@@ -362,8 +300,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
     results: list[Result] = []
     if run.request.get("study"):  # a study run (deploytool/study/): its points, not rows
-        srun = StudyRun.stored(run, ws, store)
-        paths = write_study_report(srun, get_study(srun.study).report(srun))
+        paths = _study().rebuild_report(run, ws, store)
     else:
         paths, results = rebuild_report(run, store, ws)
     _print_results(results)
@@ -371,109 +308,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_localize(args: argparse.Namespace) -> int:
-    ws = Workspace.open(args.workspace)
-    store = open_store(args.db, ws.default_db_url)
-    run = store.get_run(args.run)
-    if run is None:
-        raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
-    for result, _ in localize_run(run, store, ws, args.row):
-        if result.bundle:
-            print(f"bundle: {result.bundle}")
-    return 0
+# A command's handler: a function here, or "module:function" of deploytool.commands, imported only when that
+# command runs (`deploytool migrate` loads neither the lab, the studies nor localize).
+COMMANDS: dict[str, Callable[[argparse.Namespace], int] | str] = {
+    "models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
+    "report": cmd_report, "localize": "deploytool.commands.localize:run", "findings": "deploytool.commands.findings:run",
+    "lab": "deploytool.commands.lab:run", "devices": "deploytool.commands.devices:run",
+    "study": "deploytool.commands.study:run"}
 
 
-def cmd_findings(args: argparse.Namespace) -> int:
-    import json
-
-    ws = Workspace.open(args.workspace, writable=args.action == "export")
-    store = open_store(args.db, ws.default_db_url)
-    if args.action == "list":
-        found = store.findings()
-        if args.output == "json":
-            print(json.dumps([f.to_json() for f in found], indent=1, default=str))
-            return 0
-        _print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
-                     [(f.id[:10], f.owner, str(f.occurrences), str(len(f.runs)), f.last_seen,
-                       f"not seen since {f.not_seen_since}" if f.not_seen_since else "open",
-                       f.title[:90]) for f in found])
-        return 0
-    if not args.id:
-        raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
-    f = store.get_finding(args.id)
-    if f is None:
-        raise UnknownOption(f"no single finding matches {args.id!r}; `deploytool findings` lists them")
-    folder = ws.root / "findings" / f.id
-    if args.action == "show":
-        if args.output == "json":
-            print(json.dumps(f.to_json(), indent=1, default=str))
-        else:
-            issue = folder / "issue.md"
-            print(issue.read_text() if issue.exists() else json.dumps(f.to_json(), indent=1, default=str))
-        return 0
-    if args.dir is None:
-        raise UnknownOption("`findings export ID DIR` needs the folder to write into")
-    if not folder.is_dir():
-        write_finding(f, ws.finding_dir(f.id))
-    dest = export_finding(folder, args.dir)
-    print(json.dumps({"finding": f.id, "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
-    return 0
+def handler(command: str) -> Callable[[argparse.Namespace], int]:
+    ref = COMMANDS[command]
+    if not isinstance(ref, str):
+        return ref
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def cmd_lab(args: argparse.Namespace) -> int:
-    import json
-
-    if args.action == "worker":
-        if not args.scheduler:
-            raise UnknownOption("`lab worker` needs --scheduler tcp://HOST:8786 (start one with `dask scheduler`)")
-        run_worker(args.scheduler, args.name, connect_timeout_s=None if args.retry else args.connect_timeout)
-        return 0
-    ws = Workspace.open(args.workspace, writable=args.action == "run")
-    store = open_store(args.db, ws.default_db_url)
-    if args.action == "history":
-        nights = [r for r in store.list_runs(limit=1000) if r.model.startswith("lab:")]
-        rows = []
-        for n in nights:
-            summary_file = ws.root / "reports" / n.run_id / "lab.json"
-            summary = json.loads(summary_file.read_text())["summary"] if summary_file.exists() else {}
-            rows.append({"night": n.request.get("night"), "lab": n.model[4:], "run": n.run_id,
-                         "status": n.status, "created": n.created_at, **summary})
-        if args.output == "json":
-            print(json.dumps(rows, indent=1, default=str))
-        else:
-            _print_table(("night", "lab", "status", "cells", "alerts", "failing", "created"),
-                         [(str(r["night"]), r["lab"], r["status"], str(r.get("cells", "-")), str(r.get("alerts", "-")),
-                           str(r.get("failing", "-")), r["created"]) for r in rows])
-        return 0
-    if args.lab is None:
-        raise UnknownOption("`lab run` needs a lab file, e.g. `deploytool lab run examples/lab.toml`")
-
-    lab = load_lab(args.lab)
-    out = run_night(lab, ws, store, args.night, args.scheduler, progress=not args.quiet,
-                    no_worker_timeout_s=args.no_worker_timeout)
-    for j in out.judged:
-        r = j.result
-        flag = "ALERT " if j.alert else "      "
-        what = "; ".join(f"{c.metric} {c.outcome}" for c in j.changes if c.outcome != "same")
-        print(f"{flag}{r.environment.get('lab_label', r.combo.label)} [{r.environment.get('lab_host', '')}]: "
-              f"{r.outcome}" + (f" ({what})" if what else ""))
-    print(f"lab report: {out.paths.html}")
-    print(f"night {out.night}: {len(out.judged)} cells, {len(out.alerts)} alert(s)")
-    return 1 if out.alerts else 0
-
-
-def cmd_study(args: argparse.Namespace) -> int:
-    return get_study(args.study).run(args)
-
-
-def cmd_devices(args: argparse.Namespace) -> int:
-    print(adb.format_device_table(adb.describe_devices()))
-    return 0
-
-
-COMMANDS = {"models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
-            "report": cmd_report, "localize": cmd_localize, "findings": cmd_findings, "lab": cmd_lab,
-            "devices": cmd_devices, "study": cmd_study}
+def _study() -> Any:
+    """deploytool.commands.study, imported when a parser lists or builds the studies."""
+    return importlib.import_module("deploytool.commands.study")
 
 
 def _interrupt_on_signals() -> None:
@@ -495,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     _interrupt_on_signals()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser(studies=command_of(argv) == "study")
+        parser = build_parser(studies=command_of(argv) in (None, "study"))  # top-level --help lists the studies
     except DeploytoolError as e:  # a plugin named in $DEPLOYTOOL_PLUGINS that does not import
         print(f"deploytool: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -510,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     try:
-        return COMMANDS[args.command](args)
+        return handler(args.command)(args)
     except DeploytoolError as e:
         print(f"deploytool: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -70,7 +70,7 @@ def test_study_parsers_are_built_only_for_the_study_command():
     assert command_of(["migrate", "--model", "m.onnx"]) == "migrate" and command_of(["--help"]) is None
     assert command_of(["--version", "study", "robustness"]) == "study"
     lean, full = build_parser(studies=False), build_parser()
-    assert lean.format_help() == full.format_help()
+    assert all(c in lean.format_help() for c in COMMANDS) and all(name in full.format_help() for name in STUDIES)
     study = next(a for a in full._actions if a.dest == "command").choices["study"]
     text = study.format_help()
     assert all(name in text for name in STUDIES) and "STUDY" in text
@@ -81,3 +81,13 @@ def test_study_parsers_are_built_only_for_the_study_command():
 
         main(["study", "robustness", "--help"])
     assert "--eps" in shown.getvalue()
+
+
+def test_a_migrate_loads_neither_the_lab_nor_the_studies():
+    """Only the command that runs is imported (cli.COMMANDS): a user model's migrate pays for neither the lab
+    (Dask's engine, regression statistics) nor the seed studies (15 modules)."""
+    code = ("import sys; from deploytool.cli import build_parser, command_of, handler\n"
+            "build_parser(studies=command_of(['migrate']) in (None, 'study')); handler('migrate')\n"
+            "print(' '.join(sorted({m.split('.')[1] for m in sys.modules if m.startswith('deploytool.')})))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert "migrate" in loaded and not loaded & {"lab", "study"}, loaded

@@ -1,0 +1,48 @@
+"""`deploytool findings [list|show|export]`: the converter and runtime bugs the runs found."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from deploytool.bugs.findings import export_finding
+from deploytool.bugs.upstream import write_finding
+from deploytool.commands.common import print_table
+from deploytool.errors import UnknownOption
+from deploytool.store import open_store
+from deploytool.workspace import Workspace
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = Workspace.open(args.workspace, writable=args.action == "export")
+    store = open_store(args.db, ws.default_db_url)
+    if args.action == "list":
+        found = store.findings()
+        if args.output == "json":
+            print(json.dumps([f.to_json() for f in found], indent=1, default=str))
+            return 0
+        print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
+                     [(f.id[:10], f.owner, str(f.occurrences), str(len(f.runs)), f.last_seen,
+                       f"not seen since {f.not_seen_since}" if f.not_seen_since else "open",
+                       f.title[:90]) for f in found])
+        return 0
+    if not args.id:
+        raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
+    f = store.get_finding(args.id)
+    if f is None:
+        raise UnknownOption(f"no single finding matches {args.id!r}; `deploytool findings` lists them")
+    folder = ws.root / "findings" / f.id
+    if args.action == "show":
+        if args.output == "json":
+            print(json.dumps(f.to_json(), indent=1, default=str))
+        else:
+            issue = folder / "issue.md"
+            print(issue.read_text() if issue.exists() else json.dumps(f.to_json(), indent=1, default=str))
+        return 0
+    if args.dir is None:
+        raise UnknownOption("`findings export ID DIR` needs the folder to write into")
+    if not folder.is_dir():
+        write_finding(f, ws.finding_dir(f.id))
+    dest = export_finding(folder, args.dir)
+    print(json.dumps({"finding": f.id, "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
+    return 0
