@@ -1,10 +1,15 @@
-"""Benchmark of issue 10, item 4 (one Chromium per run): seconds per web row of
+"""Benchmark of issue 10, item 4 (one Chromium per run) and issue 25 part 3 (one
+browser profile per run, so libraries are fetched and compiled once): seconds per web row of
 the LeNet-5 web matrix (`migrate --model lenet5 --target web --format all
 --quantize all --fresh`), with the code of another tree ("before", e.g. main,
 where every row launches its own Chromium and writes its inputs to disk) and
 with this tree ("after"), on the same workspace: training and conversions are
 cached by a warm-up run first, so only the rows are timed. Also prints the
-share of each tfjs wasm row's wall time spent moving tensors (target < 5 %).
+share of each tfjs wasm row's wall time spent moving tensors (target < 5 %),
+the sum of the web rows' wall time, and each row's library load, model load
+and first inference (the page's own timings), first row of each library
+apart from the rows after it (those are the ones a shared cache speeds up),
+with before/after ratios.
 
 Run: .venv/bin/python bench/bench_web_rows.py --before /work/main [--rounds 2]
 Writes bench/out/web_rows.json.
@@ -33,7 +38,8 @@ rows = []
 for r in out.results:
     t = (r.environment or {}).get("timings_ms", {})
     rows.append({"row": r.combo.label, "status": str(r.status), "runtime_s": r.times.runtime,
-                 "backend": r.combo.backend, "format": r.combo.format, "timings_ms": t})
+                 "backend": r.combo.backend, "format": r.combo.format, "timings_ms": t,
+                 "first_inference_ms": (r.metrics or {}).get("first_inference_ms")})
 print(json.dumps({"seconds_total": out.seconds_total, "seconds_in_runtimes": out.seconds_in_runtimes,
                   "rows": rows}))
 """
@@ -68,7 +74,40 @@ def summary(name: str, run: dict) -> dict:
           f"(in runtimes {run['seconds_in_runtimes']:.1f} s, "
           f"run {run['seconds_total']:.1f} s); tfjs wasm transfer share "
           + (", ".join(f"{100 * s:.1f} %" for s in wasm) or "-"), flush=True)
-    return {"rows": len(rows), "seconds_per_row": per_row, "overhead_s_per_row": overhead, "tfjs_wasm_transfer_share": wasm, "run": run}
+    loads = load_summary(rows)
+    print(f"          web rows' wall time {loads['web_rows_s']:.1f} s; per row (ms, mean): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in loads["mean_ms"].items())
+          + "; rows after their library's first: "
+          + ", ".join(f"{k} {v:.0f}" for k, v in loads["later_mean_ms"].items()), flush=True)
+    return {"rows": len(rows), "seconds_per_row": per_row, "overhead_s_per_row": overhead,
+            "tfjs_wasm_transfer_share": wasm, "loads": loads, "run": run}
+
+
+LOAD_KEYS = {"library": "library_load", "model": "model_load", "page_open": "page_open", "load_total": "load_total"}
+
+
+def load_summary(rows: list[dict]) -> dict:
+    """Mean library load, model load, page open, whole load and first inference over the rows that loaded, and
+    the same over the rows whose library an earlier row of the run had already loaded."""
+    seen: set[str] = set()
+    every: dict[str, list[float]] = {}
+    later: dict[str, list[float]] = {}
+    for r in rows:
+        t = r["timings_ms"]
+        if not t or "library_load" not in t:
+            continue
+        lib = f"{r['format']}/{r['backend']}"
+        values = {k: float(t.get(key, 0.0)) for k, key in LOAD_KEYS.items()}
+        if r.get("first_inference_ms") is not None:
+            values["first_inference"] = float(r["first_inference_ms"])
+        for k, v in values.items():
+            every.setdefault(k, []).append(v)
+            if lib in seen:
+                later.setdefault(k, []).append(v)
+        seen.add(lib)
+    mean = lambda d: {k: sum(v) / len(v) for k, v in d.items() if v}
+    return {"web_rows_s": sum(r["runtime_s"] or 0.0 for r in rows), "mean_ms": mean(every),
+            "later_mean_ms": mean(later)}
 
 
 def main() -> int:
@@ -97,11 +136,22 @@ def main() -> int:
     print(f"seconds per web row: before {before:.2f} s, after {after:.2f} s, ratio {before / after:.2f}x; "
           f"outside inference: before {overhead_before:.2f} s, after {overhead_after:.2f} s, "
           f"ratio {overhead_before / overhead_after:.2f}x; tfjs wasm transfer share after: max {100 * worst:.1f} % (target < {100 * TRANSFER_TARGET_SHARE:g} %)")
+    b_loads = min((r["loads"] for r in results["before"]), key=lambda x: x["web_rows_s"])
+    a_loads = min((r["loads"] for r in results["after"]), key=lambda x: x["web_rows_s"])
+    print(f"web rows' wall time: before {b_loads['web_rows_s']:.1f} s, after {a_loads['web_rows_s']:.1f} s, "
+          f"ratio {b_loads['web_rows_s'] / a_loads['web_rows_s']:.2f}x")
+    for scope in ("mean_ms", "later_mean_ms"):
+        print(f"  {'every row' if scope == 'mean_ms' else 'rows after the first of their library'} (ms): "
+              + "; ".join(f"{k} {b_loads[scope][k]:.0f} -> {a_loads[scope].get(k, float('nan')):.0f} "
+                          f"({b_loads[scope][k] / a_loads[scope][k]:.2f}x)"
+                          for k in b_loads[scope] if a_loads[scope].get(k)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"before_s_per_row": before, "after_s_per_row": after, "ratio": before / after,
                                     "before_overhead_s_per_row": overhead_before,
                                     "after_overhead_s_per_row": overhead_after,
-                                    "tfjs_wasm_transfer_share_max": worst, "rounds": results}, indent=2))
+                                    "tfjs_wasm_transfer_share_max": worst,
+                                    "web_rows_s": {"before": b_loads["web_rows_s"], "after": a_loads["web_rows_s"]},
+                                    "loads_ms": {"before": b_loads, "after": a_loads}, "rounds": results}, indent=2))
     print(f"wrote {args.out}")
     return 0
 

@@ -1,8 +1,11 @@
 """`Chromium`: one headless Debian Chromium driven by Playwright, as a device
 the web runtime runs models on. It launches the system binary (never a
 Playwright browser download), keeps it off the network except 127.0.0.1,
-opens a fresh browser context (its own renderer, cache and storage) per use,
-describes itself (version, user agent, wasm SIMD/threads, cross-origin
+runs every page in one browser profile of its own (a temporary user data
+directory that Playwright's driver creates and removes when the browser
+closes, or when the driver exits because its parent died), so pages share
+the profile's HTTP cache and V8's JS and wasm code cache while each page still
+runs in a renderer process of its own (see `new_page`), describes itself (version, user agent, wasm SIMD/threads, cross-origin
 isolation), measures its renderers' peak RSS, and on close makes sure every
 process it started is gone. It knows nothing about models or the harness page.
 """
@@ -174,7 +177,8 @@ class Chromium:
         self._shared_driver = driver
         self._pw: Any = None
         self._browser: Any = None
-        self._context: Any = None
+        self._context: Any = None  # the profile's one persistent context: every page opens in it
+        self.profile_dir: Path | None = None  # its user data directory, while the browser runs
         # psutil.Process objects, not bare pids: they refuse to signal a pid
         # that was reused by another process after ours died.
         self._procs: dict[int, Any] = {}
@@ -192,12 +196,26 @@ class Chromium:
         if driver is None:
             driver = self._pw = sync_playwright().start()
         try:
-            self._browser = driver.chromium.launch(
+            # "": the driver makes a temporary profile and deletes it with the browser (on close, and when
+            # the driver exits because its parent died). A persistent context, not browser.new_context(): an
+            # incognito context keeps its HTTP cache in memory (onnxruntime-web's 15 MB wasm did not stay in
+            # it) and no code cache at all, and a fresh context per page would throw both away.
+            self._context = driver.chromium.launch_persistent_context(
+                "",
                 executable_path=str(self.executable),
                 headless=True,
                 args=list(CHROMIUM_FLAGS + self.extra_args),
             )
+            self._browser = self._context.browser
+            for page in list(self._context.pages):  # the blank tab a profile opens with: no renderer idles
+                page.close()
         except Exception:
+            if self._context is not None:
+                try:
+                    self._context.close()
+                except Exception:
+                    pass
+            self._context = self._browser = None
             if self._pw is not None:
                 self._pw.stop()
             self._pw = None
@@ -205,8 +223,19 @@ class Chromium:
         self.launch_ms = (time.perf_counter() - t0) * 1e3
         self._browser_pid = self._find_browser_pid(me, before)
         self._refresh_pids()
-        self._context = self._browser.new_context()
+        self.profile_dir = self._profile_of(self._browser_pid)
         return self
+
+    @staticmethod
+    def _profile_of(pid: int | None) -> Path | None:
+        import psutil
+
+        try:
+            cmd = psutil.Process(pid).cmdline() if pid is not None else []
+        except psutil.Error:
+            return None
+        found = [a.split("=", 1)[1] for a in cmd if a.startswith("--user-data-dir=")]
+        return Path(found[-1]) if found else None
 
     def _find_browser_pid(self, me: Any, before: set[int]) -> int | None:
         import psutil
@@ -237,17 +266,15 @@ class Chromium:
             pass
 
     def new_page(self) -> Any:
+        """A new tab in the profile; close it when done. Each tab is a new browsing context group, so Chromium
+        (156, measured) starts a renderer process for it: its JS heap, wasm memory and VmHWM are its own, while
+        the HTTP cache and the code caches are the profile's. Close the previous row's tab first: a renderer
+        that still hosts a page of the same site could be chosen for the next one."""
         if self._context is None:
             raise RuntimeError("launch() the browser first")
         page = self._context.new_page()
         self._refresh_pids()
         return page
-
-    def new_context(self) -> Any:
-        """A fresh Playwright browser context (nothing shared with earlier ones); close it when done."""
-        if self._browser is None:
-            raise RuntimeError("launch() the browser first")
-        return self._browser.new_context()
 
     @property
     def connected(self) -> bool:
@@ -270,12 +297,13 @@ class Chromium:
 
         self._refresh_pids()
         try:
-            if self._browser is not None:
-                self._browser.close()
+            if self._context is not None:
+                self._context.close()  # a persistent context's close ends its browser and removes its profile
         except Exception:  # a crashed or hung browser: the reaping below handles it
             pass
         finally:
             self._browser = self._context = None
+            self.profile_dir = None
             try:
                 if self._pw is not None:
                     self._pw.stop()
@@ -366,7 +394,7 @@ class Chromium:
     def renderer_peak_rss_bytes(self, exclude: "set[int] | frozenset[int]" = frozenset()) -> int | None:
         """Largest VmHWM among renderer processes (the page's renderer is the
         biggest; a spare renderer may also exist), leaving out `exclude` (the
-        renderers of earlier contexts, still exiting). None if none is alive."""
+        renderers of earlier pages, still exiting). None if none is alive."""
         return self._peak_rss_of("renderer", exclude)
 
     def gpu_process_peak_rss_bytes(self) -> int | None:

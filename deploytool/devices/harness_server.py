@@ -12,6 +12,14 @@ rebinds its DNS name to 127.0.0.1 gets nothing. A hostile or departing client
 (a path too long to resolve, a hang-up mid-file) gets a status code or silence,
 never a traceback. It must never bind another interface or serve the working
 directory.
+
+Caching: a route mounted with `cache=True` (the page and the libraries' dist
+files: they do not change while a run lasts) is sent with `Cache-Control:
+private, max-age=...` and an ETag of the file (size, mtime, inode), and a
+request that names that ETag in If-None-Match gets 304: a browser profile
+shared by a run's rows then fetches and compiles tfjs and the wasm runtimes
+once. Everything else — each row's model, its inputs, the results — is
+`no-store`, so a row never sees another row's (or an earlier run's) model.
 """
 
 from __future__ import annotations
@@ -62,8 +70,11 @@ ISOLATION_HEADERS = {
     "Cross-Origin-Embedder-Policy": "require-corp",
     "Cross-Origin-Resource-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
 }
+NO_STORE = "no-store"
+# For files of routes mounted with cache=True. A run's profile lives for one run; an hour is longer.
+LIBRARY_MAX_AGE_S = 3600
+CACHEABLE = f"private, max-age={LIBRARY_MAX_AGE_S}"
 
 _RESULT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # A blob's URL path: plain segments only, so it can never look like a traversal.
@@ -75,6 +86,7 @@ class _Route:
     prefix: str  # "/lib/tfjs/" for a directory, "/index.html" for one file
     target: Path  # resolved at construction, so a later symlink swap cannot widen it
     is_dir: bool
+    cache: bool = False  # its files may be kept by the browser (see CACHEABLE)
 
 
 class Refused(Exception):
@@ -89,10 +101,10 @@ class HarnessServer:
     `max_post_bytes` each) for `take_result(name)`.
     """
 
-    def __init__(self, routes: Mapping[str, Path], max_post_bytes: int = 1 << 30):
+    def __init__(self, routes: Mapping[str, Path], max_post_bytes: int = 1 << 30, cache: bool = False):
         self._routes: list[_Route] = []
         self._lock = threading.Lock()
-        self.mount(routes)
+        self.mount(routes, cache=cache)
         self.max_post_bytes = max_post_bytes
         self._results: dict[str, bytes] = {}
         self._blobs: dict[str, memoryview] = {}
@@ -102,6 +114,8 @@ class HarnessServer:
         # running the harness page never sends one, so a count above 0 means
         # something else talked to the server.
         self.requests_refused = 0
+        # GETs answered, by URL path (200 and 304 alike): tests read which files the browser asked for again
+        self.requests_served: dict[str, int] = {}
 
     # life cycle
     def start(self) -> "HarnessServer":
@@ -145,9 +159,9 @@ class HarnessServer:
         return f"http://{self.authority}"
 
     # routes and blobs that come and go (one row's model, one row's inputs)
-    def mount(self, routes: Mapping[str, Path]) -> None:
+    def mount(self, routes: Mapping[str, Path], cache: bool = False) -> None:
         """Add routes (a prefix ending in "/" -> a directory, an exact path -> a file); a prefix already
-        served is replaced."""
+        served is replaced. `cache`: the browser may keep their files (never for a row's model or data)."""
         new = []
         for prefix, target in routes.items():
             if not prefix.startswith("/"):
@@ -158,7 +172,7 @@ class HarnessServer:
                 raise FileNotFoundError(f"route {prefix} -> {target}: not a directory")
             if not is_dir and not real.is_file():
                 raise FileNotFoundError(f"route {prefix} -> {target}: not a file")
-            new.append(_Route(prefix, real, is_dir))
+            new.append(_Route(prefix, real, is_dir, cache))
         with self._lock:
             kept = [r for r in self._routes if r.prefix not in {n.prefix for n in new}]
             # Longest prefix first, so /lib/tfjs-tflite/ wins over a shorter match.
@@ -189,6 +203,11 @@ class HarnessServer:
         with self._lock:
             self._results[name] = body
 
+    def _count(self, url_path: str) -> None:
+        path = urlsplit(url_path).path
+        with self._lock:
+            self.requests_served[path] = self.requests_served.get(path, 0) + 1
+
     def take_result(self, name: str) -> bytes | None:
         with self._lock:
             return self._results.pop(name, None)
@@ -205,6 +224,11 @@ class HarnessServer:
 
         Raises `Refused` for anything that would leave a root.
         """
+        found = self.resolve_route(url_path)
+        return found[0] if found is not None else None
+
+    def resolve_route(self, url_path: str) -> tuple[Path, bool] | None:
+        """`resolve`, with whether the file's route may be cached."""
         path = unquote(urlsplit(url_path).path)
         if "\x00" in path or "\\" in path or not path.startswith("/"):
             raise Refused(url_path)
@@ -218,7 +242,7 @@ class HarnessServer:
         for route in routes:
             if not route.is_dir:
                 if path == route.prefix:
-                    return route.target
+                    return route.target, route.cache
                 continue
             if not path.startswith(route.prefix):
                 continue
@@ -233,10 +257,15 @@ class HarnessServer:
                 # out of it lands here and is refused.
                 if candidate != route.target and route.target not in candidate.parents:
                     raise Refused(url_path)
-                return candidate if candidate.is_file() else None
+                return (candidate, route.cache) if candidate.is_file() else None
             except OSError:  # ENAMETOOLONG, ELOOP, EACCES...: nothing we can serve
                 return None
         return None
+
+
+def _etags(header: str) -> set[str]:
+    """The entity tags an If-None-Match header names (weak ones compared as strong: our tags are exact)."""
+    return {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}
 
 
 def _drain(sock: socket.socket) -> None:
@@ -322,6 +351,7 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             for k, v in ISOLATION_HEADERS.items():
                 self.send_header(k, v)
+            self.send_header("Cache-Control", NO_STORE)
             self.send_header("Content-Length", "0")
             if close:
                 self.send_header("Connection", "close")
@@ -343,29 +373,46 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
                 self._send_blob(blob, with_body)
                 return
             try:
-                file = server.resolve(self.path)
+                found = server.resolve_route(self.path)
             except Refused:
                 server.requests_refused += 1
                 self._send_empty(HTTPStatus.FORBIDDEN)
                 return
-            if file is None:
+            if found is None:
                 self._send_empty(HTTPStatus.NOT_FOUND)
                 return
+            file, cache = found
             try:
                 fh = open(file, "rb")
             except OSError:
                 self._send_empty(HTTPStatus.NOT_FOUND)
                 return
             with fh:
-                size = os.fstat(fh.fileno()).st_size
+                st = os.fstat(fh.fileno())
+                size = st.st_size
+                etag = f'"{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ino:x}"' if cache else None
+                server._count(self.path)
+                if etag is not None and etag in _etags(self.headers.get("If-None-Match", "")):
+                    self.send_response(HTTPStatus.NOT_MODIFIED)
+                    self._file_headers(file, etag)
+                    self.end_headers()
+                    return
                 self.send_response(HTTPStatus.OK)
-                self.send_header("Content-Type", MIME_TYPES.get(file.suffix.lower(), DEFAULT_MIME))
+                self._file_headers(file, etag)
                 self.send_header("Content-Length", str(size))
-                for k, v in ISOLATION_HEADERS.items():
-                    self.send_header(k, v)
                 self.end_headers()
                 if with_body and size:
                     self.connection.sendfile(fh)
+
+        def _file_headers(self, file: Path, etag: str | None) -> None:
+            self.send_header("Content-Type", MIME_TYPES.get(file.suffix.lower(), DEFAULT_MIME))
+            for k, v in ISOLATION_HEADERS.items():
+                self.send_header(k, v)
+            if etag is None:
+                self.send_header("Cache-Control", NO_STORE)
+            else:
+                self.send_header("Cache-Control", CACHEABLE)
+                self.send_header("ETag", etag)
 
         def _send_blob(self, blob: memoryview, with_body: bool) -> None:
             self.send_response(HTTPStatus.OK)
@@ -373,6 +420,7 @@ def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(blob.nbytes))
             for k, v in ISOLATION_HEADERS.items():
                 self.send_header(k, v)
+            self.send_header("Cache-Control", NO_STORE)
             self.end_headers()
             if with_body and blob.nbytes:
                 self.wfile.write(blob)  # straight from the array's memory: no file, no copy

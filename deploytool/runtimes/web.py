@@ -7,15 +7,18 @@ software one is said to be), the TF.js flags that set how the backend
 computes, and which ONNX nodes fell back from WebGPU to wasm; without an
 adapter it is `unsupported`, with the browser's reason.
 
-Each `load()`/`close()` is one fresh browser context in the browser of a
-`WebSession`: the run's shared one (option `session`, given by the web
-target while a run is open) or one of its own. Tensors move as raw bytes over
+Each `load()`/`close()` is one fresh page (a renderer process of its own) in
+the browser of a `WebSession`: the run's shared one (option `session`, given
+by the web target while a run is open) or one of its own. The browser's
+profile is shared by its pages, so a row after the first takes the libraries
+from its HTTP cache and their compiled code from V8's code cache; the row's
+model and inputs are never cached. Tensors move as raw bytes over
 the loopback HTTP server (inputs served from memory and fetched by the page,
 outputs and latencies POSTed back); `page.evaluate` carries only small JSON.
 Full-int8 TFLite I/O is quantized and dequantized here with `deploytool.modelfiles.tflite_io`, as
 on every other TFLite target. A fault in the page (an error, a crashed
 renderer, a model the browser cannot load, a run past `timeout_s`) becomes
-`StageFailed` with the browser's own message and ends the row's context; a
+`StageFailed` with the browser's own message and ends the row's page; a
 crash or a hang also discards the browser (the session relaunches one for
 the next row), and a runtime with a browser of its own closes it. This
 module must not compare outputs or touch the store.
@@ -152,11 +155,10 @@ class WebRuntime(Runtime):
         self._own_session = session is None
         self._browser: Any = None
         self._server: Any = None
-        self._context: Any = None
         self._page: Any = None
         self._row = secrets.token_hex(6)  # this row's URL prefix in the shared server
         self._mounted: list[str] = []
-        self._earlier_renderers: set[int] = set()  # a fresh context gets renderers of its own
+        self._earlier_renderers: set[int] = set()  # a fresh page gets a renderer of its own
         self._root: Path | None = None
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
@@ -196,12 +198,11 @@ class WebRuntime(Runtime):
             self._browser = session.browser(webgpu=self.options.backend == "webgpu")
             self._timings_ms["browser_launch"] = session.take_launch_ms()
             t0 = time.perf_counter()
-            # Peaks from here on are this row's (a GPU process outlives rows; a fresh context's
+            # Peaks from here on are this row's (a GPU process outlives rows; a fresh page's
             # renderer starts fresh anyway).
             self._browser.reset_peak_rss("gpu-process")
             self._earlier_renderers = set(self._browser.live_process_ids("renderer"))
-            self._context = self._browser.new_context()
-            self._page = self._context.new_page()
+            self._page = self._browser.new_page()
             self._watch(self._page)
             self._page.goto(f"{self._server.origin}/index.html", wait_until="load",
                             timeout=self.options.timeout_s * 1e3)
@@ -221,7 +222,7 @@ class WebRuntime(Runtime):
 
     @contextmanager
     def _faults_end_the_row(self) -> Iterator[None]:
-        """Any fault ends this row's context; a browser's own error becomes this combination's result.
+        """Any fault ends this row's page; a browser's own error becomes this combination's result.
         Only an error the page itself reported leaves the browser to the next row: after a crash, a
         hang or anything else it is discarded (or closed, when it is this runtime's own)."""
         try:
@@ -570,17 +571,17 @@ class WebRuntime(Runtime):
 
     # ---- close
     def _teardown(self, keep_browser: bool = True) -> None:
-        """End this row: its context, its routes; the browser too unless it is shared and healthy."""
-        browser, server, context, session = self._browser, self._server, self._context, self._session
-        self._browser = self._server = self._page = self._context = None
+        """End this row: its page, its routes; the browser too unless it is shared and healthy."""
+        browser, server, page, session = self._browser, self._server, self._page, self._session
+        self._browser = self._server = self._page = None
         try:
             if browser is not None:
                 self.last_process_ids = browser.process_ids
                 shared = not self._own_session and browser.connected and not self._crashed
-                if keep_browser and shared and context is not None:
+                if keep_browser and shared and page is not None:
                     try:
-                        context.close()
-                    except Exception:  # a context that will not close: the browser goes instead
+                        page.close()  # before the next row's page opens: its renderer is not reused
+                    except Exception:  # a page that will not close: the browser goes instead
                         if session is not None:  # always, when shared
                             session.discard_browser(browser)
                 elif session is not None:

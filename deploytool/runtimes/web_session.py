@@ -1,12 +1,16 @@
 """`WebSession`: the run-scoped part of the web runtime — one headless Chromium
 and one harness server (page and libraries) that every web row of a run
-shares, each row in a fresh browser context of its own. WebGPU rows get a
+shares, each row in a fresh page (its own renderer process) of the browser's
+one temporary profile. The server lets the browser cache the page and the
+libraries (never a row's model or inputs), so the profile's HTTP cache and
+V8's code cache make a row after the first skip fetching and compiling
+tfjs, onnxruntime-web's wasm and tfjs-tflite again. WebGPU rows get a
 second Chromium of their own, launched with `WEBGPU_FLAGS` (the other rows'
-browser never has them). Launching is lazy (a run whose web rows are all
+browser never has them), with a profile of its own. Launching is lazy (a run whose web rows are all
 stored launches nothing), and a browser that a row left crashed or hung is
 discarded so the next row gets a new one. It knows nothing about models or
 rows; `WebRuntime` mounts a row's model and inputs into the server and opens
-the row's context.
+the row's page.
 """
 
 from __future__ import annotations
@@ -39,10 +43,10 @@ class WebSession:
         self._last_launch_ms: float | None = None
 
     def server(self) -> Any:
-        """The harness server (page + libraries), started once."""
+        """The harness server (page + libraries, cacheable), started once."""
         if self._server is None:
             self.harness_root = check_harness(self.harness_root)
-            self._server = HarnessServer(library_routes(self.harness_root)).start()
+            self._server = HarnessServer(library_routes(self.harness_root), cache=True).start()
         return self._server
 
     def browser(self, webgpu: bool = False) -> Any:

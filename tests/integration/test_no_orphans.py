@@ -118,6 +118,13 @@ class Family:
             psutil.wait_procs(self.alive(), timeout=3)
 
 
+def _full_cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
 def _cmdline(p: psutil.Process) -> str:
     try:
         return " ".join(p.cmdline())[:120]
@@ -174,7 +181,14 @@ def test_kill_9_of_migrate_during_a_web_row_leaves_no_process_behind(tiny, tmp_p
         assert any(map(_is_worker, cmds)), cmds
         assert any("playwright" in c and "node" in c for c in cmds), cmds
         assert any("chromium" in c and "--type=" not in c for c in cmds), cmds
+        # the run's browser profile (its HTTP and code caches): Playwright's driver deletes it as it exits
+        profiles = {a.split("=", 1)[1] for p in fam.alive() for a in _full_cmdline(p) if a.startswith("--user-data-dir=")}
+        assert profiles and all(Path(p).is_dir() for p in profiles), cmds
         gone_s = fam.kill_parent()
         assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while any(Path(p).exists() for p in profiles) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(Path(p).exists() for p in profiles), f"the killed run's browser profile is left: {profiles}"
     finally:
         fam.clean_up()

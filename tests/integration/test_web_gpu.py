@@ -93,14 +93,13 @@ def _reproduce(session, folder):
     """A bundle's reproduce_web.html, served with the harness's node_modules, in the WebGPU rows' browser."""
     routes = {"/": folder, "/node_modules/": check_harness() / "node_modules"}
     with HarnessServer(routes) as server:
-        context = session.browser(webgpu=True).new_context()
+        page = session.browser(webgpu=True).new_page()
         try:
-            page = context.new_page()
             page.goto(f"{server.origin}/reproduce_web.html", wait_until="load")
             page.wait_for_function("() => window.reproduction", timeout=120_000, polling=50)
             return page.evaluate("() => window.reproduction")
         finally:
-            context.close()
+            page.close()
 
 
 def test_onnxruntime_web_on_webgpu_names_the_nodes_that_fell_back_to_wasm(models, tmp_path):

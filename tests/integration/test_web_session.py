@@ -118,3 +118,55 @@ def test_a_session_with_no_row_launches_nothing():
     with BrowserLaunches() as launches, WebSession():
         time.sleep(0.2)
     assert launches.count == 0
+
+
+_WASM_ENTRIES = """() => performance.getEntriesByType('resource').filter(e => e.name.endsWith('.wasm'))
+    .map(e => [new URL(e.name).pathname, e.transferSize])"""
+
+
+def _renderer_of_open_row(session, earlier: set[int]) -> int:
+    """The renderer of the row whose page is open: the largest live renderer (a page that loaded a wasm runtime
+    is far bigger than a spare renderer). It must be new: no renderer alive before the row's page opened."""
+    rss = {pid: psutil.Process(pid).memory_info().rss for pid in session.browser().live_process_ids("renderer")}
+    pid = max(rss, key=lambda p: rss[p])
+    assert pid not in earlier, "the row's page was given a renderer that was alive before it opened"
+    return pid
+
+
+def test_later_rows_take_the_libraries_from_the_runs_profile_each_in_a_renderer_of_its_own(models):
+    """Issue 25: one browser profile per run. The second onnxruntime-web row's 15 MB wasm comes from the HTTP
+    cache (transferSize 0 in its page; the server sees one request for it in the whole run) while every row
+    still fetches its own model, runs in a renderer process of its own (the previous one is gone) and reports
+    that renderer's memory; the profile is deleted with the browser."""
+    rows = []
+    with WebSession() as session:
+        server = session.server()
+        for art in (models.onnx, models.tflite, models.onnx):
+            rt = WebRuntime(session=session, warmup_runs=2, timeout_s=120)
+            try:
+                rt.load(art)
+                out = rt.run(models.inputs)
+                rows.append({"out": out, "renderer": _renderer_of_open_row(session, rt._earlier_renderers),
+                             "live": set(session.browser().live_process_ids("renderer")), "wasm": dict(rt._page.evaluate(_WASM_ENTRIES)),
+                             "model": f"/model/{rt._row}/model.{'onnx' if art is models.onnx else 'tflite'}"})
+            finally:
+                rt.close()
+        profile = session.browser().profile_dir
+        assert profile is not None and profile.is_dir()
+        served = dict(server.requests_served)
+    assert profile is not None and not profile.exists(), "the run's browser profile outlived the session"
+
+    first, tflite, second = rows
+    ort_wasm = [p for p in first["wasm"] if p.startswith("/lib/onnxruntime-web/")]
+    assert ort_wasm and first["wasm"][ort_wasm[0]] > 10e6  # the first row downloaded it
+    assert second["wasm"][ort_wasm[0]] == 0, "the second onnxruntime-web row did not take its wasm from the cache"
+    assert served[ort_wasm[0]] == 1, served
+    assert served["/lib/tfjs-tflite/tf-tflite.min.js"] == 1
+    for row in rows:  # a row's model is never cached: each row asked for its own
+        assert served[row["model"]] == 1
+        assert np.abs(row["out"].outputs - models.keras_outputs).max() < 1e-4
+        assert row["out"].memory_bytes["renderer_peak_rss_bytes"] > 20e6
+    pids = [r["renderer"] for r in rows]
+    assert len(set(pids)) == 3, f"rows shared a renderer process: {pids}"
+    for before, after in zip(rows, rows[1:]):  # closing a row's page ended its renderer: never reused
+        assert before["renderer"] not in after["live"], "the previous row's renderer still ran during the next"

@@ -263,3 +263,42 @@ def test_routes_mount_and_unmount(server, tmp_path):
     server.unmount(["/model/abc/"])
     assert _request(server, "GET", "/model/abc/model.json")[0] == 404
     assert _serves(server)
+
+
+def _headers(srv, path, extra=None):
+    port = srv.address[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}", **(extra or {})})
+        r = conn.getresponse()
+        r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_library_routes_are_cacheable_with_an_etag_and_rows_files_never(server, tmp_path):
+    """Issue 25: the libraries may stay in the browser's cache (max-age, ETag, 304); a row's model, its
+    inputs and every refusal are no-store, so no row ever runs another row's (or an older) model."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "ort.wasm").write_bytes(b"\x00asm")
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"onnx")
+    server.mount({"/lib/ort/": lib}, cache=True)
+    server.mount({"/model/r1/model.onnx": model})
+    server.put_blob("/data/r1/inputs.bin", b"1234")
+
+    status, h = _headers(server, "/lib/ort/ort.wasm")
+    assert status == 200 and "max-age=" in h["cache-control"] and "no-store" not in h["cache-control"]
+    assert h["content-type"] == "application/wasm" and h["etag"].startswith('"')
+    assert h["cross-origin-resource-policy"] == "same-origin"  # still loadable under COEP require-corp
+    status, h304 = _headers(server, "/lib/ort/ort.wasm", {"If-None-Match": f'W/{h["etag"]}, "other"'})
+    assert status == 304 and h304["etag"] == h["etag"]
+    (lib / "ort.wasm").write_bytes(b"\x00asm\x01")  # a changed file is a new entity
+    assert _headers(server, "/lib/ort/ort.wasm", {"If-None-Match": h["etag"]})[0] == 200
+    assert server.requests_served["/lib/ort/ort.wasm"] == 3
+
+    for path in ("/model/r1/model.onnx", "/data/r1/inputs.bin", "/data/small.bin", "/lib/ort/missing.wasm"):
+        status, h = _headers(server, path, {"If-None-Match": "*"})
+        assert status in (200, 404) and h["cache-control"] == "no-store" and "etag" not in h, path
