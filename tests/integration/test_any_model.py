@@ -16,7 +16,8 @@ from tests import anymodels
 from tests.conftest import run_cli
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+# android: the phone tests share the one adb server, so the whole file joins their xdist group (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.android]
 
 
 def _migrate(tmp: Path, model: Path, data: Path, *args: str, run_id: str) -> list[dict]:
@@ -45,7 +46,6 @@ def models(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.android  # the phone tests share the one adb server: they join its xdist group (tests/conftest.py)
 def test_a_text_classifier_with_ids_and_a_mask_on_the_host_in_the_browser_and_on_the_phone(models, tmp_path, phone):  # noqa: F811
     rows = _migrate(tmp_path, models / "text.onnx", models / "text.npz", "--target", "host,web,android", "--format",
                     "onnx,tflite", "--quantize", "none", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
@@ -77,7 +77,6 @@ def test_a_regressor_with_float_labels_reports_mae_and_rmse_and_their_change(mod
     assert "RMSE" in summary
 
 
-@pytest.mark.android
 def test_a_sequence_model_on_the_host_and_the_simulated_phone(models, tmp_path, phone):  # noqa: F811
     rows = _migrate(tmp_path, models / "seq.keras", models / "seq.npz", "--target", "host,android", "--format",
                     "tflite", "--quantize", "none", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
