@@ -225,3 +225,113 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
             predict(x)
         lat[j] = (time.perf_counter() - t) * 1e3 / k
     return lat, first_ms, k
+
+
+# ------------------------------------------------------------------ paired timing (issue 25)
+# A target and a reference timed in alternating blocks: PAIR_BLOCKS blocks, each side timing at least
+# PAIR_READINGS readings and about PAIR_BLOCK_S seconds (readings of K inferences, as above). 20 blocks of ~5 ms a
+# side take ~0.2 s a row plus the reference's own cost. The order alternates (target first in even blocks,
+# reference first in odd ones), so a drift that grows through a block favours neither.
+PAIR_BLOCKS = 20
+PAIR_BLOCK_S = 5e-3
+PAIR_READINGS = 5
+
+
+def per_cpu_ticks(text: str) -> dict[int, tuple[int, int]]:
+    """(all ticks, idle + iowait ticks) of each `cpuN` line of /proc/stat's text."""
+    out = {}
+    for line in text.splitlines():
+        name = line.split(maxsplit=1)[0] if line.strip() else ""
+        if name.startswith("cpu") and name[3:].isdigit():
+            t = _cpu_ticks("cpu " + line.split(maxsplit=1)[1])
+            if t is not None:
+                out[int(name[3:])] = t
+    return out
+
+
+def least_busy_cpus(count: int, interval_s: float = LOAD_CHECK_S) -> tuple[int, ...]:
+    """The `count` CPUs of this process's affinity that other processes used least over `interval_s` (this
+    process sleeping); () where /proc/stat or affinity cannot be read, or when `count` covers them all."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return ()
+    if count >= len(allowed):
+        return ()
+    stat = Path("/proc/stat")
+    try:
+        before = per_cpu_ticks(stat.read_text())
+        time.sleep(interval_s)
+        after = per_cpu_ticks(stat.read_text())
+    except OSError:
+        return ()
+
+    def busy(cpu: int) -> float:
+        a, b = before.get(cpu), after.get(cpu)
+        if a is None or b is None or b[0] <= a[0]:
+            return 1.0
+        return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+    return tuple(sorted(sorted(allowed, key=lambda c: (busy(c), c))[:count]))
+
+
+def others_busy_fraction(stat_before: str, stat_after: str, own_cpu_s: float, wall_s: float,
+                         cpus: int) -> float | None:
+    """The share of all CPUs other processes took over a span in which this process used `own_cpu_s` seconds of
+    CPU: all CPUs' busy share minus this process's own (never below 0). None when /proc/stat said nothing."""
+    busy = busy_fraction_between(stat_before, stat_after)
+    if busy is None or wall_s <= 0 or cpus <= 0:
+        return None
+    return min(1.0, max(0.0, busy - own_cpu_s / (wall_s * cpus)))
+
+
+def _reading_k(predict: Predict, rows: list, warmup_runs: int) -> int:
+    warm = []
+    for i in range(max(warmup_runs, 3)):
+        t = time.perf_counter()
+        predict(rows[i % len(rows)])
+        warm.append(time.perf_counter() - t)
+    return inferences_per_reading(min(warm))
+
+
+def time_paired(target: Predict, reference: Predict, target_inputs: Any, reference_inputs: Any,
+                warmup_runs: int = 10, blocks: int = PAIR_BLOCKS,
+                block_s: float = PAIR_BLOCK_S) -> dict[str, Any]:
+    """Time `target` and `reference` (batch 1, the same samples in turn) in `blocks` alternating blocks.
+
+    Returns {"target_block_ms", "reference_block_ms": the median reading of each block, "target_ms",
+    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K)}; each reading is ms per
+    inference (K inferences per reading when one is under SHORT_INFERENCE_S).
+    """
+    n = min(len(target_inputs), len(reference_inputs))
+    t_rows = [target_inputs[i : i + 1] for i in range(n)]
+    r_rows = [reference_inputs[i : i + 1] for i in range(n)]
+    kt, kr = _reading_k(target, t_rows, warmup_runs), _reading_k(reference, r_rows, warmup_runs)
+    sides = {"target": (target, t_rows, kt), "reference": (reference, r_rows, kr)}
+    # readings per block, from one trial block of each side: about block_s each, at least PAIR_READINGS
+    per_block = {}
+    for name, (fn, rows, k) in sides.items():
+        t = time.perf_counter()
+        for i in range(PAIR_READINGS * k):
+            fn(rows[i % n])
+        one = (time.perf_counter() - t) / PAIR_READINGS
+        per_block[name] = max(PAIR_READINGS, math.ceil(block_s / max(one, 1e-9)))
+    readings: dict[str, list[float]] = {"target": [], "reference": []}
+    medians: dict[str, list[float]] = {"target": [], "reference": []}
+    cursor = {"target": 0, "reference": 0}
+    for b in range(blocks):
+        for name in (("target", "reference") if b % 2 == 0 else ("reference", "target")):
+            fn, rows, k = sides[name]
+            block = np.empty(per_block[name], np.float64)
+            for j in range(len(block)):
+                batch = [rows[(cursor[name] + i) % n] for i in range(k)]
+                cursor[name] += k
+                t = time.perf_counter()
+                for x in batch:
+                    fn(x)
+                block[j] = (time.perf_counter() - t) * 1e3 / k
+            readings[name].extend(block.tolist())
+            medians[name].append(float(np.median(block)))
+    return {"target_block_ms": medians["target"], "reference_block_ms": medians["reference"],
+            "target_ms": np.asarray(readings["target"]), "reference_ms": np.asarray(readings["reference"]),
+            "readings_per_block": per_block["target"], "k": (kt, kr)}

@@ -1,0 +1,142 @@
+"""Paired latency (issue 25): a row's speed as a ratio to a reference timed
+beside it. On a shared machine the CPU's own speed moves by 1.5x between
+processes and between moments (bench/bench_machine_drift.py), so no absolute
+p50 timed in well under a second repeats within 10%; a target and a reference
+timed in alternating short blocks, in the same process and on the same CPU,
+share that drift, and their ratio repeats. This module holds the value a
+paired timing produces and the one definition of its statistics (the ratio,
+its bootstrap confidence interval, the machine's drift during timing). Pure
+functions of numbers: no runtime, no clock, no files.
+
+Definitions (tests/unit/test_latency.py pins them by hand-computed cases):
+- block i gives one target median t_i and one reference median r_i (of its
+  timer readings); its ratio is t_i / r_i;
+- the row's ratio is the median of the block ratios;
+- its confidence interval is the percentile bootstrap over blocks: blocks drawn
+  with replacement (numpy's default_rng(BOOTSTRAP_SEED)), BOOTSTRAP_RESAMPLES
+  times, the median of each draw, the (1 - CI_LEVEL)/2 and (1 + CI_LEVEL)/2
+  quantiles (numpy's linear interpolation) of those medians;
+- the machine's drift during timing is the largest reference block median over
+  the smallest: the reference did not change, so its spread is the machine's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+CI_LEVEL = 0.95
+
+
+def block_ratios(target_block_ms: Sequence[float], reference_block_ms: Sequence[float]) -> np.ndarray:
+    """t_i / r_i of each block (blocks where either median is not a positive finite number are left out)."""
+    t = np.asarray(target_block_ms, np.float64)
+    r = np.asarray(reference_block_ms, np.float64)
+    if t.shape != r.shape:
+        raise ValueError(f"{t.size} target blocks but {r.size} reference blocks: blocks come in pairs")
+    ok = np.isfinite(t) & np.isfinite(r) & (t > 0) & (r > 0)
+    return t[ok] / r[ok]
+
+
+def ratio_of(ratios: Sequence[float]) -> float:
+    """The paired ratio: the median of the block ratios (NaN without any)."""
+    x = np.asarray(ratios, np.float64)
+    return float(np.median(x)) if x.size else float("nan")
+
+
+def bootstrap_ci(ratios: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                 level: float = CI_LEVEL) -> tuple[float, float]:
+    """The percentile bootstrap interval of `ratio_of` over blocks (see the module's definitions)."""
+    x = np.asarray(ratios, np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    draws = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def drift_of(reference_block_ms: Sequence[float]) -> float:
+    """The machine's drift while timing: the largest reference block median over the smallest (1.0 = steady)."""
+    r = np.asarray([v for v in reference_block_ms if np.isfinite(v) and v > 0], np.float64)
+    return float(r.max() / r.min()) if r.size else float("nan")
+
+
+@dataclass(frozen=True)
+class PairedLatency:
+    """A target and a reference timed in alternating blocks in one process: the row's latency ratio with its
+    confidence interval, and the absolute medians of both measured in the same window."""
+
+    target_block_ms: tuple[float, ...]  # the target's median reading (ms per batch-1 inference) in each block
+    reference_block_ms: tuple[float, ...]  # the reference's, in the same blocks
+    reference: str  # what the reference was, in a reader's words ("the PC baseline (keras)")
+    cpus: tuple[int, ...] = ()  # the CPUs both were pinned to (empty: not pinned)
+    target_p50_ms: float = float("nan")  # of every target reading in the blocks
+    target_p90_ms: float = float("nan")
+    reference_p50_ms: float = float("nan")
+    reference_p90_ms: float = float("nan")
+    readings_per_block: int = 0
+    # the share of all CPUs other processes took while the blocks were timed (None: not read)
+    others_busy_fraction: float | None = None
+    cpu_count: int = 0
+    ratio: float = float("nan")
+    ratio_low: float = float("nan")
+    ratio_high: float = float("nan")
+    drift: float = float("nan")
+
+    @classmethod
+    def of(cls, target_block_ms: Sequence[float], reference_block_ms: Sequence[float], reference: str,
+           **facts: Any) -> "PairedLatency":
+        """The value with its statistics computed by this module's definitions."""
+        ratios = block_ratios(target_block_ms, reference_block_ms)
+        lo, hi = bootstrap_ci(ratios)
+        return cls(tuple(float(v) for v in target_block_ms), tuple(float(v) for v in reference_block_ms), reference,
+                   ratio=ratio_of(ratios), ratio_low=lo, ratio_high=hi, drift=drift_of(reference_block_ms), **facts)
+
+    @property
+    def blocks(self) -> int:
+        return len(self.target_block_ms)
+
+    @property
+    def ratios(self) -> np.ndarray:
+        return block_ratios(self.target_block_ms, self.reference_block_ms)
+
+    def describe(self) -> str:
+        """One sentence: how the row's latency was measured and how steady the machine was meanwhile."""
+        where = (f" on CPU {self.cpus[0]}" if len(self.cpus) == 1 else
+                 f" on CPUs {','.join(map(str, self.cpus))}" if self.cpus else "")
+        load = ""
+        if self.others_busy_fraction is not None and self.cpu_count:
+            load = f"; other processes took {100 * self.others_busy_fraction:.0f}% of {self.cpu_count} CPUs"
+        return (f"paired with {self.reference} in {self.blocks} alternating blocks{where}: "
+                f"{self.ratio:.3g}x [{self.ratio_low:.3g}, {self.ratio_high:.3g}] "
+                f"(p50 {self.target_p50_ms:.4g} ms beside the reference's {self.reference_p50_ms:.4g} ms); "
+                f"machine drift {self.drift:.2g}x during timing{load}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> "PairedLatency | None":
+        if not d:
+            return None
+        d = {k: (float("nan") if v is None and k in _FLOATS else v) for k, v in d.items() if k in _FIELDS}
+        for k in ("target_block_ms", "reference_block_ms", "cpus"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)
+
+
+_FIELDS = set(PairedLatency.__dataclass_fields__)
+_FLOATS = ("target_p50_ms", "target_p90_ms", "reference_p50_ms", "reference_p90_ms", "ratio", "ratio_low",
+           "ratio_high", "drift")
+
+
+def unpaired_sentence(where: str, why: str, inferences_per_reading: int = 1) -> str:
+    """The sentence of a row whose latency was timed alone (a browser, a phone, a runtime that could not be paired)."""
+    k = f" ({inferences_per_reading} inferences per timer reading)" if inferences_per_reading > 1 else ""
+    return (f"timed alone {where}{k}, not paired: {why}; its ratio is against the PC baseline's p50 measured in "
+            "another process, so the machine's drift between the two is in it")
