@@ -9,14 +9,15 @@ its bootstrap confidence interval, the machine's drift during timing). Pure
 functions of numbers: no runtime, no clock, no files.
 
 Definitions (tests/unit/test_latency.py pins them by hand-computed cases):
-- block i gives one target median t_i and one reference median r_i (of its
-  timer readings); its ratio is t_i / r_i;
+- block i gives one target figure t_i and one reference figure r_i (a low
+  quantile of its timer readings, which alternate target/reference: see
+  deploytool.runtimes.measure.time_paired); its ratio is t_i / r_i;
 - the row's ratio is the median of the block ratios;
 - its confidence interval is the percentile bootstrap over blocks: blocks drawn
   with replacement (numpy's default_rng(BOOTSTRAP_SEED)), BOOTSTRAP_RESAMPLES
   times, the median of each draw, the (1 - CI_LEVEL)/2 and (1 + CI_LEVEL)/2
   quantiles (numpy's linear interpolation) of those medians;
-- the machine's drift during timing is the largest reference block median over
+- the machine's drift during timing is the largest reference block figure over
   the smallest: the reference did not change, so its spread is the machine's.
 """
 
@@ -71,7 +72,7 @@ class PairedLatency:
     """A target and a reference timed in alternating blocks in one process: the row's latency ratio with its
     confidence interval, and the absolute medians of both measured in the same window."""
 
-    target_block_ms: tuple[float, ...]  # the target's median reading (ms per batch-1 inference) in each block
+    target_block_ms: tuple[float, ...]  # the target's figure (ms per batch-1 inference) in each block
     reference_block_ms: tuple[float, ...]  # the reference's, in the same blocks
     reference: str  # what the reference was, in a reader's words ("the PC baseline (keras)")
     cpus: tuple[int, ...] = ()  # the CPUs both were pinned to (empty: not pinned)

@@ -228,13 +228,15 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
 
 
 # ------------------------------------------------------------------ paired timing (issue 25)
-# A target and a reference timed in alternating blocks: PAIR_BLOCKS blocks, each side timing at least
-# PAIR_READINGS readings and about PAIR_BLOCK_S seconds (readings of K inferences, as above). 20 blocks of ~5 ms a
-# side take ~0.2 s a row plus the reference's own cost. The order alternates (target first in even blocks,
-# reference first in odd ones), so a drift that grows through a block favours neither.
+# A target and a reference timed in PAIR_BLOCKS blocks; within a block their readings (K inferences each, as above)
+# alternate one by one, at least PAIR_READINGS of each and about PAIR_BLOCK_S in all, the target first in even
+# blocks and the reference first in odd ones, so whatever the machine does meanwhile falls on both alike. A block's
+# figure for each side is the PAIR_QUANTILE of its readings: a reading only ever gains time from another process
+# preempting it, so a low quantile is what both sides' code cost in that block. 20 blocks of ~10 ms: ~0.2 s a row.
 PAIR_BLOCKS = 20
-PAIR_BLOCK_S = 5e-3
-PAIR_READINGS = 5
+PAIR_BLOCK_S = 10e-3
+PAIR_READINGS = 8
+PAIR_QUANTILE = 0.25
 
 
 def per_cpu_ticks(text: str) -> dict[int, tuple[int, int]]:
@@ -297,10 +299,10 @@ def _reading_k(predict: Predict, rows: list, warmup_runs: int) -> int:
 def time_paired(target: Predict, reference: Predict, target_inputs: Any, reference_inputs: Any,
                 warmup_runs: int = 10, blocks: int = PAIR_BLOCKS,
                 block_s: float = PAIR_BLOCK_S) -> dict[str, Any]:
-    """Time `target` and `reference` (batch 1, the same samples in turn) in `blocks` alternating blocks.
+    """Time `target` and `reference` (batch 1, the same samples in turn) in `blocks` blocks of alternating readings.
 
-    Returns {"target_block_ms", "reference_block_ms": the median reading of each block, "target_ms",
-    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K)}; each reading is ms per
+    Returns {"target_block_ms", "reference_block_ms": each block's PAIR_QUANTILE reading, "target_ms",
+    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K)}; a reading is ms per
     inference (K inferences per reading when one is under SHORT_INFERENCE_S).
     """
     n = min(len(target_inputs), len(reference_inputs))
@@ -308,30 +310,32 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
     r_rows = [reference_inputs[i : i + 1] for i in range(n)]
     kt, kr = _reading_k(target, t_rows, warmup_runs), _reading_k(reference, r_rows, warmup_runs)
     sides = {"target": (target, t_rows, kt), "reference": (reference, r_rows, kr)}
-    # readings per block, from one trial block of each side: about block_s each, at least PAIR_READINGS
-    per_block = {}
-    for name, (fn, rows, k) in sides.items():
+    # one trial reading of each side says how many pairs of readings fill a block
+    pair_s = 0.0
+    for fn, rows, k in sides.values():
         t = time.perf_counter()
-        for i in range(PAIR_READINGS * k):
+        for i in range(k):
             fn(rows[i % n])
-        one = (time.perf_counter() - t) / PAIR_READINGS
-        per_block[name] = max(PAIR_READINGS, math.ceil(block_s / max(one, 1e-9)))
+        pair_s += time.perf_counter() - t
+    per_block = max(PAIR_READINGS, math.ceil(block_s / max(pair_s, 1e-9)))
     readings: dict[str, list[float]] = {"target": [], "reference": []}
-    medians: dict[str, list[float]] = {"target": [], "reference": []}
+    figures: dict[str, list[float]] = {"target": [], "reference": []}
     cursor = {"target": 0, "reference": 0}
     for b in range(blocks):
-        for name in (("target", "reference") if b % 2 == 0 else ("reference", "target")):
-            fn, rows, k = sides[name]
-            block = np.empty(per_block[name], np.float64)
-            for j in range(len(block)):
+        order = ("target", "reference") if b % 2 == 0 else ("reference", "target")
+        block: dict[str, list[float]] = {"target": [], "reference": []}
+        for _ in range(per_block):
+            for name in order:
+                fn, rows, k = sides[name]
                 batch = [rows[(cursor[name] + i) % n] for i in range(k)]
                 cursor[name] += k
                 t = time.perf_counter()
                 for x in batch:
                     fn(x)
-                block[j] = (time.perf_counter() - t) * 1e3 / k
-            readings[name].extend(block.tolist())
-            medians[name].append(float(np.median(block)))
-    return {"target_block_ms": medians["target"], "reference_block_ms": medians["reference"],
+                block[name].append((time.perf_counter() - t) * 1e3 / k)
+        for name in order:
+            readings[name].extend(block[name])
+            figures[name].append(float(np.quantile(block[name], PAIR_QUANTILE)))
+    return {"target_block_ms": figures["target"], "reference_block_ms": figures["reference"],
             "target_ms": np.asarray(readings["target"]), "reference_ms": np.asarray(readings["reference"]),
-            "readings_per_block": per_block["target"], "k": (kt, kr)}
+            "readings_per_block": per_block, "k": (kt, kr)}
