@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact, Plan
-from deploytool.latency import PairedLatency
+from deploytool.latency import PairedLatency, unpaired_sentence
 from deploytool.spec import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
@@ -306,6 +306,17 @@ class Result:
     @property
     def label(self) -> str:
         return self.combo.label
+
+    @property
+    def latency_how(self) -> str:
+        """One sentence: how the row's latency was measured and how steady the machine was ("" unmeasured)."""
+        m = self.measurement
+        if m is None:
+            return ""
+        if m.paired is not None:
+            return m.paired.describe()
+        why = self.environment.get("latency_not_paired") or "measured before rows were timed against the baseline"
+        return unpaired_sentence(f"on {self.combo.where}", why, m.latency_inferences_per_reading)
 
     @property
     def outcome(self) -> str:
