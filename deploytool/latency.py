@@ -138,6 +138,6 @@ _FLOATS = ("target_p50_ms", "target_p90_ms", "reference_p50_ms", "reference_p90_
 
 def unpaired_sentence(where: str, why: str, inferences_per_reading: int = 1) -> str:
     """The sentence of a row whose latency was timed alone (a browser, a phone, a runtime that could not be paired)."""
-    k = f" ({inferences_per_reading} inferences per timer reading)" if inferences_per_reading > 1 else ""
-    return (f"timed alone {where}{k}, not paired: {why}; its ratio is against the PC baseline's p50 measured in "
+    k = f", {inferences_per_reading} inferences per timer reading" if inferences_per_reading > 1 else ""
+    return (f"timed alone ({where}{k}), not paired: {why}; its ratio is against the PC baseline's p50 measured in "
             "another process, so the machine's drift between the two is in it")

@@ -316,7 +316,9 @@ class Result:
         if m.paired is not None:
             return m.paired.describe()
         why = self.environment.get("latency_not_paired") or "measured before rows were timed against the baseline"
-        return unpaired_sentence(f"on {self.combo.where}", why, m.latency_inferences_per_reading)
+        if self.environment.get("latency_is_baselines"):
+            return why
+        return unpaired_sentence(self.combo.where, why, m.latency_inferences_per_reading)
 
     @property
     def outcome(self) -> str:

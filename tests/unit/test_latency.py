@@ -73,7 +73,7 @@ def test_a_paired_latency_states_its_ratio_interval_drift_and_load_in_one_senten
     assert f"{p.ratio:.3g}x [{p.ratio_low:.3g}, {p.ratio_high:.3g}]" in s
     assert "p50 0.021 ms beside the reference's 0.41 ms" in s
     assert "machine drift 1.3x during timing; other processes took 25% of 2 CPUs" in s
-    assert "not paired" in unpaired_sentence("in Chromium", "a browser")
+    assert unpaired_sentence("web:wasm", "a browser", 7).startswith("timed alone (web:wasm, 7 inferences per timer reading), not paired: a browser; ")
 
 
 def test_a_paired_latency_survives_the_results_json():
