@@ -43,13 +43,13 @@ def block_ratios(target_block_ms: Sequence[float], reference_block_ms: Sequence[
     return t[ok] / r[ok]
 
 
-def ratio_of(ratios: Sequence[float]) -> float:
+def ratio_of(ratios: Sequence[float] | np.ndarray) -> float:
     """The paired ratio: the median of the block ratios (NaN without any)."""
     x = np.asarray(ratios, np.float64)
     return float(np.median(x)) if x.size else float("nan")
 
 
-def bootstrap_ci(ratios: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+def bootstrap_ci(ratios: Sequence[float] | np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                  level: float = CI_LEVEL) -> tuple[float, float]:
     """The percentile bootstrap interval of `ratio_of` over blocks (see the module's definitions)."""
     x = np.asarray(ratios, np.float64)

@@ -232,7 +232,10 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
 # alternate one by one, at least PAIR_READINGS of each and about PAIR_BLOCK_S in all, the target first in even
 # blocks and the reference first in odd ones, so whatever the machine does meanwhile falls on both alike. A block's
 # figure for each side is the PAIR_QUANTILE of its readings: a reading only ever gains time from another process
-# preempting it, so a low quantile is what both sides' code cost in that block. 20 blocks of ~10 ms: ~0.2 s a row.
+# preempting it, so a low quantile is what both sides' code cost in that block. Each reading follows one untimed
+# inference of its own side: without it a side pays for the other having just run (TensorFlow's pool thread parks
+# while a 1 ms LiteRT reading runs, and the Keras reading after it took 0.44-0.65 ms instead of 0.38-0.39 ms).
+# 20 blocks of ~10 ms: ~0.2 s a row.
 PAIR_BLOCKS = 20
 PAIR_BLOCK_S = 10e-3
 PAIR_READINGS = 8
@@ -314,7 +317,7 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
     pair_s = 0.0
     for fn, rows, k in sides.values():
         t = time.perf_counter()
-        for i in range(k):
+        for i in range(k + 1):  # a reading's K inferences and its untimed warm one
             fn(rows[i % n])
         pair_s += time.perf_counter() - t
     per_block = max(PAIR_READINGS, math.ceil(block_s / max(pair_s, 1e-9)))
@@ -329,6 +332,7 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
                 fn, rows, k = sides[name]
                 batch = [rows[(cursor[name] + i) % n] for i in range(k)]
                 cursor[name] += k
+                fn(batch[-1])  # untimed: the reading starts warm, whatever the other side just did
                 t = time.perf_counter()
                 for x in batch:
                     fn(x)

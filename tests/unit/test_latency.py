@@ -146,8 +146,10 @@ def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     per = out["readings_per_block"]
     assert per == measure.PAIR_READINGS and len(out["target_block_ms"]) == len(out["reference_block_ms"]) == 2
     kt, kr = out["k"]
-    timed = calls[-2 * per * (kt + kr):]  # after the warm-up and the trial reading
-    first, second = timed[: per * (kt + kr)], timed[per * (kt + kr):]
-    assert first[:kt] == ["t"] * kt and first[kt : kt + kr] == ["r"] * kr
-    assert second[:kr] == ["r"] * kr and second[kr : kr + kt] == ["t"] * kt
+    # every reading: one untimed inference of its side, then its K timed ones
+    n = kt + 1 + kr + 1
+    timed = calls[-2 * per * n:]  # after the warm-up and the trial reading
+    first, second = timed[: per * n], timed[per * n:]
+    assert first[:n] == ["t"] * (kt + 1) + ["r"] * (kr + 1)
+    assert second[:n] == ["r"] * (kr + 1) + ["t"] * (kt + 1)
     assert len(out["target_ms"]) == len(out["reference_ms"]) == 2 * per
