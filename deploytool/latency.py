@@ -12,8 +12,13 @@ Definitions (tests/unit/test_latency.py pins them by hand-computed cases):
 - block i gives one target figure t_i and one reference figure r_i (a low
   quantile of its timer readings, which alternate target/reference: see
   deploytool.runtimes.measure.time_paired); its ratio is t_i / r_i;
-- the row's ratio is the median of the block ratios;
-- its confidence interval is the percentile bootstrap over blocks: blocks drawn
+- a block is clean when both its figures are within CLEAN_TOLERANCE of their
+  side's fastest block (another process only ever adds time, and a side that
+  hands work to a pool thread, as TensorFlow does, can lose whole blocks to a
+  competing job while the other side keeps its speed); when fewer than
+  MIN_CLEAN_BLOCKS blocks are clean, every block counts;
+- the row's ratio is the median of the (clean) block ratios;
+- its confidence interval is the percentile bootstrap over those blocks: blocks drawn
   with replacement (numpy's default_rng(BOOTSTRAP_SEED)), BOOTSTRAP_RESAMPLES
   times, the median of each draw, the (1 - CI_LEVEL)/2 and (1 + CI_LEVEL)/2
   quantiles (numpy's linear interpolation) of those medians;
@@ -31,6 +36,8 @@ import numpy as np
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 CI_LEVEL = 0.95
+CLEAN_TOLERANCE = 0.10
+MIN_CLEAN_BLOCKS = 5
 
 
 def block_ratios(target_block_ms: Sequence[float], reference_block_ms: Sequence[float]) -> np.ndarray:
@@ -41,6 +48,29 @@ def block_ratios(target_block_ms: Sequence[float], reference_block_ms: Sequence[
         raise ValueError(f"{t.size} target blocks but {r.size} reference blocks: blocks come in pairs")
     ok = np.isfinite(t) & np.isfinite(r) & (t > 0) & (r > 0)
     return t[ok] / r[ok]
+
+
+def clean_blocks(target_block_ms: Sequence[float], reference_block_ms: Sequence[float],
+                 tolerance: float = CLEAN_TOLERANCE) -> np.ndarray:
+    """Which blocks are clean (a boolean per block): both figures positive, finite and within `tolerance` of
+    their side's fastest block."""
+    t = np.asarray(target_block_ms, np.float64)
+    r = np.asarray(reference_block_ms, np.float64)
+    ok = np.isfinite(t) & np.isfinite(r) & (t > 0) & (r > 0)
+    if not ok.any():
+        return ok
+    return ok & (t <= (1 + tolerance) * t[ok].min()) & (r <= (1 + tolerance) * r[ok].min())
+
+
+def ratios_to_judge(target_block_ms: Sequence[float], reference_block_ms: Sequence[float]) -> np.ndarray:
+    """The block ratios a row's ratio and interval come from: the clean blocks' when there are at least
+    MIN_CLEAN_BLOCKS of them, else every block's."""
+    clean = clean_blocks(target_block_ms, reference_block_ms)
+    if clean.sum() < MIN_CLEAN_BLOCKS:
+        return block_ratios(target_block_ms, reference_block_ms)
+    t = np.asarray(target_block_ms, np.float64)[clean]
+    r = np.asarray(reference_block_ms, np.float64)[clean]
+    return t / r
 
 
 def ratio_of(ratios: Sequence[float] | np.ndarray) -> float:
@@ -88,15 +118,17 @@ class PairedLatency:
     ratio_low: float = float("nan")
     ratio_high: float = float("nan")
     drift: float = float("nan")
+    clean: int = 0  # how many blocks the ratio comes from (all of them when too few were clean)
 
     @classmethod
     def of(cls, target_block_ms: Sequence[float], reference_block_ms: Sequence[float], reference: str,
            **facts: Any) -> "PairedLatency":
         """The value with its statistics computed by this module's definitions."""
-        ratios = block_ratios(target_block_ms, reference_block_ms)
+        ratios = ratios_to_judge(target_block_ms, reference_block_ms)
         lo, hi = bootstrap_ci(ratios)
         return cls(tuple(float(v) for v in target_block_ms), tuple(float(v) for v in reference_block_ms), reference,
-                   ratio=ratio_of(ratios), ratio_low=lo, ratio_high=hi, drift=drift_of(reference_block_ms), **facts)
+                   ratio=ratio_of(ratios), ratio_low=lo, ratio_high=hi, drift=drift_of(reference_block_ms),
+                   clean=int(ratios.size), **facts)
 
     @property
     def blocks(self) -> int:
@@ -104,7 +136,8 @@ class PairedLatency:
 
     @property
     def ratios(self) -> np.ndarray:
-        return block_ratios(self.target_block_ms, self.reference_block_ms)
+        """The block ratios the row's ratio comes from (see `ratios_to_judge`)."""
+        return ratios_to_judge(self.target_block_ms, self.reference_block_ms)
 
     def describe(self) -> str:
         """One sentence: how the row's latency was measured and how steady the machine was meanwhile."""
@@ -113,7 +146,10 @@ class PairedLatency:
         load = ""
         if self.others_busy_fraction is not None and self.cpu_count:
             load = f"; other processes took {100 * self.others_busy_fraction:.0f}% of {self.cpu_count} CPUs"
-        return (f"paired with {self.reference} in {self.blocks} alternating blocks{where}: "
+        used = (f", the ratio from the {self.clean} blocks where both were within {100 * CLEAN_TOLERANCE:.0f}% of "
+                "their fastest"
+                if 0 < self.clean < self.blocks else "")
+        return (f"paired with {self.reference} in {self.blocks} alternating blocks{where}{used}: "
                 f"{self.ratio:.3g}x [{self.ratio_low:.3g}, {self.ratio_high:.3g}] "
                 f"(p50 {self.target_p50_ms:.4g} ms beside the reference's {self.reference_p50_ms:.4g} ms); "
                 f"machine drift {self.drift:.2g}x during timing{load}")

@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from deploytool.lab import regress
-from deploytool.latency import PairedLatency, block_ratios, bootstrap_ci, drift_of, ratio_of, unpaired_sentence
+from deploytool.latency import (
+    PairedLatency,
+    block_ratios,
+    bootstrap_ci,
+    clean_blocks,
+    drift_of,
+    ratio_of,
+    ratios_to_judge,
+    unpaired_sentence,
+)
 from deploytool.result import Combo, Measurement, Result, Status
 from deploytool.runtimes import measure
 
@@ -30,6 +39,27 @@ def test_the_ratio_is_the_median_of_the_block_ratios_not_a_ratio_of_medians():
     t, r = [1.0, 4.0, 9.0], [1.0, 1.0, 3.0]  # block ratios 1, 4, 3: median 3; median(t)/median(r) would be 4
     assert ratio_of(block_ratios(t, r)) == 3.0
     assert math.isnan(ratio_of([]))
+
+
+def test_a_clean_block_has_both_sides_within_ten_percent_of_their_fastest_block():
+    t = [1.0, 1.1, 1.2, 1.0, 1.05]
+    r = [2.0, 2.0, 2.0, 2.3, 2.2]
+    # target floor 1.0 (<= 1.1 clean), reference floor 2.0 (<= 2.2 clean)
+    assert clean_blocks(t, r).tolist() == [True, True, False, False, True]
+    assert clean_blocks([1.0, 0.0, float("nan")], [1.0, 1.0, 1.0]).tolist() == [True, False, False]
+
+
+def test_the_ratio_comes_from_the_clean_blocks_when_there_are_five_else_from_all():
+    # six steady blocks at ratio 0.05, four where a competing job doubled the reference (ratio 0.025)
+    t = [0.02] * 10
+    r = [0.4] * 6 + [0.8] * 4
+    assert ratios_to_judge(t, r).tolist() == pytest.approx([0.05] * 6)
+    p = PairedLatency.of(t, r, "ref")
+    assert p.ratio == pytest.approx(0.05) and p.clean == 6 and p.blocks == 10
+    assert "from the 6 blocks where both were within 10% of their fastest" in p.describe()
+    # only four clean blocks: every block counts (median of 0.05 x4 and 0.025 x6 = 0.025)
+    r = [0.4] * 4 + [0.8] * 6
+    assert ratios_to_judge(t, r).size == 10 and PairedLatency.of(t, r, "ref").ratio == pytest.approx(0.025)
 
 
 def test_the_bootstrap_interval_by_hand():
@@ -65,11 +95,13 @@ def test_a_paired_latency_states_its_ratio_interval_drift_and_load_in_one_senten
     t = [1.08] * 10 + [1.05, 1.11] * 5
     p = PairedLatency.of(t, [1.0] * 10 + [1.3] * 10, "the PC baseline (keras)", cpus=(1,), target_p50_ms=0.021,
                          reference_p50_ms=0.41, others_busy_fraction=0.25, cpu_count=2)
-    assert p.blocks == 20 and p.ratio == ratio_of(block_ratios(p.target_block_ms, p.reference_block_ms))
+    # the ten blocks with the reference at 1.3 are not clean: the ratio is the first ten's
+    assert p.blocks == 20 and p.clean == 10 and p.ratio == ratio_of(block_ratios(t[:10], [1.0] * 10)) == 1.08
     assert (p.ratio_low, p.ratio_high) == bootstrap_ci(p.ratios)
     assert p.drift == pytest.approx(1.3)
     s = p.describe()
-    assert s.startswith("paired with the PC baseline (keras) in 20 alternating blocks on CPU 1: ")
+    assert s.startswith("paired with the PC baseline (keras) in 20 alternating blocks on CPU 1, the ratio from the "
+                        "10 blocks where both were within 10% of their fastest: ")
     assert f"{p.ratio:.3g}x [{p.ratio_low:.3g}, {p.ratio_high:.3g}]" in s
     assert "p50 0.021 ms beside the reference's 0.41 ms" in s
     assert "machine drift 1.3x during timing; other processes took 25% of 2 CPUs" in s
