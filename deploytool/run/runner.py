@@ -25,8 +25,7 @@ from deploytool.run.baseline import cached_baseline
 from deploytool.run.context import RunContext, Source
 from deploytool.run.judge import judge
 from deploytool.runtimes import runtime_class
-from deploytool.runtimes.base import Outputs
-from deploytool.runtimes.base import MIN_TIMED_SAMPLES
+from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
@@ -58,7 +57,7 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifa
     return converter.convert(source, combo.format, combo.quantize, out, calib)
 
 
-def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type, tuple]]:
+def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type[Runtime], tuple]]:
     """(combo, runtime class, conversion steps) of each of `framework`'s combos that has both (a refused row
     has neither: it reports itself)."""
 
@@ -102,6 +101,23 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
             continue  # the row reuses the baseline's measurement (baseline_reusable): nothing runs
         classes.append(cls)
     return list(dict.fromkeys(classes))
+
+
+def pairing_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type[Runtime]]:
+    """The runtime classes of `framework`'s rows that will be timed beside the PC baseline (pair_with_baseline),
+    the baseline's first: what a run's pairing worker imports while the conversions finish ([] for none)."""
+    ref_cls = runtime_class("pc", source.format)
+    if not ref_cls.in_process:
+        return []
+    targets: list[type[Runtime]] = []
+    for c, cls, steps in _routed(combos, framework, source):
+        samples = ctx.runtime_options(c).get("latency_samples")
+        if not cls.in_process or (samples is not None and samples < MIN_TIMED_SAMPLES):
+            continue
+        if steps == ("passthrough",) and _same_as_baseline(ctx, c, cls, source):
+            continue  # the baseline's own measurement: not paired
+        targets.append(cls)
+    return [ref_cls, *dict.fromkeys(targets)] if targets else []
 
 
 def _same_as_baseline(ctx: RunContext, combo: Combo, cls: type, source: Artifact) -> bool:

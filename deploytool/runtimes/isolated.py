@@ -31,6 +31,7 @@ from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import (
     least_busy_cpus,
     others_busy_fraction,
+    pair_blocks,
     release_free_memory,
     time_paired,
 )
@@ -52,7 +53,8 @@ _MMAP_THRESHOLD_BYTES = 128 * 1024
 WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def _init_worker(ref: str) -> None:
+def _init_worker(ref: str, *also: str) -> None:
+    """A runtime worker's start: `ref`'s framework imported (and those of `also`: a pairing worker's targets)."""
     warnings.filterwarnings("ignore")
     try:
         import ctypes
@@ -60,7 +62,8 @@ def _init_worker(ref: str) -> None:
         ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
     except (OSError, AttributeError):
         pass
-    _class(ref).import_framework()
+    for r in (ref, *also):
+        _class(r).import_framework()
 
 
 def _class(ref: str) -> type[Runtime]:
@@ -159,7 +162,8 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
             stat = Path("/proc/stat")
             before, wall, own = stat.read_text(), time.perf_counter(), sum(os.times()[:2])
             timed = time_paired(rt.predict, baseline.predict, target_inputs, ref_inputs,
-                                int(target_options.get("warmup_runs", 10)))
+                                int(target_options.get("warmup_runs", 10)),
+                                blocks=pair_blocks(target_options.get("latency_samples")))
             wall, own = time.perf_counter() - wall, sum(os.times()[:2]) - own
             others = others_busy_fraction(before, stat.read_text(), own, wall, os.cpu_count() or 1)
         finally:
@@ -198,6 +202,16 @@ class RuntimeWorkers:
         if ref not in self._workers:
             self._worker(ref).start()
 
+    def warm_pairing(self, ref_cls: type[Runtime], targets: list[type[Runtime]]) -> None:
+        """Start the pairing worker of `ref_cls` (see `paired`) without waiting, its framework and those of
+        `targets` imported: a run starts it while the conversions finish."""
+        key = "paired:" + _ref(ref_cls)
+        if key not in self._workers:
+            also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
+            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=WORKER_ENV)
+            self.started += 1
+            self._workers[key].start()
+
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
@@ -217,9 +231,7 @@ class RuntimeWorkers:
         reference runtime: the reference's framework imported once, its model loaded once for a run's rows.
         That worker is not the row's measuring worker, so the row's memory figure is untouched."""
         ref, key, timeout_s = _ref(ref_cls), "paired:" + _ref(ref_cls), options.get("timeout_s")
-        if key not in self._workers:
-            self._workers[key] = Worker(_init_worker, (ref,), env=WORKER_ENV)
-            self.started += 1
+        self.warm_pairing(ref_cls, [])
         try:
             return self._workers[key].call(_paired, _ref(cls), dict(options), artifact, inputs, ref,
                                            dict(ref_options), ref_artifact, ref_inputs, reference, timeout=timeout_s)
@@ -256,6 +268,12 @@ def warm_workers(classes: list[type[Runtime]]) -> None:
         for cls in classes:
             if cls.in_process:
                 _open.warm(cls)
+
+
+def warm_pairing(ref_cls: type[Runtime], targets: list[type[Runtime]]) -> None:
+    """Start the open run's pairing worker for `ref_cls` (see RuntimeWorkers.warm_pairing)."""
+    if _open is not None and ref_cls.in_process:
+        _open.warm_pairing(ref_cls, [c for c in targets if c.in_process])
 
 
 def measure_in_own_process(cls: type[Runtime], options: dict[str, Any], artifact: Artifact,

@@ -87,12 +87,12 @@ MAX_PER_READING = 1000
 MIN_READINGS = 50
 
 
-def inferences_per_reading(one_inference_s: float) -> int:
+def inferences_per_reading(one_inference_s: float, reading_s: float = READING_TARGET_S) -> int:
     """K, the batch-1 inferences timed by one timer reading: 1 for an inference of SHORT_INFERENCE_S or
-    more, else enough for a reading of about READING_TARGET_S (at most MAX_PER_READING)."""
+    more, else enough for a reading of about `reading_s` (at most MAX_PER_READING)."""
     if not math.isfinite(one_inference_s) or one_inference_s >= SHORT_INFERENCE_S:
         return 1
-    return int(min(MAX_PER_READING, math.ceil(READING_TARGET_S / max(one_inference_s, 1e-9))))
+    return int(min(MAX_PER_READING, math.ceil(reading_s / max(one_inference_s, 1e-9))))
 
 
 def readings_for(samples: int, k: int) -> int:
@@ -237,9 +237,21 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
 # while a 1 ms LiteRT reading runs, and the Keras reading after it took 0.44-0.65 ms instead of 0.38-0.39 ms).
 # 20 blocks of ~10 ms: ~0.2 s a row.
 PAIR_BLOCKS = 20
+MIN_PAIR_BLOCKS = 5  # a quick run's (--latency-samples under 10 x PAIR_BLOCKS: one block per 10 samples asked)
 PAIR_BLOCK_S = 10e-3
 PAIR_READINGS = 8
 PAIR_QUANTILE = 0.25
+# A paired reading of a short inference lasts about this long (K = PAIR_READING_S / one inference): long enough
+# for perf_counter (~0.1 us), short enough that a block holds PAIR_READINGS pairs within PAIR_BLOCK_S.
+PAIR_READING_S = 0.25e-3
+
+
+def pair_blocks(latency_samples: int | None) -> int:
+    """How many blocks a row's paired timing takes: PAIR_BLOCKS, fewer (one per 10 samples, at least
+    MIN_PAIR_BLOCKS) when the run asked for fewer than 10 x PAIR_BLOCKS latency samples."""
+    if latency_samples is None:
+        return PAIR_BLOCKS
+    return max(MIN_PAIR_BLOCKS, min(PAIR_BLOCKS, int(latency_samples) // 10))
 
 
 def per_cpu_ticks(text: str) -> dict[int, tuple[int, int]]:
@@ -296,7 +308,7 @@ def _reading_k(predict: Predict, rows: list, warmup_runs: int) -> int:
         t = time.perf_counter()
         predict(rows[i % len(rows)])
         warm.append(time.perf_counter() - t)
-    return inferences_per_reading(min(warm))
+    return inferences_per_reading(min(warm), PAIR_READING_S)
 
 
 def time_paired(target: Predict, reference: Predict, target_inputs: Any, reference_inputs: Any,

@@ -99,11 +99,34 @@ def _count(db):
         return 0
 
 
+def test_host_rows_time_their_latency_beside_the_pc_baseline(host_run):
+    """Issue 25: a host row's latency ratio is measured paired with its PC baseline (20 alternating blocks at
+    300 samples), with a bootstrap interval around it; the report says in one sentence per row how latency was
+    measured."""
+    paired = 0
+    for r in host_run.results:
+        if r.status != "measured":
+            continue
+        p = r.measurement.paired
+        if r.environment.get("latency_is_baselines"):
+            assert p is None and "ratio 1 by definition" in r.latency_how
+            continue
+        paired += 1
+        assert p is not None, (r.label, r.environment.get("latency_not_paired"))
+        assert p.blocks == 20 and 5 <= p.clean <= 20 and p.reference == f"the PC baseline ({r.combo.framework})"
+        assert 0 < p.ratio_low <= p.ratio <= p.ratio_high and p.reference_p50_ms > 0 and p.target_p50_ms > 0
+        assert r.comparison.latency_ratio_p50 == p.ratio and r.latency_how.startswith("paired with the PC baseline")
+    assert paired >= 15
+    html = host_run.report_paths.html.read_text()
+    assert html.count("alternating blocks") >= paired
+
+
 def test_killed_run_resumes_without_remeasuring(lenet5_workspace):
     ws, *_ = lenet5_workspace
     db = ws.root / "results.db"
     args = ["-m", "deploytool", "migrate", "--model", "lenet5", "--target", "host", "--format", "tflite,onnx",
-            "--quantize", "all", "--workspace", str(ws.root), "--run-id", "resume-test", "--quiet"]
+            "--quantize", "all", "--workspace", str(ws.root), "--run-id", "resume-test", "--quiet",
+            "--latency-samples", "5"]  # untimed: resuming is what this tests
     # First make sure every artifact is converted, so the kill lands in the measuring loop.
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 300

@@ -169,6 +169,11 @@ def test_other_processes_share_during_timing_is_all_busy_minus_our_own():
     assert measure.per_cpu_ticks(_STAT2) == {0: (800, 500), 1: (1000, 900)}
 
 
+def test_a_quick_run_pairs_in_fewer_blocks_one_per_ten_samples_at_least_five():
+    assert measure.pair_blocks(None) == measure.pair_blocks(300) == measure.pair_blocks(200) == 20
+    assert measure.pair_blocks(150) == 15 and measure.pair_blocks(20) == measure.pair_blocks(10) == 5
+
+
 def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     calls: list[str] = []
     target = lambda x: calls.append("t")
