@@ -29,7 +29,10 @@ machine is still flagged.
     every other night. What it shows depends on what else the machine runs: the
     load average is printed beside each night.
 
-    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-lab] [--real] [--paired]
+(e) --example: examples/lab.toml itself, 5 identical nights quiet, then 5 with a CPU-bound job (one busy loop
+    per CPU) in nights 2-3; every latency alert is printed with its evidence.
+
+    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-lab] [--real] [--paired] [--example]
 """
 
 from __future__ import annotations
@@ -269,6 +272,42 @@ def paired_nights(tmp: Path, nights: int = 5) -> None:
         lab_double.unregister()
 
 
+def example_nights(tmp: Path, nights: int = 5) -> None:
+    """(e) --example: examples/lab.toml itself (LeNet-1 and LeNet-5, tflite/onnx x none/int8, host and web) for
+    `nights` identical nights on a quiet machine, then `nights` more with a competing CPU-bound job (one busy loop
+    per CPU, not niced) during nights 2-3; latency alerts counted over nights 1.. of each series."""
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+    from deploytool.store import SqlAlchemyStore
+
+    ws = _workspace(tmp)
+    lab = load_lab(ROOT / "examples" / "lab.toml")
+    print(f"(e) examples/lab.toml: {nights} identical nights on a quiet machine, then {nights} with a CPU-bound job "
+          "in nights 2-3")
+    for series, burn_nights in (("quiet", ()), ("a CPU-bound job in nights 2-3", (2, 3))):
+        store = SqlAlchemyStore(f"sqlite:///{tmp / ('example-' + str(bool(burn_nights)) + '.db')}")
+        alerts = 0
+        for i in range(nights):
+            procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
+                     ] if i in burn_nights else []
+            t = time.perf_counter()
+            try:
+                out = run_night(lab, ws, store, f"{'busy' if burn_nights else 'quiet'}{i}", progress=False,
+                                log=lambda s: None)
+            finally:
+                burner_stop(procs)
+            latency = [(j.result.combo.label, c) for j in out.judged for c in j.changes if c.alert]  # any alert
+            if i > 0:
+                alerts += len(latency)
+            unclear = sum(1 for j in out.judged for c in j.changes if c.metric == "latency" and c.outcome == "unclear")
+            print(f"    {series[:5]} night {i} ({'CPU-bound job' if i in burn_nights else 'identical':13s}; "
+                  f"{time.perf_counter() - t:5.1f} s, {len(out.judged)} cells): {len(latency)} alert(s), "
+                  f"{unclear} unclear")
+            for label, c in latency:
+                print(f"        ALERT {label}: {c.outcome}: {c.detail}")
+        print(f"    => {series}: {alerts} alert(s) over nights 1-{nights - 1} (latency and everything else)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=30)
@@ -276,7 +315,12 @@ def main() -> None:
     ap.add_argument("--skip-lab", action="store_true", help="only (a)")
     ap.add_argument("--real", action="store_true", help="also (c)")
     ap.add_argument("--paired", action="store_true", help="only (d): paired latency, 5 identical nights per series")
+    ap.add_argument("--example", action="store_true", help="only (e): examples/lab.toml, 5 nights per series")
     args = ap.parse_args()
+    if args.example:
+        with tempfile.TemporaryDirectory() as tmp:
+            example_nights(Path(tmp))
+        return
     if args.paired:
         with tempfile.TemporaryDirectory() as tmp:
             paired_nights(Path(tmp))

@@ -169,6 +169,9 @@ def test_users_own_model_file(lenet5_workspace, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("keras")]
     assert len(lines) == 2 and all("pass" in line for line in lines), r.stdout
+    # the CLI says how each row's latency was measured: paired with the user's model, 10 blocks at 100 samples
+    how = r.stdout.split("latency, how it was measured:")[1]
+    assert how.count("paired with the PC baseline (keras) in 10 alternating blocks") == 2, r.stdout
     assert not any(tmp_path.glob("*.json")), "nothing may be written beside the user's file"
 
 

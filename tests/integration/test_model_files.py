@@ -219,7 +219,7 @@ def test_migrate_a_pt2_with_a_payload_in_its_sample_inputs(clean_pt2, digits_npz
     marker = tmp_path / "PWNED"
     evil = evil_sample_inputs(clean_pt2, tmp_path / "evil.pt2", marker)
     r = run_cli("migrate", "--model", str(evil), "--data", str(digits_npz), "--target", "host", "--format", "onnx",
-                "--quantize", "none", "--workspace", str(tmp_path / "ws"), "--quiet", "--latency-samples", "20")
+                "--quantize", "none", "--workspace", str(tmp_path / "ws"), "--quiet", "--latency-samples", "5")
     assert not marker.exists(), "the payload ran"
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line for line in r.stdout.splitlines() if " host " in line]
@@ -283,7 +283,7 @@ def test_migrate_a_keras3_saved_model_directory(digits_npz, tmp_path):
     model.export(str(saved), verbose=False)
     r = run_cli("migrate", "--model", str(saved), "--data", str(digits_npz), "--target", "host",
                 "--format", "onnx,tflite", "--quantize", "none", "--workspace", str(tmp_path / "ws"), "--quiet",
-                "--latency-samples", "20")
+                "--latency-samples", "5")
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line for line in r.stdout.splitlines() if " host " in line]
     assert len(rows) == 2, r.stdout

@@ -89,7 +89,7 @@ def test_user_onnx_with_external_weights_runs_unchanged(tmp_path, target):
     np.savez(tmp_path / "test.npz", x=rng.random((64, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 64))
     ws = tmp_path / "ws"
     r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "onnx",
-                "--quantize", "none", "--target", target, "--workspace", str(ws), "--quiet", "--latency-samples", "20",
+                "--quantize", "none", "--target", target, "--workspace", str(ws), "--quiet", "--latency-samples", "5",
                 timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
@@ -118,7 +118,7 @@ def test_user_onnx_migrates_to_tflite_and_tfjs_through_onnx2tf(tmp_path, target,
     ws = tmp_path / "ws"
     r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", formats,
                 "--quantize", "none,int8", "--target", target, "--workspace", str(ws), "--quiet",
-                "--latency-samples", "20", timeout=900)
+                "--latency-samples", "5", timeout=900)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
     rows = json.loads((ws / "reports" / run_id / "report.json").read_text())["results"]
