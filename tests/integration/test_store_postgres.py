@@ -98,7 +98,7 @@ def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
 def test_migrate_writes_to_postgres_and_report_reads_it(pg_url, lenet5_workspace):
     ws, *_ = lenet5_workspace
     r = run_cli("migrate", "--model", "lenet5", "--framework", "keras", "--format", "tflite", "--quantize", "none",
-                "--workspace", str(ws.root), "--db", pg_url, "--run-id", "pg-run", "--quiet", "--latency-samples", "50")
+                "--workspace", str(ws.root), "--db", pg_url, "--run-id", "pg-run", "--quiet", "--latency-samples", "5")
     assert r.returncode == 0, r.stderr
     rows = SqlAlchemyStore(pg_url).results_for("pg-run")
     assert len(rows) == 1 and rows[0].status == "measured" and rows[0].metrics["agreement"] == 1.0
