@@ -11,7 +11,7 @@ STAMP := $(VENV)/.deploytool-setup
 WEB_STAMP := web_harness/node_modules/.deploytool-setup
 WORKSPACE ?= runs
 
-.PHONY: setup system python web demo lint test test-fast test-unit test-integration bench clean
+.PHONY: setup system python web bytecode demo lint test test-fast test-unit test-integration bench clean
 
 setup: system python web
 
@@ -40,7 +40,13 @@ $(WEB_STAMP): web_harness/package-lock.json
 
 # Exit 1 from migrate means it ran and found failing combinations (they are in
 # the report): the demo did its job. Exit 2 (a usage or setup problem) fails.
-demo: setup
+# deploytool's own bytecode, compiled once (-j 0: on every core): an editable install is not compiled by pip, and
+# where PYTHONDONTWRITEBYTECODE is set every process (each CLI call, runtime worker, lab worker) would compile
+# the sources again (~0.1 s of CPU each; stale files are recompiled in memory, never trusted).
+bytecode: python
+	@$(BIN)/python -m compileall -q -j 0 deploytool
+
+demo: setup bytecode
 	$(BIN)/deploytool migrate --model lenet5 --target host,web --format all --quantize all --workspace $(WORKSPACE); \
 	  rc=$$?; if [ $$rc -eq 1 ]; then echo "demo: some combinations fail (see the report above)"; fi; [ $$rc -le 1 ]
 
@@ -52,7 +58,7 @@ lint: python
 	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 # Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).
-test: setup lint
+test: setup lint bytecode
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=30 tests
 
 test-unit: python
@@ -61,7 +67,7 @@ test-unit: python
 # The edit loop: unit tests and the contract tests over the registries (in-process runtimes; the browser
 # and phone runtimes keep the same contract in tests/integration/test_contract_devices.py). Tiny models
 # are cached in ~/.cache/deploytool/tests/test-models/: the first run converts them (a few minutes), later ones take seconds.
-test-fast: python
+test-fast: python bytecode
 	$(BIN)/python -m pytest tests/unit tests/contract
 
 bench: setup
