@@ -172,6 +172,7 @@ def test_a_converter_registered_by_one_module_runs_in_a_lab_night(lenet5_workspa
     monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_converter")
     try:
         (tmp_path / "lab.toml").write_text(LAB.replace('formats = ["tflite"]', 'formats = ["onnx-fake"]')
+                                           .replace("latency_samples = 200", "latency_samples = 5")
                                            .replace('runtimes = ["lab-double"]', ""))
         lab = load_lab(tmp_path / "lab.toml")
         store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
@@ -224,7 +225,8 @@ def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet
 
     ws, *_ = lenet5_workspace
     lab = tmp_path / "lab.toml"
-    lab.write_text(LAB.replace('name = "t"', 'name = "t"\nrepeats = 3'))  # three cells (no more threads than cores)
+    lab.write_text(LAB.replace('name = "t"', 'name = "t"\nrepeats = 3')  # three cells (no more threads than cores)
+                   .replace("latency_samples = 200", "latency_samples = 5"))  # untimed: resuming is the subject
     db = f"sqlite:///{tmp_path / 'lab.db'}"
     log = tmp_path / "double.log"
     measured = lambda: [ln for ln in log.read_text().splitlines() if ln.startswith("done")] if log.exists() else []

@@ -55,7 +55,7 @@ def test_a_format_named_for_the_wrong_target_is_a_row_with_a_reason(lenet5_works
 
     ws, *_ = lenet5_workspace
     out = migrate(MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tfjs",), quantize=("none",),
-                                 targets=("host",)), ws.root, progress=False, log=lambda s: None)
+                                 targets=("host",), latency_samples=5), ws.root, progress=False, log=lambda s: None)
     (row,) = out.results
     assert row.status == "not_applicable" and "run on: web" in row.reason
 
