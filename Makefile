@@ -13,7 +13,10 @@ WORKSPACE ?= runs
 
 .PHONY: setup system python web bytecode demo lint test test-fast test-unit test-integration bench clean
 
-setup: system python web
+# The Debian packages first (npm among them), then the Python venv and the web harness side by side.
+setup:
+	@$(MAKE) --no-print-directory system
+	@$(MAKE) --no-print-directory -j2 python web
 
 system:
 	@scripts/setup_system.sh
@@ -58,8 +61,13 @@ lint: python
 	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 # Two workers (pytest-xdist) on the two cores; tests of the one adb server share a worker (tests/integration/conftest.py).
-test: setup lint bytecode
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=30 tests
+# The lint runs beside the tests (they leave ~25% of the CPUs idle, waiting on browsers and processes); its output
+# follows theirs, and a lint failure fails `make test` whatever the tests said.
+test: setup bytecode
+	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=30 tests; rc=$$?; \
+	wait $$lint; lint_rc=$$?; echo "--- make lint:"; cat $(VENV)/lint.log; \
+	if [ $$lint_rc -ne 0 ]; then echo "make test: the lint failed (above)"; exit 1; fi; exit $$rc
 
 test-unit: python
 	$(BIN)/python -m pytest tests/unit
