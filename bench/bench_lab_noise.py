@@ -19,12 +19,20 @@ machine is still flagged.
     CPUs taken by other processes) and 35% slower. After each night the same stored
     rows are judged again with `load_aware=False` ("before"). Then a night 30% slower
     on a quiet machine.
+(d) --paired (issue 25): nights of one real host cell whose latency is timed against the PC baseline in
+    alternating blocks (tests.lab_double.SlowLiteRT: the real LiteRT interpreter, made really slower by
+    $LAB_SLOWER), judged on the paired ratio: 5 identical nights on a quiet machine, then 5 with a competing
+    CPU-bound job (one busy loop, not niced) during nights 2-3; after each series a night whose runtime is 30%
+    slower, which should be flagged that night. The false-alarm rate is of nights 1-4 of each series.
 (c) --real: the same nights with real timings and real load: LiteRT's own latencies
     and the row's own load reading, a CPU burner (one spinning process per CPU) on
     every other night. What it shows depends on what else the machine runs: the
     load average is printed beside each night.
 
-    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-lab] [--real]
+(e) --example: examples/lab.toml itself, 5 identical nights quiet, then 5 with a CPU-bound job (one busy loop
+    per CPU) in nights 2-3; every latency alert is printed with its evidence.
+
+    .venv/bin/python bench/bench_lab_noise.py [--trials 30] [--nights 20] [--skip-lab] [--real] [--paired] [--example]
 """
 
 from __future__ import annotations
@@ -214,13 +222,109 @@ def lab_nights(nights: int, tmp: Path, real: bool) -> None:
           f"{'flagged' if last[0] else 'NOT flagged'} after, {'flagged' if last[1] else 'not flagged'} before")
 
 
+PAIRED_LAB = LAB.replace('runtimes = ["lab-double"]', 'runtimes = ["lab-slow"]')
+
+
+def paired_nights(tmp: Path, nights: int = 5) -> None:
+    from tests import lab_double
+
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+    from deploytool.store import SqlAlchemyStore
+
+    ws = _workspace(tmp)
+    lab_double.register()
+    print(f"(d) paired: one real LiteRT LeNet-5 host cell timed against its PC baseline (Keras) in alternating blocks; "
+          f"{nights} identical nights per series, then a night 30% slower")
+    try:
+        for series, burn_nights in (("quiet", ()), ("a CPU-bound job in nights 2-3", (2, 3))):
+            name = "quiet" if not burn_nights else "busy"
+            (tmp / f"{name}.toml").write_text(PAIRED_LAB.replace('name = "noise"', f'name = "{name}"'))
+            lab = load_lab(tmp / f"{name}.toml")
+            store = SqlAlchemyStore(f"sqlite:///{tmp / (name + '.db')}")
+            alarms, slow_flagged = 0, False
+            for i in range(nights + 1):
+                os.environ["LAB_SLOWER"] = "1.3" if i == nights else "1.0"
+                procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if i in burn_nights else []
+                try:
+                    out = run_night(lab, ws, store, f"{name}{i}", progress=False, log=lambda s: None)
+                finally:
+                    burner_stop(procs)
+                j = out.judged[0]
+                p = j.result.measurement.paired if j.result.measurement is not None else None
+                alert = bool(out.alerts)
+                if 0 < i < nights:
+                    alarms += alert
+                if i == nights:
+                    slow_flagged = alert
+                what = "30% slower" if i == nights else ("CPU-bound job" if i in burn_nights else "identical")
+                ratio = f"{p.ratio:.4f} [{p.ratio_low:.4f}, {p.ratio_high:.4f}], drift {p.drift:.2f}" if p else "-"
+                print(f"    {name} night {i} ({what:13s}; load avg {os.getloadavg()[0]:.1f}): ratio {ratio}"
+                      f"{', measured twice' if j.measured_again else ''}; {'ALERT ' if alert else ''}"
+                      f"{_verdict(out.judged)}")
+                for c in j.changes:
+                    if c.metric == "latency":
+                        print(f"        {c.outcome}: {c.detail}")
+            print(f"    => {series}: false alarms {alarms}/{nights - 1} identical nights; the 30% slower night "
+                  f"{'flagged' if slow_flagged else 'NOT flagged'}")
+    finally:
+        os.environ.pop("LAB_SLOWER", None)
+        lab_double.unregister()
+
+
+def example_nights(tmp: Path, nights: int = 5) -> None:
+    """(e) --example: examples/lab.toml itself (LeNet-1 and LeNet-5, tflite/onnx x none/int8, host and web) for
+    `nights` identical nights on a quiet machine, then `nights` more with a competing CPU-bound job (one busy loop
+    per CPU, not niced) during nights 2-3; latency alerts counted over nights 1.. of each series."""
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+    from deploytool.store import SqlAlchemyStore
+
+    ws = _workspace(tmp)
+    lab = load_lab(ROOT / "examples" / "lab.toml")
+    print(f"(e) examples/lab.toml: {nights} identical nights on a quiet machine, then {nights} with a CPU-bound job "
+          "in nights 2-3")
+    for series, burn_nights in (("quiet", ()), ("a CPU-bound job in nights 2-3", (2, 3))):
+        store = SqlAlchemyStore(f"sqlite:///{tmp / ('example-' + str(bool(burn_nights)) + '.db')}")
+        alerts = 0
+        for i in range(nights):
+            procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
+                     ] if i in burn_nights else []
+            t = time.perf_counter()
+            try:
+                out = run_night(lab, ws, store, f"{'busy' if burn_nights else 'quiet'}{i}", progress=False,
+                                log=lambda s: None)
+            finally:
+                burner_stop(procs)
+            latency = [(j.result.combo.label, c) for j in out.judged for c in j.changes if c.alert]  # any alert
+            if i > 0:
+                alerts += len(latency)
+            unclear = sum(1 for j in out.judged for c in j.changes if c.metric == "latency" and c.outcome == "unclear")
+            print(f"    {series[:5]} night {i} ({'CPU-bound job' if i in burn_nights else 'identical':13s}; "
+                  f"{time.perf_counter() - t:5.1f} s, {len(out.judged)} cells): {len(latency)} alert(s), "
+                  f"{unclear} unclear")
+            for label, c in latency:
+                print(f"        ALERT {label}: {c.outcome}: {c.detail}")
+        print(f"    => {series}: {alerts} alert(s) over nights 1-{nights - 1} (latency and everything else)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--nights", type=int, default=20)
     ap.add_argument("--skip-lab", action="store_true", help="only (a)")
     ap.add_argument("--real", action="store_true", help="also (c)")
+    ap.add_argument("--paired", action="store_true", help="only (d): paired latency, 5 identical nights per series")
+    ap.add_argument("--example", action="store_true", help="only (e): examples/lab.toml, 5 nights per series")
     args = ap.parse_args()
+    if args.example:
+        with tempfile.TemporaryDirectory() as tmp:
+            example_nights(Path(tmp))
+        return
+    if args.paired:
+        with tempfile.TemporaryDirectory() as tmp:
+            paired_nights(Path(tmp))
+        return
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     report_simulated(args.trials, args.nights)
     for real in ([False] if not args.skip_lab else []) + ([True] if args.real else []):

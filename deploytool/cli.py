@@ -279,11 +279,26 @@ def _print_results(results) -> None:
         m = r.metrics
         rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
                      *(_fmt(m.get(key), spec) for _, key, spec in columns),
-                     _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"),
+                     _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"), _ratio_ci(r),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
                      str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}"))
     print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
-                  "KiB", "verdict"), rows)
+                  "×p50", "KiB", "verdict"), rows)
+    how = [(r.combo, r.latency_how) for r in results if r.latency_how]
+    if how:
+        print("latency, how it was measured:")
+        for combo, sentence in how:
+            print(f"  {combo.framework} {combo.format}/{combo.quantize} {combo.where}: {sentence}")
+
+
+def _ratio_ci(r: Result) -> str:
+    """The row's latency ratio to its PC baseline, with its interval when it was measured paired."""
+    c = r.comparison
+    if c is None or c.latency_ratio_p50 is None or c.latency_ratio_p50 != c.latency_ratio_p50:
+        return "-"
+    if c.latency_ratio_ci is None:
+        return f"{c.latency_ratio_p50:.3g}"
+    return f"{c.latency_ratio_p50:.3g} [{c.latency_ratio_ci[0]:.3g},{c.latency_ratio_ci[1]:.3g}]"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact, Plan
+from deploytool.latency import PairedLatency, unpaired_sentence
 from deploytool.spec import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
@@ -129,6 +130,9 @@ class Comparison:
     baseline_rmse: float | None = None
     mae_increase: float | None = None  # (target - baseline) / baseline: 0.05 is 5% worse
     rmse_increase: float | None = None
+    # the 95% bootstrap interval of latency_ratio_p50 when it was measured paired (deploytool.latency); None: the
+    # ratio of the row's p50 to the baseline's, each timed in its own process
+    latency_ratio_ci: tuple[float, float] | None = None
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -242,6 +246,8 @@ class Measurement:
     throughput_sps: float | None = None
     # K: batch-1 inferences per timer reading (the p50/p90/p99 are of means of K when > 1)
     latency_inferences_per_reading: int = 1
+    # the row's latency timed against the PC baseline's in alternating blocks (None: timed alone; issue 25)
+    paired: PairedLatency | None = None
 
     @property
     def memory(self) -> tuple[str, float] | None:
@@ -302,6 +308,19 @@ class Result:
         return self.combo.label
 
     @property
+    def latency_how(self) -> str:
+        """One sentence: how the row's latency was measured and how steady the machine was ("" unmeasured)."""
+        m = self.measurement
+        if m is None:
+            return ""
+        if m.paired is not None:
+            return m.paired.describe()
+        why = self.environment.get("latency_not_paired") or "measured before rows were timed against the baseline"
+        if self.environment.get("latency_is_baselines"):
+            return why
+        return unpaired_sentence(self.combo.where, why, m.latency_inferences_per_reading)
+
+    @property
     def outcome(self) -> str:
         """The verdict of a measured row, else its status."""
         return str(self.verdict) if self.verdict is not None else str(self.status)
@@ -355,7 +374,12 @@ class Result:
             d = _upgrade_v1(d)
         d["combo"] = Combo(**d["combo"])
         d["comparison"] = comparison_from_json(d.get("comparison"))
-        d["measurement"] = Measurement(**d["measurement"]) if d.get("measurement") else None
+        if d.get("measurement"):
+            m = dict(d["measurement"])
+            m["paired"] = PairedLatency.from_json(m.get("paired"))
+            d["measurement"] = Measurement(**m)
+        else:
+            d["measurement"] = None
         d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
         d["plan"] = Plan.from_json(d["plan"]) if d.get("plan") else None
         d["times"] = StageTimes(**(d.get("times") or {}))
@@ -376,6 +400,8 @@ def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:
     d["outputs"] = [OutputComparison(**{**o, "shape": tuple(o.get("shape") or ())}) for o in d.get("outputs") or []]
     if d.get("memory_figures") is not None:
         d["memory_figures"] = tuple(d["memory_figures"])
+    if d.get("latency_ratio_ci") is not None:
+        d["latency_ratio_ci"] = tuple(_nan_if_none(v) for v in d["latency_ratio_ci"])
     return Comparison(**d)
 
 

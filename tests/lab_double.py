@@ -59,6 +59,28 @@ class LabDouble(LiteRTRuntime):
         return out
 
 
+class SlowLiteRT(LiteRTRuntime):
+    """The real LiteRT interpreter made really slower: after each inference it spins for ($LAB_SLOWER - 1) x the
+    time the inference took (read when a model loads; 1.0 by default). Unlike LabDouble it is measured in a
+    spawned worker and timed against the PC baseline like any host row (registered as runtime "lab-slow"), so a
+    slowdown reaches the paired ratio as a real regression would."""
+
+    name = "lab-slow"
+
+    def _load(self, artifact: object) -> None:
+        self._extra = max(0.0, float(os.environ.get("LAB_SLOWER") or 1.0) - 1.0)
+        super()._load(artifact)
+
+    def _predict(self, x: object) -> object:
+        t = time.perf_counter()
+        out = super()._predict(x)
+        if self._extra:
+            until = time.perf_counter() + self._extra * (time.perf_counter() - t)
+            while time.perf_counter() < until:
+                pass
+        return out
+
+
 def _log(what: str) -> None:
     if KNOBS["log"]:
         with open(KNOBS["log"], "a") as f:
@@ -68,10 +90,12 @@ def _log(what: str) -> None:
 def register() -> None:
     KNOBS.update(json.loads(os.environ.get("LAB_DOUBLE_KNOBS") or "{}"))
     runtimes.register("host", "tflite", "lab-double", LabDouble)
+    runtimes.register("host", "tflite", "lab-slow", "tests.lab_double:SlowLiteRT")
 
 
 def unregister() -> None:
     runtimes.REGISTRY.pop(("host", "tflite", "lab-double"), None)
+    runtimes.REGISTRY.pop(("host", "tflite", "lab-slow"), None)
 
 
 def dask_setup(worker: object) -> None:

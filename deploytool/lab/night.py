@@ -160,8 +160,11 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
             again = [cell for cell in cells if cell.id in again_ids]
             if again:
                 log(f"night {night}: measuring {len(again)} cell(s) again to confirm a latency change")
+                first = {_key(j.result): j.result.measurement.paired for j in judged
+                         if j.result.measurement is not None and j.result.measurement.paired is not None}
                 _run_cells(c, again, ws, store, run_id, as_completed, progress)
-                judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells), again_ids)
+                judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, first_pass=first),
+                                                again_ids)
         except (KeyboardInterrupt, DeploytoolError):
             _interrupted(store, run_id)
             raise
@@ -238,6 +241,16 @@ def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
     return {(r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")): r for r in results}
 
 
+def _key(r: Result) -> tuple[str, str]:
+    return r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")
+
+
+def _paired(r: Result) -> Any:
+    """The row's paired latency (deploytool.latency.PairedLatency), None for a row timed alone."""
+    p = r.measurement.paired if r.measurement is not None else None
+    return p if p is not None and np.isfinite(p.ratio) and p.ratio > 0 else None
+
+
 def row_load(r: Result) -> MachineLoad | None:
     """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
     before rows named their CPU count takes this machine's, when this machine measured it."""
@@ -269,9 +282,11 @@ def _on_the_trend(r: Result) -> bool:
 
 
 def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell],
-                load_aware: bool = True) -> list[Judged]:
+                load_aware: bool = True, first_pass: dict[tuple[str, str], Any] | None = None) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
-    had recorded its machine's load (the lab before it did; the noise benchmark's "before")."""
+    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `first_pass`: the
+    paired latency of tonight's first measurement of each cell measured again (a second process: with tonight's
+    row, the host's process-to-process spread when the cell has too few earlier nights to tell it)."""
 
     reg = lab.regression
     tonight = stored.stored_results(store, ws, run_id)
@@ -288,18 +303,24 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
             last = history[-1][1]
             j.changes.append(regress.status_change(last.failing, r.failing, str(r.outcome)))
             good = [(n, h) for n, h in history if not h.failing and h.comparison is not None]
-            series = [h.measurement.p50_ms for _, h in good
-                      if h.measurement is not None and (not load_aware or _on_the_trend(h))]
             on_trend = not load_aware or _on_the_trend(r)
+            # a paired row's series is its ratio to the PC baseline (the drift of the machine cancelled); a row timed
+            # alone, its p50. Rows of the other kind (stored before rows were paired) stay out of it.
+            now_paired = _paired(r)
+            series = [(_paired(h).ratio if now_paired is not None else h.measurement.p50_ms) for _, h in good
+                      if h.measurement is not None and (now_paired is None) == (_paired(h) is None)
+                      and (not load_aware or _on_the_trend(h))]
+            first = (first_pass or {}).get(key)
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
                 y = truth[r.model] if r.model in truth else truth.setdefault(r.model, _labels_of(lab, ws, r.model))
                 ref = latency_reference(good, r, reg.load_difference_cpus) if load_aware else good[-1]
                 j.changes += _compare(prev, r, y, reg, regress, ref, load_aware,
-                                      series if load_aware and on_trend else [])
+                                      series if load_aware and on_trend else [], first)
             if r.measurement is not None and series and on_trend:
-                j.changes.append(regress.trend(series + [r.measurement.p50_ms], min_relative=reg.latency_min_relative))
+                value = now_paired.ratio if now_paired is not None else r.measurement.p50_ms
+                j.changes.append(regress.trend(series + [value], min_relative=reg.latency_min_relative))
         r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
         judged.append(j)
     return sorted(judged, key=lambda j: (not j.alert, not j.result.failing, j.result.environment.get("lab_label", "")))
@@ -320,10 +341,14 @@ def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
 
 
 def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any,
-             latency_ref: tuple[str, Result], load_aware: bool, nightly: Sequence[float] = ()) -> list[Any]:
+             latency_ref: tuple[str, Result], load_aware: bool, nightly: Sequence[float] = (),
+             first: Any = None) -> list[Any]:
     """Tonight against the last good night `prev`; latency against `latency_ref` (a night and its row), under
-    both rows' loads, and against `nightly` (the medians of earlier nights on the trend: a move within their
-    spread is the cell's usual night-to-night noise, not a change). Accuracy, memory, size: never by load."""
+    both rows' loads, and against `nightly` (the medians, or paired ratios, of earlier nights on the trend: a move
+    within their spread is the cell's usual night-to-night noise, not a change). Two paired rows are judged on
+    their ratios to the PC baseline, against the host's process-to-process spread (earlier nights', else
+    tonight's two processes' when `first` is tonight's first measurement). Accuracy, memory, size: never by
+    load."""
     out = []
     try:
         if y is not None and prev.outputs_path and now.outputs_path:
@@ -331,7 +356,25 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
             if len(a) == len(b) == len(y):
                 out.append(regress.accuracy_change(a.argmax(1) == y, b.argmax(1) == y, reg.min_accuracy_drop_points))
         ref_night, ref = latency_ref
-        if ref.latency_path and now.latency_path:
+        if _paired(ref) is not None and _paired(now) is not None:
+            loads = (row_load(ref), row_load(now)) if load_aware else (None, None)
+            logs = [float(np.log(v)) for v in nightly]
+            spread = regress.process_spread(logs) if len(logs) >= regress.NOISE_MIN_NIGHTS else (
+                regress.process_spread([float(np.log(first.ratio)), float(np.log(_paired(now).ratio))])
+                if first is not None and first.ratio > 0 else None)
+            c = regress.paired_latency_change(_paired(ref), _paired(now), reg.latency_min_relative, spread)
+            why = regress.load_confounds(loads[0], loads[1], reg.load_difference_cpus) if c.outcome != "same" else ""
+            if why:
+                c = replace(c, outcome="unclear", detail=f"{why}; {c.detail.removesuffix('; measure again')}; "
+                                                          "not judged")
+            if c.outcome == "regression" and spread is None:
+                c = replace(c, outcome="unclear", detail=f"{c.detail}; the host's process-to-process spread is not "
+                                                          "known yet: measure again in a new process")
+            if ref is not prev:
+                c = replace(c, detail=f"{c.detail}; against {ref_night} (load {loads[0]}), not the last good "
+                                      "night: its load was not comparable")
+            out.append(c)
+        elif ref.latency_path and now.latency_path:
             loads = (row_load(ref), row_load(now)) if load_aware else (None, None)
             c = regress.latency_change(np.load(ref.latency_path), np.load(now.latency_path), reg.latency_min_relative,
                                        reg.latency_k_iqr, load_before=loads[0], load_now=loads[1],

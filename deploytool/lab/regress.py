@@ -14,6 +14,13 @@ tonight worse than the last good night of the same cell, beyond noise?
   loads differ by half a CPU or more, a latency change is confounded with the
   load: it is "unclear (machine busy: ...)", never a regression or an improvement.
   Accuracy, memory, size and status are not judged by load.
+- Paired latency (issue 25): a host row timed against the PC baseline in
+  alternating blocks carries a ratio that cancels the machine's drift. Its
+  change is judged on the block ratios (Mann-Whitney on their logs), the two
+  nights' bootstrap intervals (they must not overlap) and a minimum effect that
+  is at least NOISE_K x the host's process-to-process spread of that ratio
+  (from the cell's earlier nights, or from tonight's two processes when the
+  lab measured it again): a change a new process alone could make never alerts.
 - Memory and size: relative thresholds.
 - Status changes: newly failing, fixed.
 - Across nights: E-divisive (Matteson & James 2014: energy-distance change points,
@@ -29,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from deploytool.latency import PairedLatency
 
 DIFFERENT_P = 0.01  # Pinpoint's "different"
 SAME_P = 0.10  # above this the arrays are "the same"; between the two: unclear, measure again
@@ -80,6 +89,9 @@ class MachineLoad:
         """From a row's environment; None for a row that did not record its load (older rows). A phone row
         whose runtime picked its own thread count ("default") needs at least one CPU free."""
         busy = environment.get("cpu_busy_fraction_before_timing")
+        during = environment.get("cpu_busy_fraction_during_timing")
+        if during is not None:  # watched while timing too (paired rows): the worse of the two
+            busy = during if busy is None else max(float(busy), float(during))
         cpus = environment.get("cpu_count") or default_cpus
         if busy is None or not cpus:
             return None
@@ -160,6 +172,45 @@ def _latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: flo
     if p > same_p or not big:
         return Change("latency", "same", detail, p, rel)
     return Change("latency", "unclear", detail + "; measure again", p, rel)
+
+
+def paired_latency_change(before: PairedLatency, now: PairedLatency, min_relative: float = 0.05,
+                          spread: float | None = None, k: float = 3.0, different_p: float = DIFFERENT_P,
+                          same_p: float = SAME_P) -> Change:
+    """Two rows' paired latency (deploytool.latency): "regression"/"improvement" when the block ratios differ
+    (Mann-Whitney on their logs, p <= different_p), the bootstrap intervals do not overlap, and the ratio moved
+    by at least the larger of `min_relative` and `k` x `spread` (the host's process-to-process standard deviation
+    of the log ratio; None: not known); "same" when p > same_p or the move is smaller; else "unclear"."""
+    from scipy.stats import mannwhitneyu
+
+    a, b = np.log(before.ratios), np.log(now.ratios)
+    if a.size < 5 or b.size < 5 or not (before.ratio > 0 and now.ratio > 0):
+        return Change("latency", "unclear", f"too few paired blocks ({a.size}, {b.size})")
+    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    step = float(np.log(now.ratio / before.ratio))
+    rel = float(np.expm1(step))
+    floor = max(min_relative, float(np.expm1(k * spread)) if spread else 0.0)
+    big = abs(step) >= np.log1p(floor)
+    apart = now.ratio_low > before.ratio_high or now.ratio_high < before.ratio_low
+    detail = (f"paired ratio to the PC baseline {before.ratio:.3g}x [{before.ratio_low:.3g}, {before.ratio_high:.3g}]"
+              f" -> {now.ratio:.3g}x [{now.ratio_low:.3g}, {now.ratio_high:.3g}] ({rel:+.1%}), p = {p:.2g}; "
+              f"needs {floor:.0%}" + (f" ({k:g} x the host's process-to-process spread {spread:.1%})" if spread else ""))
+    if p <= different_p and apart and big:
+        return Change("latency", "regression" if step > 0 else "improvement", detail, p, rel)
+    if p > same_p or not big:
+        return Change("latency", "same", detail, p, rel)
+    return Change("latency", "unclear", detail + "; measure again", p, rel)
+
+
+def process_spread(log_ratios: list[float]) -> float | None:
+    """The host's process-to-process standard deviation of a cell's log paired ratio: 1.4826 x MAD over 3 or more
+    processes (earlier nights), |a - b| / sqrt(2) for two (tonight's two measurements); None for fewer."""
+    x = np.asarray([v for v in log_ratios if np.isfinite(v)], np.float64)
+    if x.size >= NOISE_MIN_NIGHTS:
+        return float(1.4826 * np.median(np.abs(x - np.median(x))))
+    if x.size == 2:
+        return float(abs(x[0] - x[1]) / np.sqrt(2))
+    return None
 
 
 # Night-to-night noise: a cell measured in a new process each night moves by more than one process's own

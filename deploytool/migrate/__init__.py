@@ -30,9 +30,15 @@ from deploytool.result import Combo, Result
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
-from deploytool.run.runner import conversions_ahead, is_workspace_fault, run_combination, runtimes_ahead
+from deploytool.run.runner import (
+    conversions_ahead,
+    is_workspace_fault,
+    pairing_ahead,
+    run_combination,
+    runtimes_ahead,
+)
 from deploytool.runtimes import check_runtime_names, runtimes_for
-from deploytool.runtimes.isolated import warm_workers
+from deploytool.runtimes.isolated import warm_pairing, warm_workers
 from deploytool.store import ResultStore, open_store
 from deploytool.targets import expand, get_target, selectable
 from deploytool.workspace import Workspace, check_name, stable_hash
@@ -225,6 +231,7 @@ class _Run:
         # of training one after the other); each framework's conversions start as soon as its own source is ready.
         pool = ThreadPoolExecutor(max(1, len(frameworks)), thread_name_prefix="deploytool-train")
         warm: list[type] = []
+        pairing: list[list[type]] = []
         try:
             started = {pool.submit(self.ctx.source_model, fw): fw for fw in frameworks}
             for done in as_completed(started):
@@ -238,11 +245,14 @@ class _Run:
                 for fmt, quantize, out, calibration in conversions_ahead(self.ctx, todo, fw, source):
                     lanes.prefetch(source, fmt, quantize, out, calibration)
                 warm.extend(runtimes_ahead(self.ctx, todo, fw, source))
+                pairing.append(pairing_ahead(self.ctx, todo, fw, source))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: the training processes end with this one
         # The rows' runtime workers start (and import their frameworks) while the conversions finish, not
         # while a source trains.
         warm_workers(warm)
+        for ref_cls, *targets in filter(None, pairing):  # and each baseline's pairing worker
+            warm_pairing(ref_cls, targets)
         t = time.perf_counter()
         lanes.drain()
         return time.perf_counter() - t  # what conversions cost beyond the training they overlapped

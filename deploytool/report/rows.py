@@ -67,6 +67,7 @@ class ReportRow:
     broken: tuple[str, ...] = ()  # describe_check of each check that did not pass
     tolerances: dict[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> (pass limit, fail limit)
     notes: tuple[str, ...] = ()
+    latency_how: str = ""  # one sentence: how latency was measured, how steady the machine was (issue 25)
     regression: tuple[str, ...] = ()  # what got worse since the same combination was last measured
     bundle: str | None = None  # the reproducer bundle (deploytool.bugs.bundle), relative to the report: bugs/<name>
     # what the detail sections show
@@ -160,6 +161,7 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             broken=tuple(describe_check(c) for c in checks if c.outcome != "pass"),
             tolerances={k: tuple(v) for k, v in r.tolerances.items()},
             notes=notes,
+            latency_how=clean(r.latency_how),
             regression=tuple(_regressions(r, inp.history.get(r.combo_key))),
             # the reproducer bundle (deploytool.bugs.bundle) lives beside the report, in bugs/<name>/
             bundle=f"bugs/{Path(r.bundle).name}" if r.bundle else None,

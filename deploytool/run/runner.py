@@ -17,6 +17,7 @@ import numpy as np
 
 from deploytool import convert
 from deploytool.artifact import Artifact
+from deploytool.latency import PairedLatency
 from deploytool.errors import BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
@@ -24,8 +25,8 @@ from deploytool.run.baseline import cached_baseline
 from deploytool.run.context import RunContext, Source
 from deploytool.run.judge import judge
 from deploytool.runtimes import runtime_class
-from deploytool.runtimes.base import Outputs
-from deploytool.runtimes.isolated import load_and_run
+from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
+from deploytool.runtimes.isolated import load_and_run, paired_latency
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
@@ -56,7 +57,7 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifa
     return converter.convert(source, combo.format, combo.quantize, out, calib)
 
 
-def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type, tuple]]:
+def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type[Runtime], tuple]]:
     """(combo, runtime class, conversion steps) of each of `framework`'s combos that has both (a refused row
     has neither: it reports itself)."""
 
@@ -102,6 +103,23 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
     return list(dict.fromkeys(classes))
 
 
+def pairing_ahead(ctx: RunContext, combos: list[Combo], framework: str, source: Artifact) -> list[type[Runtime]]:
+    """The runtime classes of `framework`'s rows that will be timed beside the PC baseline (pair_with_baseline),
+    the baseline's first: what a run's pairing worker imports while the conversions finish ([] for none)."""
+    ref_cls = runtime_class("pc", source.format)
+    if not ref_cls.in_process:
+        return []
+    targets: list[type[Runtime]] = []
+    for c, cls, steps in _routed(combos, framework, source):
+        samples = ctx.runtime_options(c).get("latency_samples")
+        if not cls.in_process or (samples is not None and samples < MIN_TIMED_SAMPLES):
+            continue
+        if steps == ("passthrough",) and _same_as_baseline(ctx, c, cls, source):
+            continue  # the baseline's own measurement: not paired
+        targets.append(cls)
+    return [ref_cls, *dict.fromkeys(targets)] if targets else []
+
+
 def _same_as_baseline(ctx: RunContext, combo: Combo, cls: type, source: Artifact) -> bool:
     """The runtime and settings of the PC baseline: with the baseline's own file, baseline_reusable."""
 
@@ -132,6 +150,31 @@ def baseline_outputs(src: Source) -> Outputs:
                           "and memory are the baseline's, measured once and not run again"])
 
 
+def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,
+                       src: Source) -> tuple[PairedLatency | None, str]:
+    """The row's latency timed against the PC baseline's model in alternating blocks (deploytool.latency), or
+    None and why not: a runtime outside this machine's Python processes (a browser, a phone) keeps its own
+    timing. A pairing that fails costs the row its paired ratio, never its result."""
+    cls = runtime_class(combo.target, artifact.format, combo.runtime)
+    ref_cls = runtime_class("pc", src.artifact.format)
+    if not cls.in_process or not ref_cls.in_process:
+        return None, (f"the {cls.name} runtime runs outside this machine's Python processes, so the PC baseline "
+                      "cannot be timed beside it")
+    options, req = ctx.runtime_options(combo), ctx.req
+    samples = options.get("latency_samples")
+    if samples is not None and samples < MIN_TIMED_SAMPLES:
+        return None, "an untimed run"
+    ref_options = {"threads": req.threads, "warmup_runs": req.warmup_runs}
+    try:
+        return paired_latency(cls, options, artifact, ctx.dataset.in_layout(ctx.dataset.x_test, artifact.layout),
+                              ref_cls, ref_options, src.artifact,
+                              ctx.dataset.in_layout(ctx.dataset.x_test, src.artifact.layout),
+                              f"the PC baseline ({src.framework})"), ""
+    except Exception as e:  # the row was measured; only its pairing failed
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        return None, f"timing it beside the PC baseline failed ({type(e).__name__}: {first})"
+
+
 def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo, run_id: str, key: str) -> Result:
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
@@ -145,12 +188,16 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         r.artifact = convert_cached(ctx, converter, src.artifact, combo)
         r.times.convert = time.perf_counter() - t
         t = time.perf_counter()
+        paired, not_paired = None, ""
         if baseline_reusable(ctx, combo, r.artifact, src):
             outputs = baseline_outputs(src)
+            not_paired = ("the baseline's own file on the baseline's own runtime: its latency is the baseline's, "
+                          "ratio 1 by definition")
         else:
             outputs = load_and_run(combo.target, r.artifact.format, combo.runtime, r.artifact,
                                    ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout),
                                    **ctx.runtime_options(combo))
+            paired, not_paired = pair_with_baseline(ctx, combo, r.artifact, src)
         r.times.runtime = time.perf_counter() - t
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason
@@ -172,7 +219,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     t = time.perf_counter()
     try:
         r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
-                                            r.artifact.size_bytes, ctx.spec.task)
+                                            r.artifact.size_bytes, ctx.spec.task, paired)
     except ValueError as e:  # outputs that cannot be laid beside the baseline's: the converted model's fault
         r.status = Status.RUNTIME_FAILED
         r.reason = f"its outputs do not match the PC baseline's: {e}"
@@ -181,6 +228,12 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     r.output_layout = outputs.output_layout
     r.times.compare = time.perf_counter() - t
     r.status, r.environment = Status.MEASURED, dict(outputs.environment)
+    if not_paired:
+        r.environment["latency_not_paired"] = not_paired
+        if outputs is not None and baseline_reusable(ctx, combo, r.artifact, src):
+            r.environment["latency_is_baselines"] = True
+    if paired is not None and paired.others_busy_fraction is not None:  # the lab judges latency by it too
+        r.environment["cpu_busy_fraction_during_timing"] = paired.others_busy_fraction
     r.notes = list(r.artifact.notes) + list(outputs.notes)
     if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
         r.notes.append(ctx.calibration_note)

@@ -13,8 +13,10 @@ never compares or stores.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -24,8 +26,15 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
+from deploytool.latency import PairedLatency
 from deploytool.runtimes.base import Outputs, Runtime
-from deploytool.runtimes.measure import release_free_memory
+from deploytool.runtimes.measure import (
+    least_busy_cpus,
+    others_busy_fraction,
+    pair_blocks,
+    release_free_memory,
+    time_paired,
+)
 
 # What each figure of an isolated measurement is (the report's legend reads these).
 ISOLATED_DELTA = "isolated_peak_rss_delta_bytes"
@@ -44,7 +53,8 @@ _MMAP_THRESHOLD_BYTES = 128 * 1024
 WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def _init_worker(ref: str) -> None:
+def _init_worker(ref: str, *also: str) -> None:
+    """A runtime worker's start: `ref`'s framework imported (and those of `also`: a pairing worker's targets)."""
     warnings.filterwarnings("ignore")
     try:
         import ctypes
@@ -52,7 +62,8 @@ def _init_worker(ref: str) -> None:
         ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
     except (OSError, AttributeError):
         pass
-    _class(ref).import_framework()
+    for r in (ref, *also):
+        _class(r).import_framework()
 
 
 def _class(ref: str) -> type[Runtime]:
@@ -93,6 +104,79 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batc
     return out
 
 
+# Samples a paired timing cycles through (batch 1, the same ones for target and reference).
+PAIR_SAMPLES = 200
+
+# In a pairing worker: the reference runtime, loaded once and kept between rows (key -> runtime).
+_REFERENCES: dict[tuple, Any] = {}
+
+
+def _reference(ref: str, options: dict[str, Any], artifact: Artifact) -> Any:
+    key = (ref, artifact.sha256, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    if key not in _REFERENCES:
+        for old in _REFERENCES.values():
+            old.close()
+        _REFERENCES.clear()
+        rt = _class(ref)(**options, own_process=True)
+        rt.load(artifact)
+        _REFERENCES[key] = rt
+    return _REFERENCES[key]
+
+
+def _pin(cpus: tuple[int, ...]) -> dict[int, set[int]]:
+    """Pin every thread of this process (a framework's pool threads too, not only the caller) to `cpus`;
+    returns each thread's former affinity, for `_unpin`."""
+    former = {}
+    for task in os.listdir("/proc/self/task"):
+        tid = int(task)
+        try:
+            former[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return former
+
+
+def _unpin(former: dict[int, set[int]]) -> None:
+    for tid, cpus in former.items():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Artifact, target_inputs: Any,
+            ref: str, ref_options: dict[str, Any], ref_artifact: Artifact, ref_inputs: Any,
+            reference: str) -> PairedLatency:
+    """In a pairing worker: the target and the reference (the PC baseline's model in its runtime, kept loaded)
+    timed in alternating blocks, every thread pinned to the CPUs other processes used least just before."""
+    baseline = _reference(ref, ref_options, ref_artifact)
+    cls = _class(target_ref)
+    cls.import_framework()
+    threads = int(target_options.get("threads", 1))
+    with cls(**target_options, own_process=True) as rt:
+        rt.load(target_artifact)
+        cpus = least_busy_cpus(threads)
+        former = _pin(cpus) if cpus else {}
+        try:
+            stat = Path("/proc/stat")
+            before, wall, own = stat.read_text(), time.perf_counter(), sum(os.times()[:2])
+            timed = time_paired(rt.predict, baseline.predict, target_inputs, ref_inputs,
+                                int(target_options.get("warmup_runs", 10)),
+                                blocks=pair_blocks(target_options.get("latency_samples")))
+            wall, own = time.perf_counter() - wall, sum(os.times()[:2]) - own
+            others = others_busy_fraction(before, stat.read_text(), own, wall, os.cpu_count() or 1)
+        finally:
+            _unpin(former)
+    t, r = timed["target_ms"], timed["reference_ms"]
+    return PairedLatency.of(timed["target_block_ms"], timed["reference_block_ms"], reference, cpus=tuple(cpus),
+                            target_p50_ms=float(np.median(t)), target_p90_ms=float(np.percentile(t, 90)),
+                            reference_p50_ms=float(np.median(r)), reference_p90_ms=float(np.percentile(r, 90)),
+                            readings_per_block=int(timed["readings_per_block"]),
+                            others_busy_fraction=None if others is None else round(others, 3),
+                            cpu_count=os.cpu_count() or 0)
+
+
 def _ref(cls: type[Runtime]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -118,6 +202,16 @@ class RuntimeWorkers:
         if ref not in self._workers:
             self._worker(ref).start()
 
+    def warm_pairing(self, ref_cls: type[Runtime], targets: list[type[Runtime]]) -> None:
+        """Start the pairing worker of `ref_cls` (see `paired`) without waiting, its framework and those of
+        `targets` imported: a run starts it while the conversions finish."""
+        key = "paired:" + _ref(ref_cls)
+        if key not in self._workers:
+            also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
+            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=WORKER_ENV)
+            self.started += 1
+            self._workers[key].start()
+
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
@@ -130,6 +224,20 @@ class RuntimeWorkers:
             self._workers.pop(ref, None)
             raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed loading or running "
                                                 f"the model ({e.how})") from None
+
+    def paired(self, cls: type, options: dict[str, Any], artifact: Artifact, inputs: Any, ref_cls: type,
+               ref_options: dict[str, Any], ref_artifact: Artifact, ref_inputs: Any, reference: str) -> PairedLatency:
+        """`cls` on `artifact` timed against `ref_cls` on `ref_artifact` (see `_paired`) in one worker per
+        reference runtime: the reference's framework imported once, its model loaded once for a run's rows.
+        That worker is not the row's measuring worker, so the row's memory figure is untouched."""
+        ref, key, timeout_s = _ref(ref_cls), "paired:" + _ref(ref_cls), options.get("timeout_s")
+        self.warm_pairing(ref_cls, [])
+        try:
+            return self._workers[key].call(_paired, _ref(cls), dict(options), artifact, inputs, ref,
+                                           dict(ref_options), ref_artifact, ref_inputs, reference, timeout=timeout_s)
+        except (WorkerTimedOut, WorkerLost):
+            self._workers.pop(key, None)
+            raise
 
     def close(self) -> None:
         for ref in list(self._workers):
@@ -162,11 +270,31 @@ def warm_workers(classes: list[type[Runtime]]) -> None:
                 _open.warm(cls)
 
 
+def warm_pairing(ref_cls: type[Runtime], targets: list[type[Runtime]]) -> None:
+    """Start the open run's pairing worker for `ref_cls` (see RuntimeWorkers.warm_pairing)."""
+    if _open is not None and ref_cls.in_process:
+        _open.warm_pairing(ref_cls, [c for c in targets if c.in_process])
+
+
 def measure_in_own_process(cls: type[Runtime], options: dict[str, Any], artifact: Artifact,
                            inputs: Batch) -> Outputs:
     """Load and run `artifact` on runtime `cls` in its worker: the open run's, else one started for this call."""
     with runtime_workers() as workers:
         return workers.measure(cls, options, artifact, inputs)
+
+
+def paired_latency(cls: type, options: dict[str, Any], artifact: Artifact, inputs: Batch,
+                   ref_cls: type, ref_options: dict[str, Any], ref_artifact: Artifact, ref_inputs: Batch,
+                   reference: str) -> PairedLatency:
+    """A row's latency paired with its reference (RuntimeWorkers.paired) on the first PAIR_SAMPLES samples."""
+
+    def few(x: Batch) -> Any:
+        x = x[:PAIR_SAMPLES]
+        return x.contiguous() if isinstance(x, Feed) else np.ascontiguousarray(x, dtype=np.float32)
+
+    with runtime_workers() as workers:
+        return workers.paired(cls, options, artifact, few(inputs), ref_cls, ref_options, ref_artifact,
+                              few(ref_inputs), reference)
 
 
 def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: Batch,

@@ -87,12 +87,12 @@ MAX_PER_READING = 1000
 MIN_READINGS = 50
 
 
-def inferences_per_reading(one_inference_s: float) -> int:
+def inferences_per_reading(one_inference_s: float, reading_s: float = READING_TARGET_S) -> int:
     """K, the batch-1 inferences timed by one timer reading: 1 for an inference of SHORT_INFERENCE_S or
-    more, else enough for a reading of about READING_TARGET_S (at most MAX_PER_READING)."""
+    more, else enough for a reading of about `reading_s` (at most MAX_PER_READING)."""
     if not math.isfinite(one_inference_s) or one_inference_s >= SHORT_INFERENCE_S:
         return 1
-    return int(min(MAX_PER_READING, math.ceil(READING_TARGET_S / max(one_inference_s, 1e-9))))
+    return int(min(MAX_PER_READING, math.ceil(reading_s / max(one_inference_s, 1e-9))))
 
 
 def readings_for(samples: int, k: int) -> int:
@@ -225,3 +225,133 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
             predict(x)
         lat[j] = (time.perf_counter() - t) * 1e3 / k
     return lat, first_ms, k
+
+
+# ------------------------------------------------------------------ paired timing (issue 25)
+# A target and a reference timed in PAIR_BLOCKS blocks; within a block their readings (K inferences each, as above)
+# alternate one by one, at least PAIR_READINGS of each and about PAIR_BLOCK_S in all, the target first in even
+# blocks and the reference first in odd ones, so whatever the machine does meanwhile falls on both alike. A block's
+# figure for each side is the PAIR_QUANTILE of its readings: a reading only ever gains time from another process
+# preempting it, so a low quantile is what both sides' code cost in that block. Each reading follows one untimed
+# inference of its own side: without it a side pays for the other having just run (TensorFlow's pool thread parks
+# while a 1 ms LiteRT reading runs, and the Keras reading after it took 0.44-0.65 ms instead of 0.38-0.39 ms).
+# 20 blocks of ~10 ms: ~0.2 s a row.
+PAIR_BLOCKS = 20
+MIN_PAIR_BLOCKS = 5  # a quick run's (--latency-samples under 10 x PAIR_BLOCKS: one block per 10 samples asked)
+PAIR_BLOCK_S = 10e-3
+PAIR_READINGS = 8
+PAIR_QUANTILE = 0.25
+# A paired reading of a short inference lasts about this long (K = PAIR_READING_S / one inference): long enough
+# for perf_counter (~0.1 us), short enough that a block holds PAIR_READINGS pairs within PAIR_BLOCK_S.
+PAIR_READING_S = 0.25e-3
+
+
+def pair_blocks(latency_samples: int | None) -> int:
+    """How many blocks a row's paired timing takes: PAIR_BLOCKS, fewer (one per 10 samples, at least
+    MIN_PAIR_BLOCKS) when the run asked for fewer than 10 x PAIR_BLOCKS latency samples."""
+    if latency_samples is None:
+        return PAIR_BLOCKS
+    return max(MIN_PAIR_BLOCKS, min(PAIR_BLOCKS, int(latency_samples) // 10))
+
+
+def per_cpu_ticks(text: str) -> dict[int, tuple[int, int]]:
+    """(all ticks, idle + iowait ticks) of each `cpuN` line of /proc/stat's text."""
+    out = {}
+    for line in text.splitlines():
+        name = line.split(maxsplit=1)[0] if line.strip() else ""
+        if name.startswith("cpu") and name[3:].isdigit():
+            t = _cpu_ticks("cpu " + line.split(maxsplit=1)[1])
+            if t is not None:
+                out[int(name[3:])] = t
+    return out
+
+
+def least_busy_cpus(count: int, interval_s: float = LOAD_CHECK_S) -> tuple[int, ...]:
+    """The `count` CPUs of this process's affinity that other processes used least over `interval_s` (this
+    process sleeping); () where /proc/stat or affinity cannot be read, or when `count` covers them all."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return ()
+    if count >= len(allowed):
+        return ()
+    stat = Path("/proc/stat")
+    try:
+        before = per_cpu_ticks(stat.read_text())
+        time.sleep(interval_s)
+        after = per_cpu_ticks(stat.read_text())
+    except OSError:
+        return ()
+
+    def busy(cpu: int) -> float:
+        a, b = before.get(cpu), after.get(cpu)
+        if a is None or b is None or b[0] <= a[0]:
+            return 1.0
+        return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+    return tuple(sorted(sorted(allowed, key=lambda c: (busy(c), c))[:count]))
+
+
+def others_busy_fraction(stat_before: str, stat_after: str, own_cpu_s: float, wall_s: float,
+                         cpus: int) -> float | None:
+    """The share of all CPUs other processes took over a span in which this process used `own_cpu_s` seconds of
+    CPU: all CPUs' busy share minus this process's own (never below 0). None when /proc/stat said nothing."""
+    busy = busy_fraction_between(stat_before, stat_after)
+    if busy is None or wall_s <= 0 or cpus <= 0:
+        return None
+    return min(1.0, max(0.0, busy - own_cpu_s / (wall_s * cpus)))
+
+
+def _reading_k(predict: Predict, rows: list, warmup_runs: int) -> int:
+    warm = []
+    for i in range(max(warmup_runs, 3)):
+        t = time.perf_counter()
+        predict(rows[i % len(rows)])
+        warm.append(time.perf_counter() - t)
+    return inferences_per_reading(min(warm), PAIR_READING_S)
+
+
+def time_paired(target: Predict, reference: Predict, target_inputs: Any, reference_inputs: Any,
+                warmup_runs: int = 10, blocks: int = PAIR_BLOCKS,
+                block_s: float = PAIR_BLOCK_S) -> dict[str, Any]:
+    """Time `target` and `reference` (batch 1, the same samples in turn) in `blocks` blocks of alternating readings.
+
+    Returns {"target_block_ms", "reference_block_ms": each block's PAIR_QUANTILE reading, "target_ms",
+    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K)}; a reading is ms per
+    inference (K inferences per reading when one is under SHORT_INFERENCE_S).
+    """
+    n = min(len(target_inputs), len(reference_inputs))
+    t_rows = [target_inputs[i : i + 1] for i in range(n)]
+    r_rows = [reference_inputs[i : i + 1] for i in range(n)]
+    kt, kr = _reading_k(target, t_rows, warmup_runs), _reading_k(reference, r_rows, warmup_runs)
+    sides = {"target": (target, t_rows, kt), "reference": (reference, r_rows, kr)}
+    # one trial reading of each side says how many pairs of readings fill a block
+    pair_s = 0.0
+    for fn, rows, k in sides.values():
+        t = time.perf_counter()
+        for i in range(k + 1):  # a reading's K inferences and its untimed warm one
+            fn(rows[i % n])
+        pair_s += time.perf_counter() - t
+    per_block = max(PAIR_READINGS, math.ceil(block_s / max(pair_s, 1e-9)))
+    readings: dict[str, list[float]] = {"target": [], "reference": []}
+    figures: dict[str, list[float]] = {"target": [], "reference": []}
+    cursor = {"target": 0, "reference": 0}
+    for b in range(blocks):
+        order = ("target", "reference") if b % 2 == 0 else ("reference", "target")
+        block: dict[str, list[float]] = {"target": [], "reference": []}
+        for _ in range(per_block):
+            for name in order:
+                fn, rows, k = sides[name]
+                batch = [rows[(cursor[name] + i) % n] for i in range(k)]
+                cursor[name] += k
+                fn(batch[-1])  # untimed: the reading starts warm, whatever the other side just did
+                t = time.perf_counter()
+                for x in batch:
+                    fn(x)
+                block[name].append((time.perf_counter() - t) * 1e3 / k)
+        for name in order:
+            readings[name].extend(block[name])
+            figures[name].append(float(np.quantile(block[name], PAIR_QUANTILE)))
+    return {"target_block_ms": figures["target"], "reference_block_ms": figures["reference"],
+            "target_ms": np.asarray(readings["target"]), "reference_ms": np.asarray(readings["reference"]),
+            "readings_per_block": per_block, "k": (kt, kr)}

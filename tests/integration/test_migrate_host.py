@@ -99,6 +99,28 @@ def _count(db):
         return 0
 
 
+def test_host_rows_time_their_latency_beside_the_pc_baseline(host_run):
+    """Issue 25: a host row's latency ratio is measured paired with its PC baseline (20 alternating blocks at
+    300 samples), with a bootstrap interval around it; the report says in one sentence per row how latency was
+    measured."""
+    paired = 0
+    for r in host_run.results:
+        if r.status != "measured":
+            continue
+        p = r.measurement.paired
+        if r.environment.get("latency_is_baselines"):
+            assert p is None and "ratio 1 by definition" in r.latency_how
+            continue
+        paired += 1
+        assert p is not None, (r.label, r.environment.get("latency_not_paired"))
+        assert p.blocks == 20 and 5 <= p.clean <= 20 and p.reference == f"the PC baseline ({r.combo.framework})"
+        assert 0 < p.ratio_low <= p.ratio <= p.ratio_high and p.reference_p50_ms > 0 and p.target_p50_ms > 0
+        assert r.comparison.latency_ratio_p50 == p.ratio and r.latency_how.startswith("paired with the PC baseline")
+    assert paired >= 15
+    html = host_run.report_paths.html.read_text()
+    assert html.count("alternating blocks") >= paired
+
+
 def test_killed_run_resumes_without_remeasuring(lenet5_workspace):
     ws, *_ = lenet5_workspace
     db = ws.root / "results.db"
@@ -147,6 +169,9 @@ def test_users_own_model_file(lenet5_workspace, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("keras")]
     assert len(lines) == 2 and all("pass" in line for line in lines), r.stdout
+    # the CLI says how each row's latency was measured: paired with the user's model, 10 blocks at 100 samples
+    how = r.stdout.split("latency, how it was measured:")[1]
+    assert how.count("paired with the PC baseline (keras) in 10 alternating blocks") == 2, r.stdout
     assert not any(tmp_path.glob("*.json")), "nothing may be written beside the user's file"
 
 

@@ -1,0 +1,192 @@
+"""Paired latency (issue 25): the definitions of deploytool.latency (block ratios, the median of them, the seeded
+percentile bootstrap over blocks, the machine's drift), the lab's judgement of a paired change
+(deploytool.lab.regress.paired_latency_change, process_spread), and the paired timing loop's structure and load
+arithmetic (deploytool.runtimes.measure). Hand-computed cases: changing a formula fails here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from deploytool.lab import regress
+from deploytool.latency import (
+    PairedLatency,
+    block_ratios,
+    bootstrap_ci,
+    clean_blocks,
+    drift_of,
+    ratio_of,
+    ratios_to_judge,
+    unpaired_sentence,
+)
+from deploytool.result import Combo, Measurement, Result, Status
+from deploytool.runtimes import measure
+
+
+def test_a_block_ratio_is_the_targets_figure_over_the_references_in_the_same_block():
+    assert block_ratios([2.0, 3.0, 1.0], [1.0, 2.0, 4.0]).tolist() == [2.0, 1.5, 0.25]
+    # a block without a positive finite figure on either side is left out
+    assert block_ratios([2.0, float("nan"), 1.0, 3.0], [1.0, 1.0, 0.0, 3.0]).tolist() == [2.0, 1.0]
+    with pytest.raises(ValueError, match="pairs"):
+        block_ratios([1.0, 2.0], [1.0])
+
+
+def test_the_ratio_is_the_median_of_the_block_ratios_not_a_ratio_of_medians():
+    assert ratio_of([1.0, 2.0, 4.0]) == 2.0
+    assert ratio_of([1.0, 2.0, 3.0, 10.0]) == 2.5
+    t, r = [1.0, 4.0, 9.0], [1.0, 1.0, 3.0]  # block ratios 1, 4, 3: median 3; median(t)/median(r) would be 4
+    assert ratio_of(block_ratios(t, r)) == 3.0
+    assert math.isnan(ratio_of([]))
+
+
+def test_a_clean_block_has_both_sides_within_ten_percent_of_their_fastest_block():
+    t = [1.0, 1.1, 1.2, 1.0, 1.05]
+    r = [2.0, 2.0, 2.0, 2.3, 2.2]
+    # target floor 1.0 (<= 1.1 clean), reference floor 2.0 (<= 2.2 clean)
+    assert clean_blocks(t, r).tolist() == [True, True, False, False, True]
+    assert clean_blocks([1.0, 0.0, float("nan")], [1.0, 1.0, 1.0]).tolist() == [True, False, False]
+
+
+def test_the_ratio_comes_from_the_clean_blocks_when_there_are_five_else_from_all():
+    # six steady blocks at ratio 0.05, four where a competing job doubled the reference (ratio 0.025)
+    t = [0.02] * 10
+    r = [0.4] * 6 + [0.8] * 4
+    assert ratios_to_judge(t, r).tolist() == pytest.approx([0.05] * 6)
+    p = PairedLatency.of(t, r, "ref")
+    assert p.ratio == pytest.approx(0.05) and p.clean == 6 and p.blocks == 10
+    assert "from the 6 blocks where both were within 10% of their fastest" in p.describe()
+    # only four clean blocks: every block counts (median of 0.05 x4 and 0.025 x6 = 0.025)
+    r = [0.4] * 4 + [0.8] * 6
+    assert ratios_to_judge(t, r).size == 10 and PairedLatency.of(t, r, "ref").ratio == pytest.approx(0.025)
+
+
+def test_the_bootstrap_interval_by_hand():
+    assert bootstrap_ci([1.3] * 20) == (1.3, 1.3)  # every draw's median is 1.3
+    assert bootstrap_ci([0.8]) == (0.8, 0.8)
+    # two blocks: a draw of two has median 1 (p 1/4), 1.5 (1/2) or 2 (1/4); its 2.5% and 97.5% quantiles are 1 and 2
+    assert bootstrap_ci([1.0, 2.0]) == (1.0, 2.0)
+    # three blocks: median 1 with p 7/27, 2 with 13/27, 3 with 7/27; the 95% interval spans them all, the 40% one
+    # (30% .. 70% quantiles) only the middle
+    assert bootstrap_ci([1.0, 2.0, 3.0]) == (1.0, 3.0)
+    assert bootstrap_ci([1.0, 2.0, 3.0], level=0.4) == (2.0, 2.0)
+    assert all(math.isnan(v) for v in bootstrap_ci([]))
+
+
+def test_the_bootstrap_is_seeded_resampled_2000_times_and_pinned():
+    ratios = [1.0, 1.1, 1.2, 0.9, 1.05, 1.3, 0.95, 1.15]
+    assert bootstrap_ci(ratios) == bootstrap_ci(list(ratios))  # the same seed every time
+    lo, hi = bootstrap_ci(ratios)
+    assert (round(lo, 6), round(hi, 6)) == (0.95, 1.2)  # pinned: the seed, resamples, median or quantiles changed
+    rng = np.random.default_rng(0)
+    x = np.asarray(ratios)
+    draws = np.median(x[rng.integers(0, x.size, size=(2000, x.size))], axis=1)
+    assert (lo, hi) == tuple(np.quantile(draws, [0.025, 0.975]))
+
+
+def test_drift_is_the_largest_reference_block_over_the_smallest():
+    assert drift_of([2.0, 3.0, 4.0]) == 2.0
+    assert drift_of([0.5, 0.5]) == 1.0
+    assert drift_of([1.0, float("nan"), 0.0, 1.5]) == 1.5
+
+
+def test_a_paired_latency_states_its_ratio_interval_drift_and_load_in_one_sentence():
+    t = [1.08] * 10 + [1.05, 1.11] * 5
+    p = PairedLatency.of(t, [1.0] * 10 + [1.3] * 10, "the PC baseline (keras)", cpus=(1,), target_p50_ms=0.021,
+                         reference_p50_ms=0.41, others_busy_fraction=0.25, cpu_count=2)
+    # the ten blocks with the reference at 1.3 are not clean: the ratio is the first ten's
+    assert p.blocks == 20 and p.clean == 10 and p.ratio == ratio_of(block_ratios(t[:10], [1.0] * 10)) == 1.08
+    assert (p.ratio_low, p.ratio_high) == bootstrap_ci(p.ratios)
+    assert p.drift == pytest.approx(1.3)
+    s = p.describe()
+    assert s.startswith("paired with the PC baseline (keras) in 20 alternating blocks on CPU 1, the ratio from the "
+                        "10 blocks where both were within 10% of their fastest: ")
+    assert f"{p.ratio:.3g}x [{p.ratio_low:.3g}, {p.ratio_high:.3g}]" in s
+    assert "p50 0.021 ms beside the reference's 0.41 ms" in s
+    assert "machine drift 1.3x during timing; other processes took 25% of 2 CPUs" in s
+    assert unpaired_sentence("web:wasm", "a browser", 7).startswith("timed alone (web:wasm, 7 inferences per timer reading), not paired: a browser; ")
+
+
+def test_a_paired_latency_survives_the_results_json():
+    p = PairedLatency.of([0.02] * 5, [0.4] * 5, "the PC baseline (torch)", cpus=(0,), target_p50_ms=0.02,
+                         reference_p50_ms=float("nan"))
+    r = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "tflite", "none", "host"),
+               status=Status.MEASURED, measurement=Measurement(0.02, 0.03, 0.04, 0.02, 100, paired=p))
+    back = Result.from_json(r.to_json()).measurement.paired
+    assert back.target_block_ms == p.target_block_ms and back.cpus == (0,) and back.ratio == pytest.approx(0.05)
+    assert math.isnan(back.reference_p50_ms)  # NaN is stored as null and read back as NaN
+    old = r.to_json()
+    del old["measurement"]["paired"]  # a row stored before rows were paired
+    assert Result.from_json(old).measurement.paired is None
+
+
+def _paired(ratio: float, spread: float = 0.02, n: int = 20) -> PairedLatency:
+    """Blocks whose ratios are `ratio` x a fixed spread pattern (seeded, no machine involved)."""
+    wiggle = np.exp(np.random.default_rng(7).normal(0, spread, n))
+    return PairedLatency.of(list(ratio * wiggle), [1.0] * n, "the PC baseline (keras)")
+
+
+def test_a_paired_change_needs_rank_evidence_apart_intervals_and_more_than_the_process_spread():
+    before = _paired(0.05)
+    assert regress.paired_latency_change(before, _paired(0.05)).outcome == "same"
+    up = regress.paired_latency_change(before, _paired(0.065))  # 30% slower
+    assert up.outcome == "regression" and up.effect == pytest.approx(0.3) and up.alert
+    assert regress.paired_latency_change(before, _paired(0.04)).outcome == "improvement"
+    # 30% is within 3 x a process-to-process spread of 10% (it needs e^0.3 - 1 = 35%)
+    assert regress.paired_latency_change(before, _paired(0.065), spread=0.1).outcome == "same"
+    assert regress.paired_latency_change(before, _paired(0.065), spread=0.05).outcome == "regression"
+    # a 3% move is under the minimum effect (5%) however certain
+    assert regress.paired_latency_change(_paired(0.05, 0.001), _paired(0.0515, 0.001)).outcome == "same"
+    # overlapping intervals are not a regression
+    wide = regress.paired_latency_change(_paired(0.05, 0.4), _paired(0.06, 0.4))
+    assert wide.outcome in ("same", "unclear")
+    assert regress.paired_latency_change(_paired(0.05, n=3), _paired(0.07, n=3)).outcome == "unclear"
+
+
+def test_the_process_spread_by_hand():
+    assert regress.process_spread([0.0, 0.1, 0.2]) == pytest.approx(1.4826 * 0.1)
+    assert regress.process_spread([0.0, 0.3]) == pytest.approx(0.3 / math.sqrt(2))
+    assert regress.process_spread([0.1]) is None
+
+
+def test_load_during_timing_counts_as_the_rows_load():
+    quiet = regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.05, "cpu_count": 2})
+    assert not quiet.busy
+    during = regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.05, "cpu_busy_fraction_during_timing": 0.6,
+                                     "cpu_count": 2})
+    assert during.others_fraction == 0.6 and during.busy
+
+
+_STAT = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
+_STAT2 = "cpu  300 0 100 1400 0 0 0 0 0 0\ncpu0 250 0 50 500 0 0 0 0 0 0\ncpu1 50 0 50 900 0 0 0 0 0 0\n"
+
+
+def test_other_processes_share_during_timing_is_all_busy_minus_our_own():
+    # 800 ticks passed (8 s of 2 CPUs at 100 Hz), 200 busy: 25%; we used 1 s of CPU over 4 s wall on 2 CPUs: 12.5%
+    assert measure.others_busy_fraction(_STAT, _STAT2, own_cpu_s=1.0, wall_s=4.0, cpus=2) == pytest.approx(0.125)
+    assert measure.others_busy_fraction(_STAT, _STAT2, own_cpu_s=4.0, wall_s=4.0, cpus=2) == 0.0
+    assert measure.per_cpu_ticks(_STAT2) == {0: (800, 500), 1: (1000, 900)}
+
+
+def test_a_quick_run_pairs_in_fewer_blocks_one_per_ten_samples_at_least_five():
+    assert measure.pair_blocks(None) == measure.pair_blocks(300) == measure.pair_blocks(200) == 20
+    assert measure.pair_blocks(150) == 15 and measure.pair_blocks(20) == measure.pair_blocks(10) == 5
+
+
+def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
+    calls: list[str] = []
+    target = lambda x: calls.append("t")
+    reference = lambda x: calls.append("r")
+    out = measure.time_paired(target, reference, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=2,
+                              block_s=0.0)
+    per = out["readings_per_block"]
+    assert per == measure.PAIR_READINGS and len(out["target_block_ms"]) == len(out["reference_block_ms"]) == 2
+    kt, kr = out["k"]
+    # every reading: one untimed inference of its side, then its K timed ones
+    n = kt + 1 + kr + 1
+    timed = calls[-2 * per * n:]  # after the warm-up and the trial reading
+    first, second = timed[: per * n], timed[per * n:]
+    assert first[:n] == ["t"] * (kt + 1) + ["r"] * (kr + 1)
+    assert second[:n] == ["r"] * (kr + 1) + ["t"] * (kt + 1)
+    assert len(out["target_ms"]) == len(out["reference_ms"]) == 2 * per
