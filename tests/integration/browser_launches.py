@@ -1,5 +1,9 @@
 """`BrowserLaunches`: counts the Chromium browsers this test process starts, from
-the real processes (not from deploytool's own bookkeeping)."""
+the real processes (not from deploytool's own bookkeeping). A launch is a browser
+profile (`--user-data-dir`, Playwright gives every launch its own): a process that
+carries a browser's command line without being a new browser (a helper between its
+fork and its exec, one orphaned for a moment while its browser exits) is the same
+launch, not another one."""
 
 from __future__ import annotations
 
@@ -11,6 +15,10 @@ import psutil
 
 def _is_chromium(cmd: list[str]) -> bool:
     return bool(cmd) and "chromium" in cmd[0]
+
+
+def _profile(cmd: list[str]) -> str:
+    return next((a.split("=", 1)[1] for a in cmd if a.startswith("--user-data-dir=")), "")
 
 
 def _cmdline_of_parent(p: psutil.Process) -> list[str]:
@@ -26,7 +34,7 @@ class BrowserLaunches:
     watching its children: a browser lives for seconds, far longer than one poll."""
 
     def __init__(self):
-        self.seen: set[int] = set()
+        self.seen: dict[str, set[int]] = {}  # launch (its profile, else its pid) -> the browser pids seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -41,7 +49,7 @@ class BrowserLaunches:
                 # a browser: not a helper (--type=...), not `chromium --version` (the preflight asks it)
                 if _is_chromium(cmd) and "--headless" in cmd and not any(a.startswith("--type=") for a in cmd) \
                         and not _is_chromium(_cmdline_of_parent(p)):  # a helper forks before it execs
-                    self.seen.add(p.pid)
+                    self.seen.setdefault(_profile(cmd) or f"pid {p.pid}", set()).add(p.pid)
             time.sleep(0.02)
 
     def __enter__(self) -> "BrowserLaunches":
@@ -55,6 +63,9 @@ class BrowserLaunches:
     @property
     def count(self) -> int:
         return len(self.seen)
+
+    def __repr__(self) -> str:
+        return f"BrowserLaunches({self.seen})"
 
 
 def kill_renderers(pids) -> int:

@@ -58,7 +58,8 @@ def test_rows_of_a_session_share_one_browser_each_in_its_own_renderer(models):
                 for art, opts in [(models.tfjs, {"backend": "wasm"}), (models.onnx, {}), (models.tflite, {}),
                                   (models.tfjs, {"backend": "cpu"})]]
         pids = set(session.process_ids)
-    assert launches.count == 1 and session.launches == 1
+    assert session.launches == 1
+    assert launches.count == 1, launches
     for out in outs:
         assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
         # each row reads its own renderer: the wasm heap of an earlier row must not leak into its figure
@@ -82,7 +83,8 @@ def test_a_crashed_page_fails_its_row_only_and_the_browser_is_relaunched(models)
         assert _alive(crashed_browser) == [], "the crashed row's browser should be gone"
         after = _row(session, models.tflite, models.inputs)  # the next row runs, in a new browser
         pids = set(session.process_ids)
-    assert launches.count == 2 and session.launches == 2
+    assert session.launches == 2
+    assert launches.count == 2, launches
     for out in (first, after):
         assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
     assert after.environment["timings_ms"]["browser_launch"] > 0
