@@ -176,11 +176,13 @@ def _latency_change(before_ms: np.ndarray, now_ms: np.ndarray, min_relative: flo
 
 def paired_latency_change(before: PairedLatency, now: PairedLatency, min_relative: float = 0.05,
                           spread: float | None = None, k: float = 3.0, different_p: float = DIFFERENT_P,
-                          same_p: float = SAME_P) -> Change:
+                          same_p: float = SAME_P, processes: int | None = None) -> Change:
     """Two rows' paired latency (deploytool.latency): "regression"/"improvement" when the block ratios differ
     (Mann-Whitney on their logs, p <= different_p), the bootstrap intervals do not overlap, and the ratio moved
     by at least the larger of `min_relative` and `k` x `spread` (the host's process-to-process standard deviation
-    of the log ratio; None: not known); "same" when p > same_p or the move is smaller; else "unclear"."""
+    of the log ratio; None: not known); "same" when p > same_p or the move is smaller; else "unclear".
+    `processes`: how many processes `spread` was estimated from; the bar then uses its upper bound
+    (spread_upper_bound), not the estimate itself."""
     from scipy.stats import mannwhitneyu
 
     a, b = np.log(before.ratios), np.log(now.ratios)
@@ -189,17 +191,40 @@ def paired_latency_change(before: PairedLatency, now: PairedLatency, min_relativ
     p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     step = float(np.log(now.ratio / before.ratio))
     rel = float(np.expm1(step))
-    floor = max(min_relative, float(np.expm1(k * spread)) if spread else 0.0)
+    bound = spread_upper_bound(spread, processes) if spread and processes else spread
+    floor = max(min_relative, float(np.expm1(k * bound)) if bound else 0.0)
     big = abs(step) >= np.log1p(floor)
     apart = now.ratio_low > before.ratio_high or now.ratio_high < before.ratio_low
+    said = "" if not spread else (f" ({k:g} x the host's process-to-process spread {spread:.1%})" if not processes else
+                                  f" ({k:g} x {bound:.1%}, the 95% upper bound of the host's process-to-process "
+                                  f"spread {spread:.1%} over {processes} processes)")
     detail = (f"paired ratio to the PC baseline {before.ratio:.3g}x [{before.ratio_low:.3g}, {before.ratio_high:.3g}]"
               f" -> {now.ratio:.3g}x [{now.ratio_low:.3g}, {now.ratio_high:.3g}] ({rel:+.1%}), p = {p:.2g}; "
-              f"needs {floor:.0%}" + (f" ({k:g} x the host's process-to-process spread {spread:.1%})" if spread else ""))
+              f"needs {floor:.0%}" + said)
     if p <= different_p and apart and big:
         return Change("latency", "regression" if step > 0 else "improvement", detail, p, rel)
     if p > same_p or not big:
         return Change("latency", "same", detail, p, rel)
     return Change("latency", "unclear", detail + "; measure again", p, rel)
+
+
+# How sure the bar of a latency change is about the spread it is built on: a spread estimated from few processes
+# (two measurements tonight, three earlier nights) is replaced by its one-sided upper confidence bound. Two
+# processes that happened to agree to 0.2% say little: on examples/lab.toml a quiet night's LiteRT row moved
+# +5.5% against a bar of 3 x 0.2% and was flagged although nothing had changed.
+SPREAD_CONFIDENCE = 0.95
+
+
+def spread_upper_bound(sd: float, processes: int, confidence: float = SPREAD_CONFIDENCE) -> float:
+    """The one-sided `confidence` upper bound of a standard deviation `sd` estimated from `processes` values:
+    sd x sqrt(df / chi2.ppf(1 - confidence, df)) with df = processes - 1 (x15.9 for two processes, x4.4 for
+    three, x2.1 for six at 95%)."""
+    from scipy.stats import chi2
+
+    df = processes - 1
+    if df < 1:
+        raise ValueError(f"a spread needs at least two processes, got {processes}")
+    return float(sd * np.sqrt(df / chi2.ppf(1.0 - confidence, df)))
 
 
 def process_spread(log_ratios: list[float]) -> float | None:
@@ -231,10 +256,11 @@ def within_nightly_noise(earlier_medians: list[float], now_median: float, k: flo
         return ""
     centre = float(np.median(x))
     sd = 1.4826 * float(np.median(np.abs(x - centre)))
-    if abs(now_median - centre) > k * sd:
+    bound = spread_upper_bound(sd, len(x))  # a few nights' spread, at its upper bound
+    if abs(now_median - centre) > k * bound:
         return ""
     return (f"within the cell's night-to-night spread: median {now_median:.4g} ms vs {centre:.4g} ± {k:g} x "
-            f"{sd:.2g} ms over {len(x)} earlier nights")
+            f"{bound:.2g} ms (the 95% upper bound of the spread {sd:.2g} ms over {len(x)} earlier nights)")
 
 
 def threshold_change(metric: str, before: float | None, now: float | None, max_relative: float) -> Change:

@@ -190,3 +190,21 @@ def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     assert first[:n] == ["t"] * (kt + 1) + ["r"] * (kr + 1)
     assert second[:n] == ["r"] * (kr + 1) + ["t"] * (kt + 1)
     assert len(out["target_ms"]) == len(out["reference_ms"]) == 2 * per
+
+
+def test_a_spread_from_few_processes_is_taken_at_its_upper_bound():
+    # sd x sqrt(df / chi2.ppf(0.05, df)), df = processes - 1: chi2.ppf(0.05, 1) = 0.0039321, (0.05, 2) = 0.10259
+    assert regress.spread_upper_bound(0.01, 2) == pytest.approx(0.01 * math.sqrt(1 / 0.0039321), rel=1e-4)
+    assert regress.spread_upper_bound(0.01, 3) == pytest.approx(0.01 * math.sqrt(2 / 0.10259), rel=1e-4)
+    assert regress.spread_upper_bound(0.01, 200) < 0.0113  # many processes: close to the estimate
+    with pytest.raises(ValueError):
+        regress.spread_upper_bound(0.01, 1)
+    # the quiet night of examples/lab.toml that was flagged: +5.5% against a spread of 0.2% from tonight's two
+    # processes; at its upper bound (3.2%) the bar is 3 x 3.2% = 10%, and the move is not a change
+    before, now = _paired(0.0324, 0.01), _paired(0.0342, 0.01)
+    assert regress.paired_latency_change(before, now, spread=0.002).outcome == "regression"
+    held = regress.paired_latency_change(before, now, spread=0.002, processes=2)
+    assert held.outcome == "same" and "95% upper bound" in held.detail and "over 2 processes" in held.detail
+    # a 30% slower runtime still clears the bar of five quiet nights with a 2% spread (3 x 4.7% = 15%)
+    assert regress.paired_latency_change(_paired(0.05, 0.01), _paired(0.065, 0.01), spread=0.02,
+                                         processes=5).outcome == "regression"

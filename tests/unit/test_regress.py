@@ -152,5 +152,9 @@ def test_a_move_within_the_cells_night_to_night_spread_is_noise_and_a_30_percent
     assert within_nightly_noise(nights, 0.0393) == ""  # 30% slower than the usual level: a change
     assert within_nightly_noise(nights, 0.0150) == ""  # a real speed-up too
     assert within_nightly_noise(nights[:2], 0.0280) == ""  # two nights cannot say what the spread is
+    # three nights: their spread (1.4826 x 0.01 ms) is taken at its 95% upper bound, x sqrt(2 / chi2.ppf(0.05, 2))
+    # = x4.4: +25% is within 3 x 0.065 ms, +110% is not
+    assert "upper bound" in within_nightly_noise([0.23, 0.24, 0.25], 0.30)
+    assert within_nightly_noise([0.23, 0.24, 0.25], 0.50) == ""
     # identical nights (a seeded double): no spread, so any move is judged by the pairwise test alone
     assert within_nightly_noise([0.5, 0.5, 0.5], 0.65) == ""
