@@ -160,8 +160,11 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
             again = [cell for cell in cells if cell.id in again_ids]
             if again:
                 log(f"night {night}: measuring {len(again)} cell(s) again to confirm a latency change")
-                first = {_key(j.result): j.result.measurement.paired for j in judged
-                         if j.result.measurement is not None and j.result.measurement.paired is not None}
+                # tonight's first measurement of each cell (a paired row's ratio, else its p50): with the second,
+                # the host's process-to-process spread when the cell has too few earlier nights to tell it
+                first = {_key(j.result): (j.result.measurement.paired if j.result.measurement.paired is not None
+                                          else j.result.measurement.p50_ms)
+                         for j in judged if j.result.measurement is not None}
                 _run_cells(c, again, ws, store, run_id, as_completed, progress)
                 judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, first_pass=first),
                                                 again_ids)
@@ -311,6 +314,8 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
                       if h.measurement is not None and (now_paired is None) == (_paired(h) is None)
                       and (not load_aware or _on_the_trend(h))]
             first = (first_pass or {}).get(key)
+            if isinstance(first, float) != (now_paired is None):
+                first = None  # tonight's two measurements were not of one kind (a row paired once only)
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
@@ -388,6 +393,8 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
                 noise = regress.within_nightly_noise(list(nightly), now.measurement.p50_ms)
                 if noise:
                     c = replace(c, outcome="same", detail=f"{c.detail}; not judged a change: {noise}")
+                elif c.outcome == "regression" and load_aware and len(nightly) < regress.NOISE_MIN_NIGHTS:
+                    c = _beyond_tonights_processes(c, first, now.measurement.p50_ms)
             out.append(c)
     except (OSError, ValueError) as e:
         out.append(regress.Change("files", "unclear", f"cannot read an earlier night's files ({e})"))
@@ -397,6 +404,23 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
                                             reg.memory_max_relative))
     out.append(regress.threshold_change("size", mp.get("size_bytes"), mn.get("size_bytes"), reg.size_max_relative))
     return out
+
+
+def _beyond_tonights_processes(c: Any, first_p50: float | None, p50: float, k: float = 3.0) -> Any:
+    """A row timed alone whose cell has too few earlier nights to say its night-to-night spread: its regression
+    must exceed `k` x the 95% upper bound of the spread between tonight's two processes (the first measurement
+    and the one again), as a paired row's must; before the second measurement it is unclear."""
+    if first_p50 is None or not (first_p50 > 0 and p50 > 0):
+        return replace(c, outcome="unclear", detail=f"{c.detail}; timed alone and the cell's night-to-night "
+                                                     "spread is not known yet: measure again in a new process")
+    spread = regress.process_spread([float(np.log(first_p50)), float(np.log(p50))])
+    bound = regress.spread_upper_bound(spread or 0.0, 2)
+    floor = float(np.expm1(k * bound))
+    said = (f"{k:g} x {bound:.1%}, the 95% upper bound of the spread of tonight's two processes "
+            f"(p50 {first_p50:.4g} and {p50:.4g} ms)")
+    if c.effect is not None and c.effect < floor:
+        return replace(c, outcome="same", detail=f"{c.detail}; not judged a change: within {said}")
+    return replace(c, detail=f"{c.detail}; beyond {said}")
 
 
 def _process_figure(r: Result) -> bool:
