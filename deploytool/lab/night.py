@@ -25,7 +25,7 @@ from deploytool.lab.labfile import Lab, describe
 from deploytool.lab.outputs import write_night
 from deploytool.migrate import plan_matrix, requested_targets
 from deploytool.provenance import host_name
-from deploytool.result import Combo, Result, Status
+from deploytool.result import Combo, Measurement, Result, Status
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
@@ -160,11 +160,9 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
             again = [cell for cell in cells if cell.id in again_ids]
             if again:
                 log(f"night {night}: measuring {len(again)} cell(s) again to confirm a latency change")
-                # tonight's first measurement of each cell (a paired row's ratio, else its p50): with the second,
-                # the host's process-to-process spread when the cell has too few earlier nights to tell it
-                first = {_key(j.result): (j.result.measurement.paired if j.result.measurement.paired is not None
-                                          else j.result.measurement.p50_ms)
-                         for j in judged if j.result.measurement is not None}
+                # tonight's first measurement of each cell: with the second, the host's process-to-process spread
+                # when the cell has too few earlier nights to tell it
+                first = {_key(j.result): j.result.measurement for j in judged if j.result.measurement is not None}
                 _run_cells(c, again, ws, store, run_id, as_completed, progress)
                 judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, first_pass=first),
                                                 again_ids)
@@ -285,10 +283,10 @@ def _on_the_trend(r: Result) -> bool:
 
 
 def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell],
-                load_aware: bool = True, first_pass: dict[tuple[str, str], Any] | None = None) -> list[Judged]:
+                load_aware: bool = True, first_pass: dict[tuple[str, str], Measurement] | None = None) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
-    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `first_pass`: the
-    paired latency of tonight's first measurement of each cell measured again (a second process: with tonight's
+    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `first_pass`: tonight's
+    first measurement of each cell measured again (a second process: with tonight's
     row, the host's process-to-process spread when the cell has too few earlier nights to tell it)."""
 
     reg = lab.regression
@@ -314,8 +312,6 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
                       if h.measurement is not None and (now_paired is None) == (_paired(h) is None)
                       and (not load_aware or _on_the_trend(h))]
             first = (first_pass or {}).get(key)
-            if isinstance(first, float) != (now_paired is None):
-                first = None  # tonight's two measurements were not of one kind (a row paired once only)
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
@@ -347,7 +343,7 @@ def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:
 
 def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress: Any,
              latency_ref: tuple[str, Result], load_aware: bool, nightly: Sequence[float] = (),
-             first: Any = None) -> list[Any]:
+             first: Measurement | None = None) -> list[Any]:
     """Tonight against the last good night `prev`; latency against `latency_ref` (a night and its row), under
     both rows' loads, and against `nightly` (the medians, or paired ratios, of earlier nights on the trend: a move
     within their spread is the cell's usual night-to-night noise, not a change). Two paired rows are judged on
@@ -366,8 +362,8 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
             logs = [float(np.log(v)) for v in nightly]
             processes = len(logs) if len(logs) >= regress.NOISE_MIN_NIGHTS else 2
             spread = regress.process_spread(logs) if len(logs) >= regress.NOISE_MIN_NIGHTS else (
-                regress.process_spread([float(np.log(first.ratio)), float(np.log(_paired(now).ratio))])
-                if first is not None and first.ratio > 0 else None)
+                regress.process_spread([float(np.log(first.paired.ratio)), float(np.log(_paired(now).ratio))])
+                if first is not None and first.paired is not None and first.paired.ratio > 0 else None)
             c = regress.paired_latency_change(_paired(ref), _paired(now), reg.latency_min_relative, spread,
                                               processes=processes)
             why = regress.load_confounds(loads[0], loads[1], reg.load_difference_cpus) if c.outcome != "same" else ""
@@ -394,7 +390,8 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
                 if noise:
                     c = replace(c, outcome="same", detail=f"{c.detail}; not judged a change: {noise}")
                 elif c.outcome == "regression" and load_aware and len(nightly) < regress.NOISE_MIN_NIGHTS:
-                    c = _beyond_tonights_processes(c, first, now.measurement.p50_ms)
+                    c = regress.beyond_tonights_processes(c, None if first is None else first.p50_ms,
+                                                          now.measurement.p50_ms)
             out.append(c)
     except (OSError, ValueError) as e:
         out.append(regress.Change("files", "unclear", f"cannot read an earlier night's files ({e})"))
@@ -404,23 +401,6 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
                                             reg.memory_max_relative))
     out.append(regress.threshold_change("size", mp.get("size_bytes"), mn.get("size_bytes"), reg.size_max_relative))
     return out
-
-
-def _beyond_tonights_processes(c: Any, first_p50: float | None, p50: float, k: float = 3.0) -> Any:
-    """A row timed alone whose cell has too few earlier nights to say its night-to-night spread: its regression
-    must exceed `k` x the 95% upper bound of the spread between tonight's two processes (the first measurement
-    and the one again), as a paired row's must; before the second measurement it is unclear."""
-    if first_p50 is None or not (first_p50 > 0 and p50 > 0):
-        return replace(c, outcome="unclear", detail=f"{c.detail}; timed alone and the cell's night-to-night "
-                                                     "spread is not known yet: measure again in a new process")
-    spread = regress.process_spread([float(np.log(first_p50)), float(np.log(p50))])
-    bound = regress.spread_upper_bound(spread or 0.0, 2)
-    floor = float(np.expm1(k * bound))
-    said = (f"{k:g} x {bound:.1%}, the 95% upper bound of the spread of tonight's two processes "
-            f"(p50 {first_p50:.4g} and {p50:.4g} ms)")
-    if c.effect is not None and c.effect < floor:
-        return replace(c, outcome="same", detail=f"{c.detail}; not judged a change: within {said}")
-    return replace(c, detail=f"{c.detail}; beyond {said}")
 
 
 def _process_figure(r: Result) -> bool:

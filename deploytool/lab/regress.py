@@ -32,7 +32,7 @@ Pure functions of arrays: no store, no clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -191,16 +191,17 @@ def paired_latency_change(before: PairedLatency, now: PairedLatency, min_relativ
     p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     step = float(np.log(now.ratio / before.ratio))
     rel = float(np.expm1(step))
-    bound = spread_upper_bound(spread, processes) if spread and processes else spread
-    floor = max(min_relative, float(np.expm1(k * bound)) if bound else 0.0)
+    floor, bound = spread_bar(spread, processes, k, min_relative)
     big = abs(step) >= np.log1p(floor)
     apart = now.ratio_low > before.ratio_high or now.ratio_high < before.ratio_low
-    said = "" if not spread else (f" ({k:g} x the host's process-to-process spread {spread:.1%})" if not processes else
-                                  f" ({k:g} x {bound:.1%}, the 95% upper bound of the host's process-to-process "
-                                  f"spread {spread:.1%} over {processes} processes)")
     detail = (f"paired ratio to the PC baseline {before.ratio:.3g}x [{before.ratio_low:.3g}, {before.ratio_high:.3g}]"
               f" -> {now.ratio:.3g}x [{now.ratio_low:.3g}, {now.ratio_high:.3g}] ({rel:+.1%}), p = {p:.2g}; "
-              f"needs {floor:.0%}" + said)
+              f"needs {floor:.0%}")
+    if spread and processes:
+        detail += (f" ({k:g} x {bound:.1%}, the 95% upper bound of the host's process-to-process spread "
+                   f"{spread:.1%} over {processes} processes)")
+    elif spread:
+        detail += f" ({k:g} x the host's process-to-process spread {spread:.1%})"
     if p <= different_p and apart and big:
         return Change("latency", "regression" if step > 0 else "improvement", detail, p, rel)
     if p > same_p or not big:
@@ -225,6 +226,31 @@ def spread_upper_bound(sd: float, processes: int, confidence: float = SPREAD_CON
     if df < 1:
         raise ValueError(f"a spread needs at least two processes, got {processes}")
     return float(sd * np.sqrt(df / chi2.ppf(1.0 - confidence, df)))
+
+
+def spread_bar(spread: float | None, processes: int | None, k: float, min_relative: float = 0.0
+               ) -> tuple[float, float | None]:
+    """The smallest relative move a latency change must make, max(min_relative, e^(k x bound) - 1), and `bound`:
+    the spread (a standard deviation of log latency) at its upper bound when the number of `processes` it came
+    from is known, else the spread itself (None: not known, no bar beyond min_relative)."""
+    bound = spread_upper_bound(spread, processes) if spread and processes else spread
+    return max(min_relative, float(np.expm1(k * bound)) if bound else 0.0), bound
+
+
+def beyond_tonights_processes(c: Change, first_p50: float | None, p50: float, k: float = 3.0) -> Change:
+    """A regression of a row timed alone whose cell has too few earlier nights to say its night-to-night spread:
+    it must exceed `k` x the 95% upper bound of the spread between tonight's two processes (the first
+    measurement, `first_p50`, and the one again), as a paired row's must; before the second measurement it is
+    unclear."""
+    if first_p50 is None or not (first_p50 > 0 and p50 > 0):
+        return replace(c, outcome="unclear", detail=f"{c.detail}; timed alone and the cell's night-to-night "
+                                                     "spread is not known yet: measure again in a new process")
+    floor, bound = spread_bar(process_spread([float(np.log(first_p50)), float(np.log(p50))]), 2, k)
+    said = (f"{k:g} x {bound or 0.0:.1%}, the 95% upper bound of the spread of tonight's two processes "
+            f"(p50 {first_p50:.4g} and {p50:.4g} ms)")
+    if c.effect is not None and c.effect < floor:
+        return replace(c, outcome="same", detail=f"{c.detail}; not judged a change: within {said}")
+    return replace(c, detail=f"{c.detail}; beyond {said}")
 
 
 def process_spread(log_ratios: list[float]) -> float | None:

@@ -4,6 +4,8 @@ and tonight's latency is compared with the last good night timed under a compara
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,7 @@ def _row(tmp_path, name, busy, slower=1.0, flips=0, seed=0):
 
 
 def _changes(prev, now, ref=None, first=None):
-    """`first`: tonight's first measurement's p50, when `now` is the cell measured again in a new process."""
+    """`first`: tonight's first measurement, when `now` is the cell measured again in a new process."""
     return {c.metric: c for c in _compare(prev, now, Y, Regression(), regress, ref or ("n1", prev), True,
                                           first=first)}
 
@@ -53,7 +55,7 @@ def test_on_two_quiet_nights_a_slowdown_alerts(tmp_path):
     first = _changes(n1, n2)["latency"]
     assert first.outcome == "unclear" and "measure again in a new process" in first.detail
     # the second process reads the same slowdown: beyond the spread of tonight's two processes, an alert
-    got = _changes(n1, n2, first=n2.measurement.p50_ms * 1.001)
+    got = _changes(n1, n2, first=replace(n2.measurement, p50_ms=n2.measurement.p50_ms * 1.001))
     assert got["latency"].outcome == "regression" and got["latency"].effect == pytest.approx(0.3, abs=0.06)
     assert got["accuracy"].outcome == "same"
 
@@ -66,7 +68,7 @@ def test_latency_is_compared_with_the_last_good_night_timed_under_a_comparable_l
     assert latency_reference(good, _row(tmp_path, "n3", busy=None, seed=2), 0.5)[0] == "n2"  # no reading: as before
     # a real slowdown that began on the busy night n2 is flagged on the next quiet night, against n1
     slow_quiet = _row(tmp_path, "n3", busy=0.04, slower=1.3, seed=3)
-    got = _changes(n2, slow_quiet, latency_reference(good, slow_quiet, 0.5), first=slow_quiet.measurement.p50_ms)
+    got = _changes(n2, slow_quiet, latency_reference(good, slow_quiet, 0.5), first=slow_quiet.measurement)
     assert got["latency"].outcome == "regression" and "against n1" in got["latency"].detail
 
 

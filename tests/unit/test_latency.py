@@ -211,15 +211,13 @@ def test_a_spread_from_few_processes_is_taken_at_its_upper_bound():
 
 
 def test_a_row_timed_alone_with_few_nights_must_move_beyond_tonights_two_processes():
-    from deploytool.lab.night import _beyond_tonights_processes
-
     # examples/lab.toml, a quiet night: an onnxruntime-web row (timed alone) read +38.5% with one earlier night
     c = regress.Change("latency", "regression", "p50 0.13 -> 0.18 ms (+38.5%), p = 6e-77", 6e-77, 0.385)
-    assert _beyond_tonights_processes(c, None, 0.18).outcome == "unclear"  # first pass: measure it again
+    assert regress.beyond_tonights_processes(c, None, 0.18).outcome == "unclear"  # first pass: measure it again
     # measured again in a new process: 0.17 then 0.18 ms, a spread of |ln(17/18)| / sqrt(2) = 4.0%, whose upper
     # bound (x15.9 for two processes) puts the bar at e^(3 x 64%) - 1: +38.5% is within it
-    same = _beyond_tonights_processes(c, 0.17, 0.18)
+    same = regress.beyond_tonights_processes(c, 0.17, 0.18)
     assert same.outcome == "same" and "tonight's two processes" in same.detail
     # a runtime that is really slower reads the same in both processes: the regression stands
-    held = _beyond_tonights_processes(c, 0.18, 0.18)
+    held = regress.beyond_tonights_processes(c, 0.18, 0.18)
     assert held.outcome == "regression" and held.alert and "beyond 3 x 0.0%" in held.detail
