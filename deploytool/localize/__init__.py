@@ -28,7 +28,7 @@ from deploytool import convert, zoo
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.bugs.bundle import bundle_row
 from deploytool.bugs.upstream import write_finding
-from deploytool.convert.isolated import IsolatedConverter
+from deploytool.convert.lanes import ConversionLanes
 from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
@@ -188,15 +188,34 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
     calib = ctx.dataset.in_layout(ctx.calibration_set, source_layout)
     reference = _reference_target(c.target, convert.artifact_format(c.format))
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
+    points = list(source.points())
+    # With the run's conversion lanes (ConversionLanes.prefetch), the next cut converts in the worker while this
+    # one runs on the target: a cut costs the longer of the two, not their sum.
+    prefetch = getattr(converter, "prefetch", None)
+
+    def staged(n: int) -> Any:
+        """Cut n saved, with its conversion queued; or the error of cutting it, raised when its turn comes."""
+        try:
+            cut_dir = work / f"{n:02d}-{safe_name(points[n].name)}"
+            art, ref = source.cut(points[n], cut_dir / "source", x)
+            conv_dir = cut_dir / "converted"
+            conv_dir.mkdir()
+            job = prefetch(art, c.format, c.quantize, conv_dir, calib) if prefetch is not None else None
+            return cut_dir, art, ref, conv_dir, job
+        except Exception as e:
+            return e
+
     previous: float | None = None
     try:
-        for n, point in enumerate(source.points()):
-            cut_dir = work / f"{n:02d}-{safe_name(point.name)}"
-            art, ref = source.cut(point, cut_dir / "source", x)
+        upcoming = staged(0) if points else None
+        for n, point in enumerate(points):
+            if isinstance(upcoming, BaseException):
+                raise upcoming
+            assert upcoming is not None  # staged for every point
+            cut_dir, art, ref, conv_dir, _ = upcoming
+            upcoming = staged(n + 1) if n + 1 < len(points) else None
             entry = Cut(index=n, layer=point.name, kind=point.kind, status="ok", input_rel_error=previous)
             try:
-                conv_dir = cut_dir / "converted"
-                conv_dir.mkdir()
                 converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
                 out = _run(ctx, c.target, converted, c, x)
                 entry.rel_error, order = aligned_rel_error(out, ref)
@@ -214,6 +233,8 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
                 entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
             loc.cuts.append(entry)
             if entry.status != "ok" and stop_at_first:
+                if isinstance(upcoming, tuple) and upcoming[-1] is not None:
+                    upcoming[-1].cancel()  # the next cut is not needed: dropped unless its conversion started
                 break
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -387,7 +408,7 @@ def localize_run(run: RunRecord, store: ResultStore, ws: Any, only: str | None =
 
     ctx = stored.context_for_stored_run(run, ws)
     run_id = run.run_id
-    with IsolatedConverter(ws.root / "logs" / f"localize-{run_id}.log", ctx.req.timeout_s) as conv:
+    with ConversionLanes(ws.root / "logs", f"localize-{run_id}", ctx.req.timeout_s) as conv:
         found = localize_failures(ctx, store, run_id, stored.stored_results(store, ws, run_id), conv, only, log)
     if not found:
         raise UnknownOption(f"run {run_id} has no failing row" + (f" matching {only!r}" if only else "")
