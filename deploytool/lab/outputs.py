@@ -18,6 +18,7 @@ from deploytool.lab.history import lab_history
 from deploytool.lab.labfile import Lab
 from deploytool.report.html import _environment
 from deploytool.report.lines import Series, line_chart
+from deploytool.report.markdown import code, prose
 from deploytool.report.svg import PALETTE
 from deploytool.run import stored
 from deploytool.run.context import RunContext
@@ -51,6 +52,25 @@ def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any
     return rows
 
 
+def night_markdown(lab: str, night: str, summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """summary.md for CI: the alerts and failing cells, then the cells whose latency was not judged. Names,
+    hosts and reasons come from models, devices and converters: they are code spans or inert prose
+    (deploytool.report.markdown), so a `<img onerror=...>` in a label or a `|` in a reason stays text."""
+    md = [f"### deploytool lab {code(lab)}, night {prose(night)}: {summary['alerts']} alert(s), "
+          f"{summary['failing']} failing of {summary['cells']} cells", ""]
+    for r in rows:
+        if r["alert"] or r["failing"]:
+            what = "; ".join(f"{c['metric']} {c['outcome']}: {c['detail']}" for c in r["changes"]) or r["reason"]
+            md.append(f"- {code(r['label'])} on {prose(r['host'])}: **{prose(r['outcome'])}** — {prose(what)}")
+    unclear = [(r, c) for r in rows if not (r["alert"] or r["failing"]) for c in r["changes"]
+               if c["metric"] == "latency" and c["outcome"] == "unclear"]
+    if unclear:  # not an alert, and not silence either
+        md += ["", f"{len(unclear)} cell(s) with latency not judged tonight:"]
+        md += [f"- {code(r['label'])} on {prose(r['host'])}: latency unclear — {prose(c['detail'])}"
+               for r, c in unclear]
+    return "\n".join(md) + "\n"
+
+
 def write_night(lab: Lab, out: Any, ws: Workspace, store: ResultStore, cells: list[Any],
                 log: Callable[[str], None] = print) -> NightPaths:
     folder = ws.report_dir(out.run_id)
@@ -62,18 +82,7 @@ def write_night(lab: Lab, out: Any, ws: Workspace, store: ResultStore, cells: li
     doc = {"schema_version": 1, "lab": lab.name, "night": out.night, "run_id": out.run_id, "summary": summary,
            "cells": rows}
     paths.json.write_text(json.dumps(doc, indent=1, default=str, allow_nan=False))
-    md = [f"### deploytool lab `{lab.name}`, night {out.night}: {summary['alerts']} alert(s), "
-          f"{summary['failing']} failing of {summary['cells']} cells", ""]
-    for r in rows:
-        if r["alert"] or r["failing"]:
-            what = "; ".join(f"{c['metric']} {c['outcome']}: {c['detail']}" for c in r["changes"]) or r["reason"]
-            md.append(f"- `{r['label']}` on {r['host']}: **{r['outcome']}** — {what}")
-    unclear = [(r, c) for r in rows if not (r["alert"] or r["failing"]) for c in r["changes"]
-               if c["metric"] == "latency" and c["outcome"] == "unclear"]
-    if unclear:  # not an alert, and not silence either
-        md += ["", f"{len(unclear)} cell(s) with latency not judged tonight:"]
-        md += [f"- `{r['label']}` on {r['host']}: latency unclear — {c['detail']}" for r, c in unclear]
-    paths.markdown.write_text("\n".join(md) + "\n")
+    paths.markdown.write_text(night_markdown(lab.name, out.night, summary, rows))
     suite = ET.Element("testsuite", name=f"deploytool.lab.{lab.name}", tests=str(len(rows)))
     failures = 0
     for r in rows:

@@ -58,3 +58,23 @@ def test_issue_md_fences_the_reason_and_inlines_names_as_code(tmp_path):
     assert len(block.group(1)) > _longest_backtick_run(HOSTILE)
     outside = text.replace(block.group(0), "")
     assert "<img" not in outside and "\n# injected" not in outside
+
+
+def test_the_lab_summary_md_keeps_hostile_labels_hosts_and_reasons_as_text():
+    from deploytool.lab.outputs import night_markdown
+
+    change = {"metric": "latency", "outcome": "regression", "detail": HOSTILE}
+    rows = [{"label": "m`<img src=x onerror=alert(1)>`->tflite/none", "host": "phone|<b>x</b>", "alert": True,
+             "failing": False, "outcome": "regression", "changes": [change], "reason": ""},
+            {"label": "ok->onnx/none", "host": "host", "alert": False, "failing": True, "outcome": "failing",
+             "changes": [], "reason": HOSTILE},
+            {"label": "quiet->onnx/none", "host": "h<i>", "alert": False, "failing": False, "outcome": "same",
+             "changes": [{"metric": "latency", "outcome": "unclear", "detail": "a | b <script>"}], "reason": ""}]
+    md = night_markdown("lab<script>", "2026-12-04 <b>", {"alerts": 1, "failing": 1, "cells": 3}, rows)
+    lines = md.splitlines()
+    # every line a person reads is one list item or heading: a reason's newlines and fences cannot open a block
+    assert not any(ln.startswith(("#### ", "# ", "````")) for ln in lines) and lines[0].startswith("### ")
+    outside_code = re.sub(r"(`+).*?\1", "", md)  # what is left once the code spans are taken out
+    assert "<" not in outside_code and "|" not in outside_code.replace("\\|", ""), outside_code
+    assert "``m`<img src=x onerror=alert(1)>`->tflite/none``" in md  # a label shown whole, as code
+    assert "phone\\|&lt;b>x&lt;/b>" in md and "latency not judged" in md and "a \\| b &lt;script>" in md
