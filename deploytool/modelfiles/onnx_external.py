@@ -50,7 +50,24 @@ def _checked(model_path: Path, location: str) -> Path:
     if not any(real.is_relative_to(folder) for folder in (model_path.parent.resolve(), model_path.resolve().parent)):
         raise BadModelFile(f"{model_path}: its weights file {location!r} is a link to {real}, outside the "
                            "model's folder; copy the real file beside the model")
+    _refuse_sparse(model_path, location, real)
     return file
+
+
+# An external data file longer than this with less than half of it on disk is refused (see _refuse_sparse).
+SPARSE_MIN_BYTES = 64 * 2**20
+
+
+def _refuse_sparse(model_path: Path, location: str, real: Path) -> None:
+    """Weights are written densely (onnx.save_model, a download), so a large file mostly made of holes is not a
+    model's data: copying it into the workspace would write every hole out (a few bytes on disk can claim
+    terabytes), and hashing or loading it would read them all. Refused before anything is read or written."""
+    st = real.stat()
+    on_disk = st.st_blocks * 512
+    if st.st_size > SPARSE_MIN_BYTES and on_disk < st.st_size // 2:
+        raise BadModelFile(f"{model_path}: its weights file {location!r} is sparse ({st.st_size / 2**30:.3g} GiB "
+                           f"long, {on_disk / 2**20:.3g} MiB on disk): not written weights; re-save the model, or "
+                           "copy the file with `cp --sparse=never` if its zeros are real")
 
 
 def external_locations(model_path: Path) -> list[str]:

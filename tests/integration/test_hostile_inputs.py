@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.integration.test_usermodel import onnx_model
+from tests.unit.test_onnx_external import tiny_onnx
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +92,13 @@ def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], st
     nan_x[3, 2, 2, 0] = np.nan
     inf_x = x.copy()
     inf_x[5, 0, 0, 0] = np.inf
+    sparse = tiny_onnx(bad / "sparse" / "m.onnx")  # its weights file: 192 bytes written, then 1 TiB of holes
+    with open(bad / "sparse" / "m.onnx.data", "r+b") as fh:
+        fh.truncate(2**40)
     return [
+        # model files
+        ("sparse external weights", ["migrate", "--model", str(sparse), "--data", str(data), "--format", "onnx"],
+         "is sparse"),
         # names that would become paths outside the workspace
         ("run id with ..", [*user, "--run-id", "../../x"], "cannot name a folder"),
         ("absolute run id", [*user, "--run-id", str(root / "abs")], "cannot name a folder"),

@@ -152,3 +152,31 @@ def test_the_web_runtime_turns_a_bad_location_into_a_row_result(tmp_path):
     with pytest.raises(StageFailed, match="outside the model's folder") as e:
         _onnx_external_data(m)
     assert e.value.status == "load_failed"
+
+
+def test_a_sparse_weights_file_is_refused_before_it_is_copied_or_read(tmp_path):
+    """A few bytes on disk can claim terabytes: copying such a file densely would fill the workspace's disk."""
+    m = tiny_onnx(tmp_path / "models" / "m.onnx")
+    data = tmp_path / "models" / "m.onnx.data"
+    expected = run(m)
+    with open(data, "r+b") as fh:  # the model's 192 bytes stay where it reads them; 1 TiB of holes after them
+        fh.truncate(2**40)
+    assert data.stat().st_blocks * 512 < 2**20  # really sparse on this filesystem
+    for read in (onnx_external.external_files, onnx_external.model_files, artifact.content_hash,
+                 artifact.size_on_disk):
+        with pytest.raises(BadModelFile, match=r"is sparse \(1.02e\+03 GiB long") as e:
+            read(m)
+        assert "\n" not in str(e.value) and "cp --sparse=never" in str(e.value)
+    with pytest.raises(BadModelFile):
+        onnx_external.copy_with_external(m, tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()  # refused before anything was written
+    # a large file written densely is a model's data, and so is a small sparse one
+    with open(data, "r+b") as fh:
+        fh.truncate(192)
+    assert np.array_equal(run(m), expected) and onnx_external.external_files(m) == [data]
+    with open(data, "r+b") as fh:
+        fh.truncate(onnx_external.SPARSE_MIN_BYTES)  # 64 MiB of holes: at the limit, not over it
+    assert onnx_external.external_files(m) == [data]
+    with open(data, "ab") as fh:
+        fh.write(os.urandom(2**20) * (onnx_external.SPARSE_MIN_BYTES // 2**20 + 1))  # then 65 MiB written out
+    assert onnx_external.external_files(m) == [data]
