@@ -224,6 +224,15 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
     return out
 
 
+EXAMPLE_SEP = ": "  # between a finding example's model and its row label
+
+
+def example_of(r: Result) -> str:
+    """How a finding names a row it was seen in: "lenet5: keras->tflite/dynamic on web". (Findings stored before
+    examples named their model hold the label alone: any model's run of that label counts for them, as it did.)"""
+    return f"{r.model}{EXAMPLE_SEP}{r.combo.label}"
+
+
 def record_run(store: ResultStore, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[Finding]:
     """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
 
@@ -238,12 +247,14 @@ def record_run(store: ResultStore, run_id: str, results: list[Result], host_vers
     for r, sig in failing_signatures(results):
         title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")
         f = store.record_finding(sig.key, sig.to_json(), owner_of(sig), title, run_id,
-                                 versions_of(r, host_versions), r.combo.label, r.bundle)
+                                 versions_of(r, host_versions), example_of(r), r.bundle)
         touched[sig.key] = f
-    # a finding whose combinations ran again here without it is "not seen since" what changed
-    ran = {r.combo.label for r in results}
+    # a finding whose combinations ran again here without it is "not seen since" what changed: the same model's
+    # combinations (one model's row passing says nothing of the bug another model's row met)
+    ran = {example_of(r) for r in results}
+    labels = {r.combo.label for r in results}
     for f in store.findings():
-        if f.id in touched or not set(f.examples) & ran:
+        if f.id in touched or not any(e in ran or (EXAMPLE_SEP not in e and e in labels) for e in f.examples):
             continue
         changed = {p: v for p, v in host_versions.items() if f.last_versions.get(p) not in (None, v)}
         store.mark_finding_absent(f.id, run_id, changed)

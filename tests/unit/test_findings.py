@@ -80,6 +80,25 @@ def test_sightings_are_counted_and_an_upgrade_that_fixes_it_is_noticed(tmp_path,
     assert store.get_finding(f.id[:6]).id == f.id and store.get_finding("zz") is None
 
 
+def test_another_models_row_passing_does_not_make_a_finding_not_seen(tmp_path):
+    """A finding is "not seen since" only when a row of a model it was seen in runs again without it: LeNet-1's
+    passing row of the same combination says nothing of the bug LeNet-5's row met."""
+    store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
+    v1 = {"tfjs-tflite": "0.0.1-alpha.10"}
+    v2 = {"tfjs-tflite": "0.0.1-alpha.11"}
+    (f,) = findings.record_run(store, "night-1", [_load_failure(model="lenet5")], v1)
+    assert f.examples == ("lenet5: keras->tflite/dynamic on web:wasm",), f.examples
+
+    def passing(model: str, run: str):
+        return replace(_load_failure(model=model, run=run), status="measured", reason="",
+                       comparison=factory.comparison(), measurement=factory.measurement())
+
+    assert findings.record_run(store, "night-2", [passing("lenet1", "night-2")], v2) == []
+    assert store.findings()[0].not_seen_since is None  # another model's row
+    findings.record_run(store, "night-3", [passing("lenet5", "night-3")], v2)
+    assert store.findings()[0].not_seen_since == "tfjs-tflite 0.0.1-alpha.11"  # its own model's row
+
+
 def test_issue_md_is_addressed_to_the_owner_with_its_template_fields(tmp_path):
     store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
     (f,) = findings.record_run(store, "n1", [_load_failure()], {"tfjs-tflite": "0.0.1-alpha.10", "numpy": "1.26"})
