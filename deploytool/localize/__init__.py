@@ -233,8 +233,9 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
                 entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
             loc.cuts.append(entry)
             if entry.status != "ok" and stop_at_first:
-                if isinstance(upcoming, tuple) and upcoming[-1] is not None:
-                    upcoming[-1].cancel()  # the next cut is not needed: dropped unless its conversion started
+                job = upcoming[-1] if isinstance(upcoming, tuple) else None
+                if job is not None and not job.cancel():  # the next cut is not needed: dropped if not started,
+                    job.exception()  # else finished, so that nothing writes into the cuts' folder once it is gone
                 break
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
