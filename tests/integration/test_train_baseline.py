@@ -23,6 +23,8 @@ def test_lenet5_reaches_97_percent_in_both_frameworks(lenet5_workspace):
 
 
 def test_lenet1_reaches_95_percent_in_both_frameworks(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
     from deploytool.train import train
@@ -31,8 +33,11 @@ def test_lenet1_reaches_95_percent_in_both_frameworks(tmp_path):
     spec = load_spec("lenet1")
     ds = load_dataset(spec)
     ws = Workspace.open(tmp_path)
-    for fw in ("keras", "torch"):
-        assert train(spec, fw, ds, ws, progress=False).test_accuracy >= 0.95
+    # side by side, each in its own spawned process pinned to one thread, as `migrate` trains the twins
+    with ThreadPoolExecutor(2) as pool:
+        accuracy = dict(zip(("keras", "torch"), pool.map(lambda fw: train(spec, fw, ds, ws, progress=False)
+                                                         .test_accuracy, ("keras", "torch"))))
+    assert min(accuracy.values()) >= 0.95, accuracy
 
 
 def test_trained_twins_transfer_exactly_on_the_test_set(lenet5_workspace):
