@@ -360,10 +360,13 @@ def _compare(prev: Result, now: Result, y: np.ndarray | None, reg: Any, regress:
         if _paired(ref) is not None and _paired(now) is not None:
             loads = (row_load(ref), row_load(now)) if load_aware else (None, None)
             logs = [float(np.log(v)) for v in nightly]
-            processes = len(logs) if len(logs) >= regress.NOISE_MIN_NIGHTS else 2
-            spread = regress.process_spread(logs) if len(logs) >= regress.NOISE_MIN_NIGHTS else (
-                regress.process_spread([float(np.log(first.paired.ratio)), float(np.log(_paired(now).ratio))])
-                if first is not None and first.paired is not None and first.paired.ratio > 0 else None)
+            if len(logs) >= regress.NOISE_MIN_NIGHTS:  # the cell's earlier nights
+                spread, processes = regress.process_spread(logs), len(logs)
+            else:  # tonight's two processes, once the cell was measured again (else not known)
+                first_ratio = first.paired.ratio if first is not None and first.paired is not None else 0.0
+                spread = (regress.process_spread([float(np.log(first_ratio)), float(np.log(_paired(now).ratio))])
+                          if first_ratio > 0 else None)
+                processes = 2
             c = regress.paired_latency_change(_paired(ref), _paired(now), reg.latency_min_relative, spread,
                                               processes=processes)
             why = regress.load_confounds(loads[0], loads[1], reg.load_difference_cpus) if c.outcome != "same" else ""
