@@ -8,6 +8,9 @@ The row also says it was timed on a quiet machine (`busy`: the share of the CPUs
 processes took before timing, 0 by default), as its synthetic latencies were; `busy`
 None keeps the row's real reading, and `real_latency` keeps LiteRT's real timings
 (scaled by `slower`): the noise benchmark runs nights under a real CPU burner so.
+`band_runs` >= 0 makes only the next `band_runs` runs slower, the others not: a process
+that lands in a runtime's slower band (onnxruntime's LeNet-5 reads +25% in about one
+process in four beside the PC baseline on the 2-core VM).
 
 Processes the test starts (a `dask worker`, a `deploytool lab run` driver) get the
 double with `--preload tests.lab_double` or `register()`, and its knobs from
@@ -28,7 +31,7 @@ from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
 KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0, "busy": 0.0,
-         "real_latency": False}
+         "real_latency": False, "band_runs": -1}
 
 
 class LabDouble(LiteRTRuntime):
@@ -44,6 +47,9 @@ class LabDouble(LiteRTRuntime):
         rng = np.random.default_rng(KNOBS["seed"])
         chosen = not KNOBS["only_threads"] or self._threads == KNOBS["only_threads"]
         slower = KNOBS["slower"] if chosen else 1.0
+        if KNOBS["band_runs"] >= 0:  # a slower band of a few processes: `slower` for the next band_runs runs only
+            slower = slower if KNOBS["band_runs"] > 0 else 1.0
+            KNOBS["band_runs"] = max(0, KNOBS["band_runs"] - 1)
         if KNOBS["real_latency"]:
             out.latency_ms = np.asarray(out.latency_ms) * slower
         else:

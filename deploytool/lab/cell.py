@@ -52,7 +52,10 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
         ctx = _context(cell["request"], cell["workspace"], combo.target, combo.device)
         # the cell's identity too: cells that differ only in threads or repeat are different rows of the night
         key = stable_hash({"combo": ctx.combo_key(combo, host_identity()), "cell": cell["cell"]}, 16)
-        r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], key)
+        # measured again tonight (`attempt`): this process's files beside the others', not over them
+        files = f"{key}-again{int(cell['attempt'])}" if cell.get("attempt") else key
+        r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], files)
+        r.combo_key = key
         if r.failing:
             bundle_row(ctx, r, cell["run_id"])
         try:

@@ -19,8 +19,11 @@ tonight worse than the last good night of the same cell, beyond noise?
   change is judged on the block ratios (Mann-Whitney on their logs), the two
   nights' bootstrap intervals (they must not overlap) and a minimum effect that
   is at least NOISE_K x the host's process-to-process spread of that ratio
-  (from the cell's earlier nights, or from tonight's two processes when the
-  lab measured it again): a change a new process alone could make never alerts.
+  (from the cell's earlier nights, or from tonight's processes when the lab
+  measured it again): a change a new process alone could make never alerts.
+  A cell whose latency changed is measured again in new processes (up to
+  `latency_measure_again`), and tonight's row is the fastest of them: another
+  process only ever adds time.
 - Memory and size: relative thresholds.
 - Status changes: newly failing, fixed.
 - Across nights: E-divisive (Matteson & James 2014: energy-distance change points,
@@ -33,7 +36,7 @@ Pure functions of arrays: no store, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -237,17 +240,19 @@ def spread_bar(spread: float | None, processes: int | None, k: float, min_relati
     return max(min_relative, float(np.expm1(k * bound)) if bound else 0.0), bound
 
 
-def beyond_tonights_processes(c: Change, first_p50: float | None, p50: float, k: float = 3.0) -> Change:
+def beyond_tonights_processes(c: Change, others_p50: Sequence[float], p50: float, k: float = 3.0) -> Change:
     """A regression of a row timed alone whose cell has too few earlier nights to say its night-to-night spread:
-    it must exceed `k` x the 95% upper bound of the spread between tonight's two processes (the first
-    measurement, `first_p50`, and the one again), as a paired row's must; before the second measurement it is
-    unclear."""
-    if first_p50 is None or not (first_p50 > 0 and p50 > 0):
+    it must exceed `k` x the 95% upper bound of the spread between tonight's processes (`others_p50`, the cell's
+    other measurements tonight, and `p50`, the one judged), as a paired row's must; before a second measurement it
+    is unclear."""
+    values = [float(v) for v in others_p50 if v > 0]
+    if not values or not p50 > 0:
         return replace(c, outcome="unclear", detail=f"{c.detail}; timed alone and the cell's night-to-night "
                                                      "spread is not known yet: measure again in a new process")
-    floor, bound = spread_bar(process_spread([float(np.log(first_p50)), float(np.log(p50))]), 2, k)
-    said = (f"{k:g} x {bound or 0.0:.1%}, the 95% upper bound of the spread of tonight's two processes "
-            f"(p50 {first_p50:.4g} and {p50:.4g} ms)")
+    logs = [float(np.log(v)) for v in [*values, p50]]
+    floor, bound = spread_bar(tonights_spread(logs), len(logs), k)
+    said = (f"{k:g} x {bound or 0.0:.1%}, the 95% upper bound of the spread of tonight's {len(logs)} processes "
+            f"(p50 {', '.join(f'{v:.4g}' for v in values)} and {p50:.4g} ms)")
     if c.effect is not None and c.effect < floor:
         return replace(c, outcome="same", detail=f"{c.detail}; not judged a change: within {said}")
     return replace(c, detail=f"{c.detail}; beyond {said}")
@@ -262,6 +267,14 @@ def process_spread(log_ratios: list[float]) -> float | None:
     if x.size == 2:
         return float(abs(x[0] - x[1]) / np.sqrt(2))
     return None
+
+
+def tonights_spread(log_values: Sequence[float]) -> float | None:
+    """The spread of one cell's processes measured tonight (its first measurement and those again): the sample
+    standard deviation of their logs (|a - b| / sqrt(2) for two), None for fewer than two. Not the MAD of
+    earlier nights: among a few processes, one in a runtime's slower band is the spread, not an outlier."""
+    x = np.asarray([v for v in log_values if np.isfinite(v)], np.float64)
+    return float(np.std(x, ddof=1)) if x.size >= 2 else None
 
 
 # Night-to-night noise: a cell measured in a new process each night moves by more than one process's own

@@ -42,9 +42,9 @@ runtimes = ["lab-double"]
 @pytest.fixture
 def double():
     lab_double.register()
-    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0, only_threads=0, busy=0.0)
+    lab_double.KNOBS.update(slower=1.0, flips=0, seed=0, only_threads=0, busy=0.0, band_runs=-1)
     yield lab_double.KNOBS
-    lab_double.KNOBS.update(only_threads=0, busy=0.0)
+    lab_double.KNOBS.update(only_threads=0, busy=0.0, band_runs=-1)
     lab_double.unregister()
 
 
@@ -69,6 +69,16 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     again = _night(lab, ws, store, "n2")  # the same name resumes: nothing is measured twice
     assert again.reused == 1 and again.alerts == []
 
+    # two processes in a row land in a slower band (+30%), the third does not: measured again until a process
+    # reads the usual speed, tonight's row is the fastest process, and nothing alerts
+    double.update(slower=1.3, band_runs=2)
+    banded = _night(lab, ws, store, "n2a")
+    (j,) = banded.judged
+    latency = next(c for c in j.changes if c.metric == "latency")
+    assert not banded.alerts and j.measured_again and latency.outcome == "same", j.changes
+    assert double["band_runs"] == 0 and j.result.measurement.p50_ms == pytest.approx(0.2, rel=0.05)
+    double["band_runs"] = -1
+
     double.update(slower=1.3, busy=0.95)  # slower on a busy machine: measured twice, not judged, said so
     busy = _night(lab, ws, store, "n2b")
     (j,) = busy.judged
@@ -82,7 +92,8 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     (j,) = slow.alerts
     latency = next(c for c in j.changes if c.metric == "latency")
     assert latency.outcome == "regression" and latency.effect == pytest.approx(0.3, abs=0.05)
-    assert j.previous_night == "lab-t-n2b" and "against lab-t-n2 " in latency.detail, latency.detail
+    assert j.previous_night == "lab-t-n2b" and "against lab-t-n2a " in latency.detail, latency.detail
+    assert j.measured_again and "tonight's" not in latency.detail  # every process reads it: three nights' bar
 
     double.update(slower=1.0, flips=30)  # 6% of the 500 test samples: beyond the tolerance and the minimum drop
     flipped = _night(lab, ws, store, "n4")

@@ -12,7 +12,8 @@ import pytest
 from deploytool.lab import regress
 from deploytool.run.compare import compare
 from deploytool.lab.labfile import Regression
-from deploytool.lab.night import _compare, _on_the_trend, latency_reference
+from deploytool.lab.night import _compare, _fastest, _on_the_trend, latency_reference
+from deploytool.latency import PairedLatency
 from deploytool.result import Combo, Measurement, Result, Status
 
 N = 500
@@ -37,7 +38,7 @@ def _row(tmp_path, name, busy, slower=1.0, flips=0, seed=0):
 def _changes(prev, now, ref=None, first=None):
     """`first`: tonight's first measurement, when `now` is the cell measured again in a new process."""
     return {c.metric: c for c in _compare(prev, now, Y, Regression(), regress, ref or ("n1", prev), True,
-                                          first=first)}
+                                          others=[first] if first is not None else [])}
 
 
 def test_on_a_busy_night_latency_is_unclear_but_flipped_samples_still_alert(tmp_path):
@@ -76,3 +77,20 @@ def test_only_nights_timed_on_a_quiet_machine_join_the_nightly_trend(tmp_path):
     assert _on_the_trend(_row(tmp_path, "q", busy=0.1)) and _on_the_trend(_row(tmp_path, "u", busy=None))
     assert not _on_the_trend(_row(tmp_path, "b", busy=0.9))
     assert not _on_the_trend(_row(tmp_path, "h", busy=0.3))  # 0.6 of 2 CPUs taken: not busy, not quiet either
+
+
+def test_tonights_row_of_a_cell_measured_again_is_its_fastest_process(tmp_path):
+    """Another process only adds time: among tonight's processes of a cell, the row kept is the measured one with
+    the lowest paired ratio (timed alone: the lowest p50); a process that measured nothing is never kept over one
+    that did, and with none measured the last stands."""
+    slow, fast = _row(tmp_path, "a", 0.0, slower=1.3), _row(tmp_path, "b", 0.0, seed=1)
+    assert _fastest([slow, fast]) is fast and _fastest([fast, slow]) is fast
+    lost = replace(slow, status=Status.WORKER_LOST, comparison=None, measurement=None)
+    assert _fastest([lost, slow]) is slow and _fastest([lost]) is lost
+
+    def paired(row, ratio):  # the paired ratio decides, not the p50 timed beside it
+        p = PairedLatency.of([ratio] * 8, [1.0] * 8, "the PC baseline (keras)")
+        return replace(row, measurement=replace(row.measurement, paired=p))
+
+    banded, usual = paired(fast, 0.100), paired(slow, 0.080)
+    assert _fastest([banded, usual]) is usual

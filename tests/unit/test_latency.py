@@ -213,11 +213,24 @@ def test_a_spread_from_few_processes_is_taken_at_its_upper_bound():
 def test_a_row_timed_alone_with_few_nights_must_move_beyond_tonights_two_processes():
     # examples/lab.toml, a quiet night: an onnxruntime-web row (timed alone) read +38.5% with one earlier night
     c = regress.Change("latency", "regression", "p50 0.13 -> 0.18 ms (+38.5%), p = 6e-77", 6e-77, 0.385)
-    assert regress.beyond_tonights_processes(c, None, 0.18).outcome == "unclear"  # first pass: measure it again
+    assert regress.beyond_tonights_processes(c, [], 0.18).outcome == "unclear"  # first pass: measure it again
     # measured again in a new process: 0.17 then 0.18 ms, a spread of |ln(17/18)| / sqrt(2) = 4.0%, whose upper
     # bound (x15.9 for two processes) puts the bar at e^(3 x 64%) - 1: +38.5% is within it
-    same = regress.beyond_tonights_processes(c, 0.17, 0.18)
-    assert same.outcome == "same" and "tonight's two processes" in same.detail
+    same = regress.beyond_tonights_processes(c, [0.17], 0.18)
+    assert same.outcome == "same" and "tonight's 2 processes" in same.detail
     # a runtime that is really slower reads the same in both processes: the regression stands
-    held = regress.beyond_tonights_processes(c, 0.18, 0.18)
+    held = regress.beyond_tonights_processes(c, [0.18], 0.18)
     assert held.outcome == "regression" and held.alert and "beyond 3 x 0.0%" in held.detail
+    # three processes: the sample standard deviation of their logs, at its upper bound for three (x4.4)
+    three = regress.beyond_tonights_processes(c, [0.18, 0.181], 0.18)
+    sd = float(np.std(np.log([0.18, 0.181, 0.18]), ddof=1))
+    assert three.outcome == "regression" and f"3 x {regress.spread_upper_bound(sd, 3):.1%}" in three.detail
+
+
+def test_tonights_spread_is_the_sample_standard_deviation_of_its_processes_logs():
+    assert regress.tonights_spread([0.0]) is None
+    assert regress.tonights_spread([np.log(0.17), np.log(0.18)]) == pytest.approx(abs(np.log(17 / 18)) / np.sqrt(2))
+    # one process of three in a slower band (+25%) is the spread, not an outlier the MAD would drop
+    logs = [np.log(0.080), np.log(0.080), np.log(0.100)]
+    assert regress.process_spread(logs) == 0.0
+    assert regress.tonights_spread(logs) == pytest.approx(np.log(1.25) / np.sqrt(3))
