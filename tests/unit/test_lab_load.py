@@ -94,3 +94,25 @@ def test_tonights_row_of_a_cell_measured_again_is_its_fastest_process(tmp_path):
 
     banded, usual = paired(fast, 0.100), paired(slow, 0.080)
     assert _fastest([banded, usual]) is usual
+
+
+def test_a_browser_renderers_peak_is_judged_against_a_comparable_load_and_a_process_delta_never_by_load(tmp_path):
+    """A renderer's peak RSS is a garbage-collected heap's: under a CPU-bound job its collector runs later and the
+    peak climbs (onnxruntime-web rows: +11% and +12% on identical nights of examples/lab.toml). It is judged as
+    latency is; a host runtime's peak measured in its own process is judged whatever the load."""
+    def mem(row, key, value):
+        return replace(row, measurement=replace(row.measurement, memory_bytes={key: value}))
+
+    peak = "renderer_peak_rss_bytes"
+    quiet = mem(_row(tmp_path, "n1", busy=0.02), peak, 327.6e6)
+    busy = mem(_row(tmp_path, "n2", busy=0.95, seed=1), peak, 363.8e6)
+    got = _changes(quiet, busy)["memory"]
+    assert got.outcome == "unclear" and not got.alert and "machine busy" in got.detail and "+11.1%" in got.detail
+    # a peak that really grew on the busy night is flagged on the next quiet one, against the last quiet night
+    later = mem(_row(tmp_path, "n3", busy=0.03, seed=2), peak, 363.8e6)
+    got = _changes(busy, later, ref=latency_reference([("n1", quiet), ("n2", busy)], later, 0.5))["memory"]
+    assert got.outcome == "regression" and got.alert and "against n1" in got.detail
+    # the same figures from a host runtime's own process: load never excuses them
+    delta = "isolated_peak_rss_delta_bytes"
+    got = _changes(mem(quiet, delta, 327.6e6), mem(busy, delta, 363.8e6))["memory"]
+    assert got.outcome == "regression" and got.alert
