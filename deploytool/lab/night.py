@@ -242,7 +242,7 @@ def _measure_again_until_sure(lab: Lab, ws: Workspace, store: ResultStore, run_i
         measured_again |= ids
         others = {key: [r.measurement for r in rows if r.measurement is not None and r is not _fastest(rows)]
                   for key, rows in processes.items()}
-        judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, first_pass=others),
+        judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, other_processes=others),
                                         measured_again)
     return judged
 
@@ -326,9 +326,9 @@ def _on_the_trend(r: Result) -> bool:
 
 def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell],
                 load_aware: bool = True,
-                first_pass: dict[tuple[str, str], list[Measurement]] | None = None) -> list[Judged]:
+                other_processes: dict[tuple[str, str], list[Measurement]] | None = None) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
-    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `first_pass`: tonight's
+    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `other_processes`: tonight's
     other measurements of each cell measured again (other processes: with tonight's row, the host's
     process-to-process spread when the cell has too few earlier nights to tell it)."""
 
@@ -354,7 +354,7 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
             series = [(_paired(h).ratio if now_paired is not None else h.measurement.p50_ms) for _, h in good
                       if h.measurement is not None and (now_paired is None) == (_paired(h) is None)
                       and (not load_aware or _on_the_trend(h))]
-            others = (first_pass or {}).get(key, [])
+            others = (other_processes or {}).get(key, [])
             if good and r.comparison is not None:  # measured, even when its verdict now fails
                 night, prev = good[-1]
                 j.previous_night = night
