@@ -328,8 +328,8 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
                 load_aware: bool = True,
                 other_processes: dict[tuple[str, str], list[Measurement]] | None = None) -> list[Judged]:
     """Each of tonight's rows against its cell's earlier nights. `load_aware=False` judges latency as if no row
-    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `other_processes`: tonight's
-    other measurements of each cell measured again (other processes: with tonight's row, the host's
+    had recorded its machine's load (the lab before it did; the noise benchmark's "before"). `other_processes`:
+    tonight's other measurements of each cell measured again (other processes: with tonight's row, the host's
     process-to-process spread when the cell has too few earlier nights to tell it)."""
 
     reg = lab.regression
