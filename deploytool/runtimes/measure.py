@@ -232,15 +232,18 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
 # alternate one by one, at least PAIR_READINGS of each and about PAIR_BLOCK_S in all, the target first in even
 # blocks and the reference first in odd ones, so whatever the machine does meanwhile falls on both alike. A block's
 # figure for each side is the PAIR_QUANTILE of its readings: a reading only ever gains time from another process
-# preempting it, so a low quantile is what both sides' code cost in that block. Each reading follows one untimed
-# inference of its own side: without it a side pays for the other having just run (TensorFlow's pool thread parks
-# while a 1 ms LiteRT reading runs, and the Keras reading after it took 0.44-0.65 ms instead of 0.38-0.39 ms).
-# 20 blocks of ~10 ms: ~0.2 s a row.
+# preempting it, so a low quantile is what both sides' code cost in that block. Each reading follows
+# PAIR_WARM_INFERENCES untimed inferences of its own side: without them a side pays for the other having just run
+# (TensorFlow's pool thread parks while a 1 ms LiteRT reading runs, and the Keras reading after it took 0.44-0.65 ms
+# instead of 0.38-0.39 ms). One is not always enough: after a Keras reading, onnxruntime's LeNet-5 read 0.040 ms
+# instead of 0.032 in 4 processes of 14 with one, and 0.030-0.032 ms in all 14 with three (alone in a process it
+# reads 0.029-0.031 ms). 20 blocks of ~10-15 ms: ~0.2-0.3 s a row.
 PAIR_BLOCKS = 20
 MIN_PAIR_BLOCKS = 5  # a quick run's (--latency-samples under 10 x PAIR_BLOCKS: one block per 10 samples asked)
 PAIR_BLOCK_S = 10e-3
 PAIR_READINGS = 8
 PAIR_QUANTILE = 0.25
+PAIR_WARM_INFERENCES = 3
 # A paired reading of a short inference lasts about this long (K = PAIR_READING_S / one inference): long enough
 # for perf_counter (~0.1 us), short enough that a block holds PAIR_READINGS pairs within PAIR_BLOCK_S.
 PAIR_READING_S = 0.25e-3
@@ -329,7 +332,7 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
     pair_s = 0.0
     for fn, rows, k in sides.values():
         t = time.perf_counter()
-        for i in range(k + 1):  # a reading's K inferences and its untimed warm one
+        for i in range(k + PAIR_WARM_INFERENCES):  # a reading's K inferences and its untimed warm ones
             fn(rows[i % n])
         pair_s += time.perf_counter() - t
     per_block = max(PAIR_READINGS, math.ceil(block_s / max(pair_s, 1e-9)))
@@ -344,7 +347,8 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
                 fn, rows, k = sides[name]
                 batch = [rows[(cursor[name] + i) % n] for i in range(k)]
                 cursor[name] += k
-                fn(batch[-1])  # untimed: the reading starts warm, whatever the other side just did
+                for _ in range(PAIR_WARM_INFERENCES):  # untimed: the reading starts warm, whatever the other side did
+                    fn(batch[-1])
                 t = time.perf_counter()
                 for x in batch:
                     fn(x)

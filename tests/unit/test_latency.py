@@ -183,12 +183,14 @@ def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     per = out["readings_per_block"]
     assert per == measure.PAIR_READINGS and len(out["target_block_ms"]) == len(out["reference_block_ms"]) == 2
     kt, kr = out["k"]
-    # every reading: one untimed inference of its side, then its K timed ones
-    n = kt + 1 + kr + 1
+    # every reading: three untimed inferences of its side, then its K timed ones
+    warm = measure.PAIR_WARM_INFERENCES
+    assert warm == 3
+    n = kt + warm + kr + warm
     timed = calls[-2 * per * n:]  # after the warm-up and the trial reading
     first, second = timed[: per * n], timed[per * n:]
-    assert first[:n] == ["t"] * (kt + 1) + ["r"] * (kr + 1)
-    assert second[:n] == ["r"] * (kr + 1) + ["t"] * (kt + 1)
+    assert first[:n] == ["t"] * (kt + warm) + ["r"] * (kr + warm)
+    assert second[:n] == ["r"] * (kr + warm) + ["t"] * (kt + warm)
     assert len(out["target_ms"]) == len(out["reference_ms"]) == 2 * per
 
 
