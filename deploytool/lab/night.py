@@ -237,11 +237,13 @@ def _measure_again_until_sure(lab: Lab, ws: Workspace, store: ResultStore, run_i
             f"{lab.regression.latency_measure_again}) to confirm a latency change")
         for r in run(again, attempt):
             processes.setdefault(_key(r), []).append(r)
-        for rows in processes.values():
-            stored.save(store, ws, _fastest(rows))  # tonight's row of the cell (a resumed night re-judges it)
         measured_again |= ids
-        others = {key: [r.measurement for r in rows if r.measurement is not None and r is not _fastest(rows)]
-                  for key, rows in processes.items()}
+        others = {}
+        for key, rows in processes.items():
+            best = _fastest(rows)
+            if key[0] in ids:  # tonight's row of a cell measured again just now (a resumed night re-judges it)
+                stored.save(store, ws, best)
+            others[key] = [r.measurement for r in rows if r.measurement is not None and r is not best]
         judged = _after_measuring_again(judge_night(lab, ws, store, run_id, cells, other_processes=others),
                                         measured_again)
     return judged
@@ -250,11 +252,9 @@ def _measure_again_until_sure(lab: Lab, ws: Workspace, store: ResultStore, run_i
 def _fastest(rows: list[Result]) -> Result:
     """A cell's row tonight among its processes: the measured one with the lowest paired ratio to the PC baseline
     (else, timed alone, the lowest p50); the last when none was measured."""
-    measured = [r for r in rows if r.measurement is not None and r.comparison is not None]
-    if not measured:
-        return rows[-1]
-    return min(measured, key=lambda r: p.ratio if (p := _paired(r)) is not None else
-               (r.measurement.p50_ms if r.measurement is not None else float("inf")))
+    measured = [(p.ratio if (p := _paired(r)) is not None else r.measurement.p50_ms, i, r)
+                for i, r in enumerate(rows) if r.measurement is not None and r.comparison is not None]
+    return min(measured)[2] if measured else rows[-1]
 
 
 def _after_measuring_again(judged: list[Judged], again: set[Any]) -> list[Judged]:
