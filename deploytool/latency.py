@@ -15,7 +15,12 @@ Definitions (tests/unit/test_latency.py pins them by hand-computed cases):
 - a block is clean when both its figures are within CLEAN_TOLERANCE of their
   side's fastest block (another process only ever adds time, and a side that
   hands work to a pool thread, as TensorFlow does, can lose whole blocks to a
-  competing job while the other side keeps its speed); when fewer than
+  competing job while the other side keeps its speed); the reference's fastest
+  is the lower of its fastest block here and its reference floor, the fastest
+  block the same reference timed for the rows paired before this one in the
+  same worker (the machine's quiet speed as the reference shows it: on a shared
+  VM whole seconds go by in which a co-tenant slows every workload, each by its
+  own factor, so a ratio timed only then is off by 10-30%); when fewer than
   MIN_CLEAN_BLOCKS blocks are clean, every block counts;
 - the row's ratio is the median of the (clean) block ratios;
 - its confidence interval is the percentile bootstrap over those blocks: blocks drawn
@@ -51,21 +56,25 @@ def block_ratios(target_block_ms: Sequence[float], reference_block_ms: Sequence[
 
 
 def clean_blocks(target_block_ms: Sequence[float], reference_block_ms: Sequence[float],
-                 tolerance: float = CLEAN_TOLERANCE) -> np.ndarray:
+                 tolerance: float = CLEAN_TOLERANCE, reference_floor_ms: float = float("nan")) -> np.ndarray:
     """Which blocks are clean (a boolean per block): both figures positive, finite and within `tolerance` of
-    their side's fastest block."""
+    their side's fastest block, the reference's fastest being at most `reference_floor_ms` (NaN: no floor)."""
     t = np.asarray(target_block_ms, np.float64)
     r = np.asarray(reference_block_ms, np.float64)
     ok = np.isfinite(t) & np.isfinite(r) & (t > 0) & (r > 0)
     if not ok.any():
         return ok
-    return ok & (t <= (1 + tolerance) * t[ok].min()) & (r <= (1 + tolerance) * r[ok].min())
+    r_fast = r[ok].min()
+    if np.isfinite(reference_floor_ms) and reference_floor_ms > 0:
+        r_fast = min(r_fast, float(reference_floor_ms))
+    return ok & (t <= (1 + tolerance) * t[ok].min()) & (r <= (1 + tolerance) * r_fast)
 
 
-def ratios_to_judge(target_block_ms: Sequence[float], reference_block_ms: Sequence[float]) -> np.ndarray:
+def ratios_to_judge(target_block_ms: Sequence[float], reference_block_ms: Sequence[float],
+                    reference_floor_ms: float = float("nan")) -> np.ndarray:
     """The block ratios a row's ratio and interval come from: the clean blocks' when there are at least
     MIN_CLEAN_BLOCKS of them, else every block's."""
-    clean = clean_blocks(target_block_ms, reference_block_ms)
+    clean = clean_blocks(target_block_ms, reference_block_ms, reference_floor_ms=reference_floor_ms)
     if clean.sum() < MIN_CLEAN_BLOCKS:
         return block_ratios(target_block_ms, reference_block_ms)
     t = np.asarray(target_block_ms, np.float64)[clean]
@@ -97,6 +106,13 @@ def drift_of(reference_block_ms: Sequence[float]) -> float:
     return float(r.max() / r.min()) if r.size else float("nan")
 
 
+def quiet_blocks(target_block_ms: Sequence[float], reference_block_ms: Sequence[float],
+                 reference_floor_ms: float) -> int:
+    """How many blocks are clean against the reference's floor: a timing with fewer than MIN_CLEAN_BLOCKS never
+    saw the machine as quiet as the reference once ran on it, and its ratio is the busy machine's."""
+    return int(clean_blocks(target_block_ms, reference_block_ms, reference_floor_ms=reference_floor_ms).sum())
+
+
 @dataclass(frozen=True)
 class PairedLatency:
     """A target and a reference timed in alternating blocks in one process: the row's latency ratio with its
@@ -119,12 +135,15 @@ class PairedLatency:
     ratio_high: float = float("nan")
     drift: float = float("nan")
     clean: int = 0  # how many blocks the ratio comes from (all of them when too few were clean)
+    # the reference's fastest block over the rows paired before this one in the same worker (NaN: none before)
+    reference_floor_ms: float = float("nan")
 
     @classmethod
     def of(cls, target_block_ms: Sequence[float], reference_block_ms: Sequence[float], reference: str,
            **facts: Any) -> "PairedLatency":
         """The value with its statistics computed by this module's definitions."""
-        ratios = ratios_to_judge(target_block_ms, reference_block_ms)
+        ratios = ratios_to_judge(target_block_ms, reference_block_ms,
+                                 float(facts.get("reference_floor_ms", float("nan"))))
         lo, hi = bootstrap_ci(ratios)
         return cls(tuple(float(v) for v in target_block_ms), tuple(float(v) for v in reference_block_ms), reference,
                    ratio=ratio_of(ratios), ratio_low=lo, ratio_high=hi, drift=drift_of(reference_block_ms),
@@ -137,7 +156,7 @@ class PairedLatency:
     @property
     def ratios(self) -> np.ndarray:
         """The block ratios the row's ratio comes from (see `ratios_to_judge`)."""
-        return ratios_to_judge(self.target_block_ms, self.reference_block_ms)
+        return ratios_to_judge(self.target_block_ms, self.reference_block_ms, self.reference_floor_ms)
 
     def describe(self) -> str:
         """One sentence: how the row's latency was measured and how steady the machine was meanwhile."""
@@ -146,8 +165,10 @@ class PairedLatency:
         load = ""
         if self.others_busy_fraction is not None and self.cpu_count:
             load = f"; other processes took {100 * self.others_busy_fraction:.0f}% of {self.cpu_count} CPUs"
+        floor = (" (the reference's over the rows timed before it too)" if np.isfinite(self.reference_floor_ms)
+                 and self.reference_floor_ms > 0 else "")
         used = (f", the ratio from the {self.clean} blocks where both were within {100 * CLEAN_TOLERANCE:.0f}% of "
-                "their fastest"
+                f"their fastest{floor}"
                 if 0 < self.clean < self.blocks else "")
         return (f"paired with {self.reference} in {self.blocks} alternating blocks{where}{used}: "
                 f"{self.ratio:.3g}x [{self.ratio_low:.3g}, {self.ratio_high:.3g}] "
@@ -169,7 +190,7 @@ class PairedLatency:
 
 _FIELDS = set(PairedLatency.__dataclass_fields__)
 _FLOATS = ("target_p50_ms", "target_p90_ms", "reference_p50_ms", "reference_p90_ms", "ratio", "ratio_low",
-           "ratio_high", "drift")
+           "ratio_high", "drift", "reference_floor_ms")
 
 
 def unpaired_sentence(where: str, why: str, inferences_per_reading: int = 1) -> str:

@@ -34,6 +34,7 @@ from deploytool.run.runner import (
     conversions_ahead,
     is_workspace_fault,
     pairing_ahead,
+    pair_again,
     run_combination,
     runtimes_ahead,
 )
@@ -190,6 +191,8 @@ class _Run:
                     result.times.store = time.perf_counter() - t
                     in_runtimes += result.times.runtime
                     converting += result.times.convert
+                for result in pair_again(ctx, ran):  # latency timed while the machine was never quiet
+                    stored.save(store, ctx.ws, result)
                 if ctx.req.localize:
                     localize_failures(ctx, store, run_id, stored.stored_results(store, ctx.ws, run_id), converter,
                                       log=self.log)

@@ -22,7 +22,7 @@ def measurement_of(outputs: Outputs, paired: PairedLatency | None = None) -> Mea
                        latency_inferences_per_reading=outputs.inferences_per_reading, paired=paired)
 
 
-def _paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
+def paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
     """A row timed against the baseline in alternating blocks: its latency ratios are those of the blocks (the
     stored baseline's p50 was timed in another process, at another moment)."""
     if paired is not None and np.isfinite(paired.ratio):
@@ -50,10 +50,10 @@ def judge(outputs: Outputs, baseline: Baseline, y_true: np.ndarray, tolerances: 
                             baseline_p50_ms=baseline.latency["p50_ms"], baseline_p90_ms=baseline.latency["p90_ms"],
                             memory_bytes=m.memory_bytes, baseline_memory_bytes=baseline.memory_bytes,
                             size_bytes=size_bytes, baseline_size_bytes=baseline.size_bytes)
-        return _paired_ratios(c, paired), m
+        return paired_ratios(c, paired), m
     c = compare(outputs.outputs, baseline.outputs(), y_true, tolerances,
                 latency_p50_ms=m.p50_ms, latency_p90_ms=m.p90_ms,
                 baseline_p50_ms=baseline.latency["p50_ms"], baseline_p90_ms=baseline.latency["p90_ms"],
                 memory_bytes=m.memory_bytes, baseline_memory_bytes=baseline.memory_bytes,
                 size_bytes=size_bytes, baseline_size_bytes=baseline.size_bytes)
-    return _paired_ratios(c, paired), m
+    return paired_ratios(c, paired), m

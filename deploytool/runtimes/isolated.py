@@ -12,6 +12,7 @@ never compares or stores.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -26,9 +27,13 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
-from deploytool.latency import PairedLatency
+from deploytool.latency import PairedLatency, clean_blocks
 from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import (
+    PAIR_BLOCKS,
+    PAIR_CLEAN_WANTED,
+    PAIR_FIRST_BLOCKS,
+    PAIR_MAX_BLOCKS,
     least_busy_cpus,
     others_busy_fraction,
     pair_blocks,
@@ -107,12 +112,18 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batc
 # Samples a paired timing cycles through (batch 1, the same ones for target and reference).
 PAIR_SAMPLES = 200
 
-# In a pairing worker: the reference runtime, loaded once and kept between rows (key -> runtime).
+# In a pairing worker: the reference runtime, loaded once and kept between rows (key -> runtime), and the fastest
+# block figure each reference has timed in this worker (key -> ms: its floor, see deploytool.latency).
 _REFERENCES: dict[tuple, Any] = {}
+_FLOORS: dict[tuple, float] = {}
+
+
+def _reference_key(ref: str, options: dict[str, Any], artifact: Artifact) -> tuple:
+    return ref, artifact.sha256, tuple(sorted((k, repr(v)) for k, v in options.items()))
 
 
 def _reference(ref: str, options: dict[str, Any], artifact: Artifact) -> Any:
-    key = (ref, artifact.sha256, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    key = _reference_key(ref, options, artifact)
     if key not in _REFERENCES:
         for old in _REFERENCES.values():
             old.close()
@@ -151,6 +162,16 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
     """In a pairing worker: the target and the reference (the PC baseline's model in its runtime, kept loaded)
     timed in alternating blocks, every thread pinned to the CPUs other processes used least just before."""
     baseline = _reference(ref, ref_options, ref_artifact)
+    key = _reference_key(ref, ref_options, ref_artifact)
+    floor = _FLOORS.get(key, float("nan"))
+    blocks = pair_blocks(target_options.get("latency_samples"))
+    full = blocks == PAIR_BLOCKS  # a quick run's timing is not extended
+
+    def enough(t: list[float], r: list[float]) -> bool:
+        return int(clean_blocks(t, r, reference_floor_ms=floor).sum()) >= PAIR_CLEAN_WANTED
+
+    if full and not math.isfinite(floor):
+        blocks = PAIR_FIRST_BLOCKS
     cls = _class(target_ref)
     cls.import_framework()
     threads = int(target_options.get("threads", 1))
@@ -162,14 +183,18 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
             stat = Path("/proc/stat")
             before, wall, own = stat.read_text(), time.perf_counter(), sum(os.times()[:2])
             timed = time_paired(rt.predict, baseline.predict, target_inputs, ref_inputs,
-                                int(target_options.get("warmup_runs", 10)),
-                                blocks=pair_blocks(target_options.get("latency_samples")))
+                                int(target_options.get("warmup_runs", 10)), blocks=blocks,
+                                max_blocks=PAIR_MAX_BLOCKS if full else 0, enough=enough if full else None)
             wall, own = time.perf_counter() - wall, sum(os.times()[:2]) - own
             others = others_busy_fraction(before, stat.read_text(), own, wall, os.cpu_count() or 1)
         finally:
             _unpin(former)
     t, r = timed["target_ms"], timed["reference_ms"]
+    ref_blocks = [v for v in timed["reference_block_ms"] if math.isfinite(v) and v > 0]
+    if ref_blocks:
+        _FLOORS[key] = min([*ref_blocks, *([floor] if math.isfinite(floor) else [])])
     return PairedLatency.of(timed["target_block_ms"], timed["reference_block_ms"], reference, cpus=tuple(cpus),
+                            reference_floor_ms=floor,
                             target_p50_ms=float(np.median(t)), target_p90_ms=float(np.percentile(t, 90)),
                             reference_p50_ms=float(np.median(r)), reference_p90_ms=float(np.percentile(r, 90)),
                             readings_per_block=int(timed["readings_per_block"]),

@@ -12,11 +12,13 @@ import pytest
 
 from deploytool.lab import regress
 from deploytool.latency import (
+    MIN_CLEAN_BLOCKS,
     PairedLatency,
     block_ratios,
     bootstrap_ci,
     clean_blocks,
     drift_of,
+    quiet_blocks,
     ratio_of,
     ratios_to_judge,
     unpaired_sentence,
@@ -60,6 +62,27 @@ def test_the_ratio_comes_from_the_clean_blocks_when_there_are_five_else_from_all
     # only four clean blocks: every block counts (median of 0.05 x4 and 0.025 x6 = 0.025)
     r = [0.4] * 4 + [0.8] * 6
     assert ratios_to_judge(t, r).size == 10 and PairedLatency.of(t, r, "ref").ratio == pytest.approx(0.025)
+
+
+def test_the_references_floor_from_earlier_rows_keeps_a_busy_spell_out_of_the_ratio():
+    # a co-tenant slowed both sides, each by its own factor: the reference 1.6x, the target 1.4x
+    t = [0.028] * 6 + [0.020] * 6
+    r = [0.64] * 6 + [0.40] * 6
+    # timed over both spells, the quiet blocks are the row's fastest: they alone are clean
+    assert clean_blocks(t, r).tolist() == [False] * 6 + [True] * 6
+    # a row timed only in the busy spell: alone, all of its blocks look clean
+    assert clean_blocks(t[:6], r[:6]).all() and PairedLatency.of(t[:6], r[:6], "ref").ratio == pytest.approx(0.04375)
+    # against the floor the reference set on earlier rows (0.40 ms) none is: the row never saw the quiet machine
+    assert quiet_blocks(t[:6], r[:6], 0.40) == 0 < MIN_CLEAN_BLOCKS
+    assert not clean_blocks(t[:6], r[:6], reference_floor_ms=0.40).any()
+    p = PairedLatency.of(t, r, "ref", reference_floor_ms=0.40)
+    assert p.ratio == pytest.approx(0.05) and p.clean == 6 and p.ratios.tolist() == pytest.approx([0.05] * 6)
+    assert "their fastest (the reference's over the rows timed before it too)" in p.describe()
+    # a floor above this row's fastest block changes nothing; a NaN or missing floor is no floor
+    assert clean_blocks(t, r, reference_floor_ms=0.5).tolist() == clean_blocks(t, r).tolist()
+    assert quiet_blocks(t, r, float("nan")) == 6
+    assert math.isnan(PairedLatency.from_json({**p.to_json(), "reference_floor_ms": None}).reference_floor_ms)
+    assert PairedLatency.from_json(p.to_json()) == p
 
 
 def test_the_bootstrap_interval_by_hand():
@@ -192,6 +215,26 @@ def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     assert first[:n] == ["t"] * (kt + warm) + ["r"] * (kr + warm)
     assert second[:n] == ["r"] * (kr + warm) + ["t"] * (kt + warm)
     assert len(out["target_ms"]) == len(out["reference_ms"]) == 2 * per
+
+
+def test_paired_timing_goes_on_past_its_blocks_until_enough_says_so_or_max_blocks():
+    seen: list[int] = []
+
+    def enough(t: list[float], r: list[float]) -> bool:
+        assert len(t) == len(r)
+        seen.append(len(t))
+        return len(t) >= 7
+
+    out = measure.time_paired(lambda x: x, lambda x: x, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=3,
+                              block_s=0.0, max_blocks=10, enough=enough)
+    assert len(out["target_block_ms"]) == 7 and seen == [3, 4, 5, 6, 7]  # asked after each block past the third
+    out = measure.time_paired(lambda x: x, lambda x: x, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=3,
+                              block_s=0.0, max_blocks=5, enough=lambda t, r: False)
+    assert len(out["reference_block_ms"]) == 5  # never enough: max_blocks
+    out = measure.time_paired(lambda x: x, lambda x: x, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=3,
+                              block_s=0.0, max_blocks=10)
+    assert len(out["target_block_ms"]) == 3  # no `enough`: exactly `blocks`
+    assert measure.PAIR_BLOCKS < measure.PAIR_FIRST_BLOCKS <= measure.PAIR_MAX_BLOCKS
 
 
 def test_a_spread_from_few_processes_is_taken_at_its_upper_bound():
