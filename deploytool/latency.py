@@ -106,6 +106,15 @@ def drift_of(reference_block_ms: Sequence[float]) -> float:
     return float(r.max() / r.min()) if r.size else float("nan")
 
 
+def floor_of(reference_block_ms: Sequence[float], floor_ms: float = float("nan")) -> float:
+    """The reference's floor once these blocks are timed: the fastest positive finite block figure, or `floor_ms`
+    when lower (NaN when neither is a number)."""
+    r = [float(v) for v in reference_block_ms if np.isfinite(v) and v > 0]
+    if np.isfinite(floor_ms) and floor_ms > 0:
+        r.append(float(floor_ms))
+    return min(r) if r else float("nan")
+
+
 def quiet_blocks(target_block_ms: Sequence[float], reference_block_ms: Sequence[float],
                  reference_floor_ms: float) -> int:
     """How many blocks are clean against the reference's floor: a timing with fewer than MIN_CLEAN_BLOCKS never

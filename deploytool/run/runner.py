@@ -19,7 +19,7 @@ import numpy as np
 
 from deploytool import convert
 from deploytool.artifact import Artifact
-from deploytool.latency import MIN_CLEAN_BLOCKS, PairedLatency, quiet_blocks
+from deploytool.latency import MIN_CLEAN_BLOCKS, PairedLatency, floor_of, quiet_blocks
 from deploytool.errors import BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
@@ -187,9 +187,8 @@ def _floors(results: list[Result]) -> dict[str, float]:
     floors: dict[str, float] = {}
     for r in results:
         p = r.measurement.paired if r.measurement is not None else None
-        blocks = [v for v in (p.reference_block_ms if p is not None else ()) if math.isfinite(v) and v > 0]
-        if blocks:
-            floors[r.baseline_framework] = min(floors.get(r.baseline_framework, math.inf), *blocks)
+        if p is not None:
+            floors[r.baseline_framework] = floor_of(p.reference_block_ms, floors.get(r.baseline_framework, math.nan))
     return floors
 
 

@@ -27,7 +27,7 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
-from deploytool.latency import PairedLatency, clean_blocks
+from deploytool.latency import PairedLatency, clean_blocks, floor_of
 from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import (
     PAIR_BLOCKS,
@@ -118,12 +118,9 @@ _REFERENCES: dict[tuple, Any] = {}
 _FLOORS: dict[tuple, float] = {}
 
 
-def _reference_key(ref: str, options: dict[str, Any], artifact: Artifact) -> tuple:
-    return ref, artifact.sha256, tuple(sorted((k, repr(v)) for k, v in options.items()))
-
-
-def _reference(ref: str, options: dict[str, Any], artifact: Artifact) -> Any:
-    key = _reference_key(ref, options, artifact)
+def _reference(ref: str, options: dict[str, Any], artifact: Artifact) -> tuple[tuple, Any]:
+    """(its key, the reference runtime): loaded on first use, the previous one closed."""
+    key = (ref, artifact.sha256, tuple(sorted((k, repr(v)) for k, v in options.items())))
     if key not in _REFERENCES:
         for old in _REFERENCES.values():
             old.close()
@@ -131,7 +128,7 @@ def _reference(ref: str, options: dict[str, Any], artifact: Artifact) -> Any:
         rt = _class(ref)(**options, own_process=True)
         rt.load(artifact)
         _REFERENCES[key] = rt
-    return _REFERENCES[key]
+    return key, _REFERENCES[key]
 
 
 def _pin(cpus: tuple[int, ...]) -> dict[int, set[int]]:
@@ -161,8 +158,7 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
             reference: str) -> PairedLatency:
     """In a pairing worker: the target and the reference (the PC baseline's model in its runtime, kept loaded)
     timed in alternating blocks, every thread pinned to the CPUs other processes used least just before."""
-    baseline = _reference(ref, ref_options, ref_artifact)
-    key = _reference_key(ref, ref_options, ref_artifact)
+    key, baseline = _reference(ref, ref_options, ref_artifact)
     floor = _FLOORS.get(key, float("nan"))
     blocks = pair_blocks(target_options.get("latency_samples"))
     full = blocks == PAIR_BLOCKS  # a quick run's timing is not extended
@@ -190,9 +186,7 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
         finally:
             _unpin(former)
     t, r = timed["target_ms"], timed["reference_ms"]
-    ref_blocks = [v for v in timed["reference_block_ms"] if math.isfinite(v) and v > 0]
-    if ref_blocks:
-        _FLOORS[key] = min([*ref_blocks, *([floor] if math.isfinite(floor) else [])])
+    _FLOORS[key] = floor_of(timed["reference_block_ms"], floor)
     return PairedLatency.of(timed["target_block_ms"], timed["reference_block_ms"], reference, cpus=tuple(cpus),
                             reference_floor_ms=floor,
                             target_p50_ms=float(np.median(t)), target_p90_ms=float(np.percentile(t, 90)),

@@ -18,6 +18,7 @@ from deploytool.latency import (
     bootstrap_ci,
     clean_blocks,
     drift_of,
+    floor_of,
     quiet_blocks,
     ratio_of,
     ratios_to_judge,
@@ -83,6 +84,9 @@ def test_the_references_floor_from_earlier_rows_keeps_a_busy_spell_out_of_the_ra
     assert quiet_blocks(t, r, float("nan")) == 6
     assert math.isnan(PairedLatency.from_json({**p.to_json(), "reference_floor_ms": None}).reference_floor_ms)
     assert PairedLatency.from_json(p.to_json()) == p
+    # the floor after a timing: its fastest positive finite block, or the floor before when lower
+    assert floor_of([0.64, 0.0, float("nan"), 0.42]) == 0.42 == floor_of([0.64, 0.42], 0.5)
+    assert floor_of([0.64], 0.40) == 0.40 and math.isnan(floor_of([float("nan")]))
 
 
 def test_the_bootstrap_interval_by_hand():
