@@ -134,13 +134,19 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list stored runs")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
-    p = add("findings", "distinct conversion/runtime bugs across runs, each with an upstream issue.md",
-            "deploytool findings", "deploytool findings show 3f2a9c", "deploytool findings export 3f2a9c ./to-file",
+    p = add("findings", "distinct conversion/runtime bugs across runs: each triaged (upstream, unsupported, "
+            "environment) and, when its bare reproducer shows it, confirmed with an upstream issue.md",
+            "deploytool findings", "deploytool findings --state confirmed", "deploytool findings --class unsupported",
+            "deploytool findings show 3f2a9c", "deploytool findings export 3f2a9c ./to-file",
             "deploytool findings --format json")
     p.add_argument("action", nargs="?", choices=["list", "show", "export"], default="list",
                    help="list (default), show ID, or export ID DIR")
     p.add_argument("id", nargs="?", help="a finding id (or a unique prefix) from `deploytool findings`")
     p.add_argument("dir", nargs="?", type=Path, help="export: the folder to write issue.md and the bundle into")
+    p.add_argument("--class", dest="klass", choices=["upstream", "unsupported", "environment"], default=None,
+                   help="list only findings of this triage class")
+    p.add_argument("--state", choices=["confirmed", "candidate", "not-reproduced", "unconfirmed", "coverage-gap"],
+                   default=None, help="list only findings in this state (confirmed: its bare reproducer shows it)")
     p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="output format")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 

@@ -8,6 +8,12 @@ result with a status. `StageFailed` carries them inside the pipeline.
 
 from __future__ import annotations
 
+import re
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 
 class DeploytoolError(Exception):
     """Base for errors caused by the user's input or machine; exit code 2."""
@@ -71,13 +77,175 @@ class StageFailed(Exception):
     """One combination failed in one stage; recorded as that combination's result.
 
     `status` is the result status to record (e.g. "conversion_failed",
-    "load_failed", "runtime_failed", "timeout", "unsupported").
+    "load_failed", "runtime_failed", "timeout", "unsupported"). `raised`: the
+    exception it stands for, where one was raised (its class, words and frames:
+    what triage reads to tell deploytool's own bugs from upstream's).
     """
 
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: str, reason: str, raised: "Raised | None" = None):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.raised = raised
 
     def __reduce__(self):
-        return (StageFailed, (self.status, self.reason))
+        return (StageFailed, (self.status, self.reason, self.raised))
+
+
+class ToolFailed(Exception):
+    """A tool's failure as deploytool read it out of the tool (what it printed before it exited, a module it
+    lacks): raised by deploytool's code, but the tool's fault to triage — its `__cause__` (the tool's own
+    exception, e.g. the SystemExit it raised) says where the tool gave up."""
+
+
+class NoConversion(ToolFailed):
+    """A converter or runtime has no conversion or kernel for an op, or needs an option the user did not ask for
+    (TensorFlow ops through Flex): a coverage gap, never a bug report. deploytool raises it where it reads such an
+    answer out of a tool (its `__cause__` is the tool's own exception); triage classes it `unsupported`."""
+
+    def __init__(self, message: str, ops: tuple[str, ...] = (), remedy: str = ""):
+        super().__init__(message)
+        self.ops, self.remedy = tuple(ops), remedy
+
+    def __reduce__(self):
+        return (NoConversion, (str(self), self.ops, self.remedy))
+
+
+class OutputMismatch(ValueError):
+    """A converted model's output cannot be laid beside the PC baseline's (another shape, a missing output).
+    Raised by the judge; the row fails with it, and triage tells a converter's changed output from deploytool
+    handling samples or layouts wrongly (as many values per sample on both sides)."""
+
+
+# -- what an exception said and where it was raised, as a value --------------------------------------------
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a traceback: `package` is "deploytool", a distribution's import name (the top folder under
+    site-packages: "onnx2tf", "tensorflow"), "python" for the standard library, or "" for anything else."""
+
+    file: str
+    line: int
+    function: str
+    package: str
+
+    @property
+    def short(self) -> str:
+        """The file from its package's folder on (`onnx2tf/ops/Reshape.py:120`), else as it is."""
+        m = _SITE.search(self.file)
+        name = self.file[m.start() + len(m.group(0)) - len(m.group("top")):] if m else self.file
+        if self.package == "deploytool" and "/deploytool/" in name:
+            name = "deploytool/" + name.rsplit("/deploytool/", 1)[1]
+        return f"{name}:{self.line}"
+
+    def describe(self) -> str:
+        return f"{self.short} in {self.function}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function, "package": self.package}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Frame":
+        return cls(str(d.get("file") or ""), int(d.get("line") or 0), str(d.get("function") or ""),
+                   str(d.get("package") or ""))
+
+
+_OWN = Path(__file__).resolve().parent  # deploytool/
+_STDLIB = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<top>[^/\\]+)")
+_REMOTE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$', re.M)
+
+
+def package_of(file: str) -> str:
+    """Whose code a source file is: "deploytool", a site-packages top-level name, "python", or ""."""
+    try:
+        path = Path(file).resolve()
+    except (OSError, RuntimeError):
+        path = Path(file)
+    if path == _OWN or _OWN in path.parents:
+        return "deploytool"
+    m = _SITE.search(str(path))
+    if m:
+        top = m.group("top")
+        return top.removesuffix(".py").split(".")[0] if not top.endswith(".so") else top.split(".")[0]
+    if str(path).startswith(_STDLIB) or file.startswith("<frozen"):
+        return "python"
+    return ""
+
+
+def _frames_of(tb: Any) -> list[Frame]:
+    import traceback
+
+    return [Frame(f.filename, f.lineno or 0, f.name, package_of(f.filename)) for f in traceback.extract_tb(tb)]
+
+
+def _remote_frames(text: str) -> list[Frame]:
+    """The frames of a traceback printed in another process (concurrent.futures' `_RemoteTraceback`)."""
+    return [Frame(m["file"], int(m["line"]), m["fn"].strip(), package_of(m["file"])) for m in _REMOTE_FRAME.finditer(text)]
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What an exception said and where it was raised, outermost frame first; the frames of the process that
+    raised it (a worker's, when it crossed a process boundary). A value that pickles and stores as JSON."""
+
+    exception: str  # its class, with its module where that is not builtins: "onnx.onnx_cpp2py_export.checker.ValidationError"
+    message: str
+    frames: tuple[Frame, ...] = ()
+    ops: tuple[str, ...] = ()  # a NoConversion's ops
+    remedy: str = ""  # and what would make it work
+
+    @classmethod
+    def of(cls, e: BaseException) -> "Raised":
+        """`e` as a value: a StageFailed that stands for a tool's exception is read through to it (its `raised`,
+        else its cause); a NoConversion keeps its class and gets its cause's frames (where the tool said so); a
+        worker's exception keeps the worker's frames."""
+        if isinstance(e, StageFailed):
+            if e.raised is not None:
+                return e.raised
+            if e.__cause__ is not None and type(e.__cause__).__name__ != "_RemoteTraceback":
+                return cls.of(e.__cause__)
+        frames = _frames_of(e.__traceback__)
+        remote = e.__cause__ if type(e.__cause__).__name__ == "_RemoteTraceback" else None
+        if remote is not None:  # the frames in the worker that raised it come after the parent's wait for it
+            frames = [f for f in frames if f.package != "python"] + _remote_frames(str(remote))
+        cause = e.__cause__
+        if isinstance(e, ToolFailed) and cause is not None and remote is None:
+            frames = _frames_of(cause.__traceback__) or frames  # where the tool gave up, not where we read it
+        if isinstance(e, NoConversion):
+            return cls("NoConversion", str(e)[:4000], tuple(frames[-40:]), e.ops, e.remedy)
+        module = type(e).__module__
+        name = type(e).__qualname__ if module in ("builtins", "__main__") else f"{module}.{type(e).__qualname__}"
+        return cls(name, str(e)[:4000], tuple(frames[-40:]))
+
+    @property
+    def name(self) -> str:
+        """The class's own name: `ValidationError`."""
+        return self.exception.rsplit(".", 1)[-1]
+
+    @property
+    def innermost(self) -> Frame | None:
+        """The frame that raised it, past the standard library's own (a `json.loads` raising is its caller's)."""
+        own = [f for f in self.frames if f.package != "python"]
+        return own[-1] if own else (self.frames[-1] if self.frames else None)
+
+    @property
+    def first_line(self) -> str:
+        return first_line_of(self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exception": self.exception, "message": self.message, "frames": [f.to_json() for f in self.frames],
+                "ops": list(self.ops), "remedy": self.remedy}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> "Raised | None":
+        if not d:
+            return None
+        return cls(str(d.get("exception") or ""), str(d.get("message") or ""),
+                   tuple(Frame.from_json(f) for f in d.get("frames") or ()), tuple(d.get("ops") or ()),
+                   str(d.get("remedy") or ""))
+
+
+def first_line_of(text: str, limit: int = 300) -> str:
+    """The first non-empty line of a message, stripped and cut to `limit` characters."""
+    return next((ln.strip() for ln in str(text or "").splitlines() if ln.strip()), "")[:limit]
+

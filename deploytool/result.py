@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.artifact import Artifact, Plan
+from deploytool.errors import Frame, Raised
 from deploytool.latency import PairedLatency, unpaired_sentence
 from deploytool.spec import TOLERANCE_METRICS
 
@@ -264,6 +265,48 @@ class StageTimes:
     store: float = 0.0
 
 
+# The classes a failing row is triaged into (deploytool.bugs.triage has the rules).
+TRIAGE_CLASSES = ("internal_error", "unsupported", "environment", "upstream")
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The one class of a failing row and its evidence (deploytool.bugs.triage decides): `raised_at` is the
+    frame where the exception was raised (past the standard library), `ops` and `remedy` a coverage gap's,
+    `mismatches` the requirements an involved package's pins declare and the installation does not meet,
+    `packages` the distributions involved with their versions."""
+
+    klass: str  # one of TRIAGE_CLASSES
+    why: str
+    raised_at: Frame | None = None
+    ops: tuple[str, ...] = ()
+    remedy: str = ""
+    mismatches: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    @property
+    def upstream(self) -> bool:
+        return self.klass == "upstream"
+
+    def describe(self) -> str:
+        """`unsupported: no conversion or kernel for TreeEnsembleClassifier: ...`."""
+        return f"{self.klass}: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.klass, "why": self.why,
+                "raised_at": self.raised_at.to_json() if self.raised_at else None, "ops": list(self.ops),
+                "remedy": self.remedy, "mismatches": list(self.mismatches), "packages": list(self.packages)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> "Triage | None":
+        if not d or d.get("class") not in TRIAGE_CLASSES:
+            return None
+        at = d.get("raised_at")
+        return cls(str(d["class"]), str(d.get("why") or ""), Frame.from_json(at) if at else None,
+                   tuple(d.get("ops") or ()), str(d.get("remedy") or ""), tuple(d.get("mismatches") or ()),
+                   tuple(d.get("packages") or ()))
+
+
 @dataclass
 class Result:
     run_id: str
@@ -288,6 +331,8 @@ class Result:
     bundle_error: str = ""
     traceback: str = ""
     created_at: str = ""
+    raised: Raised | None = None  # the exception a failing row stands for, with its frames (for triage)
+    triage: Triage | None = None  # a failing row's class (deploytool.bugs.triage)
     # (name, one sample's shape) of each output stored side by side in outputs_path; None: one output
     output_layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
@@ -364,6 +409,8 @@ class Result:
                 v = {k: list(lim) for k, lim in v.items()}
             elif f.name in ("combo", "comparison", "measurement", "times"):
                 v = asdict(v) if v is not None else None
+            elif f.name in ("raised", "triage"):
+                v = v.to_json() if v is not None else None
             d[f.name] = v
         return _finite(d)
 
@@ -383,6 +430,8 @@ class Result:
         d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
         d["plan"] = Plan.from_json(d["plan"]) if d.get("plan") else None
         d["times"] = StageTimes(**(d.get("times") or {}))
+        d["raised"] = Raised.from_json(d.get("raised"))
+        d["triage"] = Triage.from_json(d.get("triage"))
         d["tolerances"] = {k: (float(v[0]), float(v[1])) for k, v in (d.get("tolerances") or {}).items()}
         if d.get("output_layout") is not None:
             d["output_layout"] = tuple((str(n), tuple(int(x) for x in s)) for n, s in d["output_layout"])

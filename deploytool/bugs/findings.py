@@ -2,27 +2,40 @@
 models. Every failing row gets a `Signature` that leaves out versions, names,
 numbers, shapes and paths (converter and direction, quantization, failure
 stage, error class, op types, the normalised message, runtime and backend for
-runtime faults), so the same bug over two nights or in two models is one
-finding. The store keeps first/last seen, occurrences, runs and the versions
-affected; a finding not seen since a package changed says so. Each finding
-writes an `issue.md` addressed to the project that owns the faulty part
-(deploytool.bugs.upstream). Nothing here measures or changes a row."""
+runtime faults; the quantization only for accuracy and latency faults, since the
+same crash under four quantizations is one bug), so the same bug over two
+nights or in two models is one finding. Only triaged rows that are not
+deploytool's own bugs become findings (deploytool.bugs.triage: a row of class
+`internal_error` never does), each with its class. The store keeps first/last
+seen, occurrences, runs and the versions affected; a finding not seen since a
+package changed says so. The owner is what the failing converter step or runtime
+declares. Each finding writes its folder (deploytool.bugs.upstream). Nothing here
+measures or changes a row."""
 
 from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from deploytool.errors import UnknownOption, WorkspaceError
+from deploytool.bugs.bundle import bundle_row, failing_step, fallback_of, steps_of
+from deploytool.bugs.triage import Environment, installed_environment, tool_words, triage
+from deploytool.convert import artifact_format
+from deploytool.convert.registry import STEPS
+from deploytool.errors import DeploytoolError, Raised, StageFailed, UnknownOption, WorkspaceError
+from deploytool.provenance import package_version
 from deploytool.report.pairs import backend_pairs, converter_pairs, row_of
-from deploytool.result import Result, Status
-from deploytool.runtimes import default_runtime
+from deploytool.result import Result, Status, Triage
+from deploytool.runtimes import default_runtime, runtime_class
+from deploytool.runtimes.base import Runtime
 from deploytool.store import Finding, ResultStore
 from deploytool.targets import get_target
-from deploytool.workspace import stable_hash
+from deploytool.workspace import Workspace, stable_hash
+
+if TYPE_CHECKING:
+    from deploytool.run.context import RunContext
 
 # The project that owns a converter or runtime, by the name deploytool records for it.
 CONVERTER_OWNERS = (
@@ -141,20 +154,66 @@ def runtime_of(result: Result) -> str:
 
 def signature(result: Result, blame_runtime: bool) -> Signature:
     """`blame_runtime`: the same converted file is right elsewhere (e.g. passes on the host), so the fault is the
-    runtime's; the signature then carries the runtime instead of being pinned on the converter."""
+    runtime's; the signature then carries the runtime instead of being pinned on the converter. A crash (export,
+    convert, load, invoke) leaves the quantization out: the same error in the same step is one bug whatever the
+    quantization (the examples say which were seen); an accuracy or latency fault keeps it."""
     stage = stage_of(result)
     runtime_fault = stage in ("load", "invoke") or blame_runtime
     reason = result.reason if result.status is not Status.MEASURED else ""
-    ops = ops_in(reason)
+    t = result.triage
+    ops = tuple(t.ops) if t is not None and t.ops else ops_in(reason)
+    crash = stage in ("export", "convert", "load", "invoke")
     return Signature(converter=converter_of(result), direction=f"{result.combo.framework}->{result.combo.format}",
-                     quantize=result.combo.quantize, stage=stage, error=error_class(reason), ops=ops,
-                     message=normalise(reason) if reason else "",
+                     quantize="" if crash else result.combo.quantize, stage=stage, error=error_class(reason),
+                     ops=ops, message=normalise(reason) if reason else "",
                      runtime=runtime_of(result) if runtime_fault else "")
 
 
+# -- who is involved in a row: its conversion steps and its runtime ------------------------------------------
+def runtime_class_of(result: Result) -> type[Runtime] | None:
+    """The runtime class that ran (or would run) the row's file, None where there is none (a refused row)."""
+    fmt = (result.artifact.format if result.artifact is not None else
+           result.plan.artifact_format if result.plan is not None else "")
+    if not fmt:
+        return None
+    try:
+        return runtime_class(result.combo.target, fmt, result.combo.runtime)
+    except (StageFailed, DeploytoolError):
+        return None
+
+
+def tools_of(result: Result) -> tuple[str, ...]:
+    """The Python distributions a failing row involved, for triage: the failing step's alone for a conversion
+    failure; every step that made the file and the runtime that ran it otherwise."""
+    if result.status is Status.CONVERSION_FAILED:
+        step = failing_step(result)
+        return (step.dist,) if step is not None else ()
+    cls = runtime_class_of(result)
+    return tuple(s.dist for s in steps_of(result)) + ((cls.dist,) if cls is not None and cls.dist else ())
+
+
+def triage_row(result: Result, env: Environment | None = None) -> Triage:
+    """The row's class (deploytool.bugs.triage) with what was installed here."""
+    return triage(result, env if env is not None else installed_environment(), tools_of(result))
+
+
+def owner_of_row(result: Result, sig: Signature) -> str:
+    """The project whose part is at fault, as the failing step or runtime declares it (`owner` on the step's
+    registration and on the runtime class); a row without a plan (an old row) falls back to `owner_of`."""
+    if sig.runtime:
+        cls = runtime_class_of(result)
+        fmt = result.artifact.format if result.artifact is not None else ""
+        if cls is not None and cls.owner_for(fmt):
+            return cls.owner_for(fmt)
+    step = failing_step(result)
+    if step is not None and step.owner:
+        return step.owner
+    return owner_of(sig)
+
+
 def owner_of(sig: Signature) -> str:
-    """The project whose part is at fault: the runtime's for load/invoke faults and runtime-blamed accuracy faults,
-    else the converter's."""
+    """The project whose part is at fault, by the names in a signature: the runtime's for load/invoke faults and
+    runtime-blamed accuracy faults, else the converter's."""
     if sig.runtime:
         owner = _owner(sig.runtime, RUNTIME_OWNERS)
         if owner:
@@ -162,21 +221,41 @@ def owner_of(sig: Signature) -> str:
     return _owner(sig.converter, CONVERTER_OWNERS) or _owner(sig.direction, CONVERTER_OWNERS) or "unknown"
 
 
+FORMAT_NAMES = {"tflite": "TFLite", "tfjs": "TF.js", "onnx": "ONNX", "keras": "Keras", "saved_model": "SavedModel",
+                "torch": "PyTorch (.pt2)", "tflite-onnx2tf": "TFLite (through ONNX)"}
+
+
+def _named(fmt: str) -> str:
+    return FORMAT_NAMES.get(fmt, fmt)
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1] in "AEIOU" else "a ") + name
+
+
 def title_of(sig: Signature, example: Result) -> str:
-    what = f"{sig.direction} ({sig.quantize})"
+    """A title a maintainer would write: the package and version at fault, what was done, the error's own words."""
+    c = example.combo
+    what = f"{_a(_named(c.framework))} model to {_named(c.format)} ({c.quantize})"
+    step = failing_step(example)
+    tool = f"{step.converter} {package_version(step.dist) or ''}".strip() if step is not None else sig.converter
     if sig.stage in ("export", "convert"):
-        return f"{sig.converter}: converting {what} fails" + (f" with {sig.error}" if sig.error else "") + \
-            (f" on {', '.join(sig.ops)}" if sig.ops else "")
+        return f"{tool}: converting {what} fails: {tool_words(example)}"
+    env = example.environment
+    runtime = str(env.get("runtime") or "") or sig.runtime or runtime_of(example)
+    version = str(env.get("version") or env.get("runtime_version") or "")
+    where = f"{runtime} {version}".strip() + (f" ({c.backend})" if c.backend and c.backend not in runtime else "")
+    made = f"{_a(_named(c.format))} ({c.quantize}) model made by {tool}"
     if sig.stage == "load":
-        return f"{sig.runtime or sig.converter}: a {what} model from {sig.converter} fails to load" + \
-            (f" ({', '.join(sig.ops)})" if sig.ops else "")
+        return f"{where}: {made} fails to load: {tool_words(example)}"
     if sig.stage == "invoke":
-        return f"{sig.runtime or sig.converter}: running a {what} model from {sig.converter} fails" + \
-            (f" with {sig.error}" if sig.error else "")
-    c = example.comparison
-    drop = f", top-1 agreement {c.agreement:.1%}" if c is not None else ""
-    where = f" on {sig.runtime}" if sig.runtime else ""
-    return f"wrong outputs{where} for a {what} model made by {sig.converter}{drop}"
+        return f"{where}: {made} fails when run: {tool_words(example)}"
+    cmp = example.comparison
+    numbers = (f": top-1 agreement with the source {cmp.agreement:.1%}, max |difference| {cmp.max_abs_error:.3g}"
+               if cmp is not None and cmp.agreement == cmp.agreement else
+               (f": max |difference| {cmp.max_abs_error:.3g}" if cmp is not None else ""))
+    who = where if sig.runtime else tool
+    return f"{who}: wrong outputs for {made}{numbers}"
 
 
 def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
@@ -195,6 +274,8 @@ def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
                  if e.converter in p.departs}
     out = []
     for r in results:
+        if r.triage is not None and r.triage.klass == "internal_error":
+            continue  # deploytool's own bug: its traceback is logged, nothing goes upstream
         if not r.failing:
             if r.combo.label in departing and r.comparison is not None:
                 out.append((r, signature(r, True)))
@@ -233,8 +314,15 @@ def example_of(r: Result) -> str:
     return f"{r.model}{EXAMPLE_SEP}{r.combo.label}"
 
 
-def record_run(store: ResultStore, run_id: str, results: list[Result], host_versions: dict[str, str]) -> list[Finding]:
-    """Fold a run's failing rows into the store's findings; returns the findings this run touched."""
+def record_run(store: ResultStore, run_id: str, results: list[Result], host_versions: dict[str, str],
+               env: Environment | None = None) -> list[Finding]:
+    """Fold a run's failing rows into the store's findings; returns the findings this run touched. A row not
+    triaged yet (stored before triage existed) is triaged now, with `env` (what is installed here by default)."""
+    results = [*results, *(d for d in map(fallback_row, results) if d is not None)]
+    for r in results:
+        if r.triage is None and r.failing:
+            env = env if env is not None else installed_environment()
+            r.triage = triage_row(r, env)
 
     # a second converter of the same source that gets it right says which converter is at fault
     pair_rows = [row_of(r) for r in results]
@@ -246,8 +334,10 @@ def record_run(store: ResultStore, run_id: str, results: list[Result], host_vers
     touched: dict[str, Finding] = {}
     for r, sig in failing_signatures(results):
         title = title_of(sig, r) + (f" ({second_opinion[r.combo.label]})" if r.combo.label in second_opinion else "")
-        f = store.record_finding(sig.key, sig.to_json(), owner_of(sig), title, run_id,
-                                 versions_of(r, host_versions), example_of(r), r.bundle)
+        if r.triage is None:  # a backend row departing from its wasm twin: not failing, still a finding
+            r.triage = triage_row(r, env if env is not None else installed_environment())
+        f = store.record_finding(sig.key, sig.to_json(), owner_of_row(r, sig), title, run_id,
+                                 versions_of(r, host_versions), example_of(r), r.bundle, r.triage.to_json())
         touched[sig.key] = f
     # a finding whose combinations ran again here without it is "not seen since" what changed: the same model's
     # combinations (one model's row passing says nothing of the bug another model's row met)
@@ -276,3 +366,51 @@ def export_finding(folder: Path, dest: Path) -> Path:
         raise WorkspaceError(f"cannot export into {dest} ({why}); choose a writable folder of your own") from None
     return dest
 
+
+
+# -- a failing row, settled before it is stored ----------------------------------------------------------------
+INTERNAL_LOG = "internal-{run_id}.log"
+
+
+def internal_log(ws: Workspace, run_id: str) -> Path:
+    """Where a run's deploytool bugs are logged with their tracebacks."""
+    return ws.root / "logs" / INTERNAL_LOG.format(run_id=run_id)
+
+
+def fallback_row(result: Result) -> Result | None:
+    """A measured row whose conversion fell back to a documented alternative, as the failing row its first call
+    would have made (what findings triage, bundle and confirm: the failure is an upstream candidate); None for
+    any other row."""
+    fb = fallback_of(result)
+    step = STEPS.get(str((fb or {}).get("step") or ""))
+    if fb is None or step is None:
+        return None
+    raised = Raised.from_json(fb.get("raised"))
+    words = f"{raised.name}: {raised.first_line}" if raised is not None and raised.first_line else \
+        (raised.name if raised is not None else "failed")
+    return replace(result, status=Status.CONVERSION_FAILED, combo_key=f"{result.combo_key}-fallback",
+                   reason=f"{step.converter} {package_version(step.dist) or ''}: {fb.get('failed')}: {words}",
+                   comparison=None, measurement=None, raised=raised, triage=None)
+
+
+def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment | None = None) -> None:
+    """Triage a failing (or departing) row before it is stored. deploytool's own bug is logged with its traceback
+    and its reason says so, with no bundle (nothing in it is for upstream); any other row gets its bug bundle. A
+    measured row whose conversion fell back gets the bundle of the call that failed (its `bundle`)."""
+    derived = fallback_row(result)
+    if derived is not None:
+        derived.bundle = ""
+        bundle_row(ctx, derived, run_id)
+        result.bundle, result.bundle_error = derived.bundle, derived.bundle_error
+        return
+    result.triage = triage_row(result, env)
+    if result.triage.klass != "internal_error":
+        bundle_row(ctx, result, run_id)
+        return
+    log = internal_log(ctx.ws, run_id)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(f"=== {result.model}: {result.combo.label} ({result.status})\n{result.triage.why}\n"
+                f"{result.traceback or result.reason}\n")
+    result.reason = (f"deploytool bug, not the model's nor a converter's: {result.triage.why}; its traceback is in "
+                     f"{log} (please report it to deploytool's maintainers)")

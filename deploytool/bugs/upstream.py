@@ -1,19 +1,24 @@
-"""The upstream issue of a finding: `issue.md` addressed to the project that
-owns the faulty part, with the fields its issue template asks for (versions,
-OS and browser, standalone reproduction that downloads nothing, the minimal
-model, expected versus actual; for onnxruntime whether the model is quantized,
-for PyTorch `collect_env`), beside the bug bundle's files. Writes files only."""
+"""A finding's folder: `finding.md` (its class, the evidence, what to do next) for every finding, and — only
+for an upstream finding its bare reproducer confirmed — `issue.md` addressed to the project that owns the faulty
+part, with the fields its issue template asks for (versions of every package involved, OS and browser, the
+standalone reproduction that downloads nothing with every attached file named, the minimal model, expected
+versus actual; for onnxruntime whether the model is quantized, for PyTorch `collect_env`), beside the bug
+bundle's files. After a run, each upstream candidate it touched is confirmed (deploytool.bugs.confirm) unless
+the same bundle was. Writes files and confirmations only."""
 
 from __future__ import annotations
 
 import json
 import platform
+from dataclasses import replace
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from deploytool.bugs.bundle import PACKAGES
+from deploytool.bugs.bundle import pip_line
+from deploytool.bugs.confirm import bundle_key, confirm
+from deploytool.errors import Frame
 from deploytool.bugs.findings import Signature, record_run
 from deploytool.provenance import host_facts
 from deploytool.report.markdown import code, fence, prose
@@ -43,7 +48,8 @@ PACKAGES_OF = {
 
 
 def write_finding(finding: Finding, out: Path) -> Path:
-    """(Re)write a finding's folder: issue.md, finding.json and the latest bundle's files (under 10 MiB)."""
+    """(Re)write a finding's folder: finding.md, finding.json, the latest bundle's files (under 10 MiB) and, for
+    a confirmed upstream finding only, issue.md."""
     out.mkdir(parents=True, exist_ok=True)
     bundle = Path(finding.bundle) if finding.bundle else None
     copied: list[str] = []
@@ -61,8 +67,50 @@ def write_finding(finding: Finding, out: Path) -> Path:
             copied.append(p.name)
     meta = _bundle_meta(out)
     (out / "finding.json").write_text(json.dumps(finding.to_json(), indent=2, default=str))
-    (out / "issue.md").write_text(issue_text(finding, meta, copied))
+    (out / "finding.md").write_text(finding_text(finding, meta))
+    issue = out / "issue.md"
+    if finding.state == "confirmed":
+        issue.write_text(issue_text(finding, meta, copied))
+    elif issue.exists():
+        issue.unlink()  # no longer confirmed (not reproduced with what is installed now)
     return out
+
+
+NEXT_STEP = {
+    "coverage gap": "Not a bug: the tool has no conversion or kernel for it. What would make it work: {remedy}",
+    "unconfirmed": "Not filed: a package involved runs outside its own declared requirements. Reproduce it in a "
+                   "virtual environment with those pins (`pip install` them, run the bundle's reproducer) before "
+                   "reporting it upstream.",
+    "candidate": "Not filed yet: its bare reproducer has not shown it here ({confirmation}).",
+    "not reproduced": "Not filed: its bare reproducer, run without deploytool, did not show the fault ({confirmation}); "
+                      "deploytool's own handling may be at fault.",
+    "confirmed": "Confirmed by its bare reproducer (`{command}` in a process that cannot import deploytool); "
+                 "issue.md is ready for {owner}.",
+}
+
+
+def finding_text(finding: Finding, meta: dict[str, Any]) -> str:
+    """finding.md: what deploytool concluded about the finding, on what evidence, and what to do next."""
+    t, c = finding.triage, finding.confirmation
+    lines = [f"# {prose(finding.title)}", "", f"- class: {code(finding.klass or 'untriaged')}, state: "
+             f"**{finding.state}**", f"- owner: {finding.owner or 'none (a plugin of yours)'}",
+             f"- why: {prose(str(t.get('why') or ''))}"]
+    if t.get("raised_at"):
+        lines.append(f"- raised at: {code(Frame.from_json(t['raised_at']).describe())}")
+    if t.get("ops"):
+        lines.append("- ops: " + ", ".join(code(str(o)) for o in t["ops"]))
+    lines += [f"- involved: {', '.join(str(p) for p in t.get('packages') or []) or 'n/a'}"]
+    if t.get("mismatches"):
+        lines += ["", "Requirements not met:", "", *[f"- {prose(str(m))}" for m in t["mismatches"]]]
+    note = NEXT_STEP.get(finding.state, "")
+    lines += ["", note.format(remedy=prose(str(t.get("remedy") or "")), owner=finding.owner,
+                              command=c.get("command", ""),
+                              confirmation=(c.get("state") or "not run") + (f": {c.get('output', '')[-300:]}"
+                                                                             if c.get("output") else ""))]
+    if c.get("output"):
+        lines += ["", "What the reproducer printed:", "", *fence(str(c["output"]))]
+    lines += ["", "Seen in: " + ", ".join(code(e) for e in finding.examples[:8])]
+    return "\n".join(lines) + "\n"
 
 
 def _bundle_meta(folder: Path) -> dict[str, Any]:
@@ -91,26 +139,38 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
              f"last {finding.last_seen}; in: " + ", ".join(code(e) for e in finding.examples[:6]) + ".", ""]
     if finding.not_seen_since:
         lines += [f"**Not seen since {finding.not_seen_since}.**", ""]
+    quantize = str((meta.get("combo") or {}).get("quantize") or sig.quantize or "none")
     lines += ["## What happens", "", f"- stage: {sig.stage}; conversion: {sig.direction} with {sig.converter}, "
-              f"quantization `{sig.quantize}`" + (f"; runtime: {sig.runtime}" if sig.runtime else "")]
+              f"quantization `{quantize}`" + (f"; runtime: {sig.runtime}" if sig.runtime else "")]
     if sig.error:
         lines.append(f"- error: {code(sig.error)}" + (f" on {', '.join(code(op) for op in sig.ops)}" if sig.ops else ""))
     if meta.get("reason"):
         lines += ["", *fence(str(meta["reason"])[:2000])]
-    if m.get("agreement") is not None:
+    if m.get("agreement") is not None and sig.stage in ("accuracy", "latency"):
+        observed = "`observed.npy` (attached); " if "observed.npy" in files else ""
         lines += ["", "## Expected versus actual", "",
-                  f"- expected: the source model's outputs (`expected.npy`; top-1 accuracy "
+                  f"- expected: the source model's outputs (`expected.npy`, attached; top-1 accuracy "
                   f"{_pct(m.get('baseline_accuracy'))} on the test set)",
-                  f"- actual: `observed.npy`; top-1 agreement with the source {_pct(m.get('agreement'))}, accuracy "
+                  f"- actual: {observed}top-1 agreement with the source {_pct(m.get('agreement'))}, accuracy "
                   f"{_pct(m.get('accuracy'))}, max |output difference| {m.get('max_abs_error')}"]
+    c = finding.confirmation
+    if c.get("state") == "confirmed":
+        lines += ["", f"Reproduced on the versions below by `{c.get('command')}` alone (deploytool not importable in "
+                  "that process):", "", *fence(str(c.get("output") or "")[-1500:])]
     if owner == "microsoft/onnxruntime":
-        lines += ["", f"Is this a quantized model? {'yes (' + sig.quantize + ')' if sig.quantize != 'none' else 'no'}"]
+        lines += ["", f"Is this a quantized model? {'yes (' + quantize + ')' if quantize != 'none' else 'no'}"]
     lines += ["", "## System information", "", f"- OS: {platform.platform()}", f"- Python: {platform.python_version()}"]
     relevant = PACKAGES_OF.get(owner, ())
     versions = finding.last_versions
     for p in sorted(versions, key=lambda k: (k not in relevant, k)):
         if p in relevant or p in ("numpy",):
             lines.append(f"- {p}: {versions[p]}")
+    shown = {p for p in versions if p in relevant or p == "numpy"}
+    for pkg in (finding.triage.get("packages") or []):  # every distribution the fault involved
+        name = str(pkg).split(" ")[0]
+        if name not in shown:
+            lines.append(f"- {pkg.replace(' ', ': ', 1)}")
+            shown.add(name)
     affected = {p: v for p, v in finding.versions.items() if p in relevant and len(v) > 1}
     if affected:
         lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
@@ -123,22 +183,7 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     lines += [f"- {ask}" for ask in asks]
     if owner == "pytorch/pytorch":
         lines += ["", "<details><summary>collect_env</summary>", "", *fence(_collect_env()), "</details>"]
-    lines += ["", "## Standalone reproduction (downloads nothing)", ""]
-    if "reproduce.py" in files:
-        ran = meta.get("versions") or {}
-        packages = meta.get("packages") or {  # a bundle written before bundle.json named its packages
-            p: ran.get(p, "") for p in ("numpy", *PACKAGES.get(meta.get("host_runtime") or "", ()))}
-        pins = " ".join(f"{p}=={v}" if v else p for p, v in packages.items())
-        lines += [f"Attached: {', '.join(f'`{f}`' for f in files)}.", "",
-                  "```sh", f"pip install {pins}", "python reproduce.py", "```", "",
-                  "`inputs.npy` holds the few samples that show it (the ones whose prediction changes come first), "
-                  "`expected.npy` the source model's outputs, `observed.npy` what the faulty part produced."]
-    else:
-        lines.append("No bundle was written for this finding; run the deploytool command in finding.json.")
-    if "reproduce_web.html" in files:
-        lines += ["", "`reproduce_web.html` runs the same samples in the browser on the backend at fault and on wasm, "
-                  "with only the npm packages of `package.json` (`npm install`, serve the folder on 127.0.0.1, open "
-                  "it in Chromium with `--enable-unsafe-webgpu`)."]
+    lines += ["", "## Standalone reproduction (downloads nothing)", "", *_reproduction(meta, files)]
     if "backend_test" in files:
         lines += ["", "`backend_test/` is the same fault in ONNX's backend-test layout (`model.onnx`, "
                   "`test_data_set_0/input_0.pb` and `output_0.pb`, the expected outputs), ready for onnx's "
@@ -149,14 +194,45 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _reproduction(meta: dict[str, Any], files: list[str]) -> list[str]:
+    """How to run each attached reproducer, with the pip line pinning every package it imports."""
+    lines = [f"Attached: {', '.join(f'`{f}`' for f in files)}." if files else "Nothing attached.", ""]
+    conv = meta.get("convert")
+    if conv and "reproduce_convert.py" in files:
+        lines += ["The conversion (`convert()` in `reproduce_convert.py` is the exact call, on `" + conv["source"]
+                  + "`" + (", calibrated on `calibration.npz`" if "calibration.npz" in files else "") + "):", "",
+                  "```sh", pip_line(conv["packages"]), "python reproduce_convert.py   # exit code 1: it fails", "```", ""]
+    if "reproduce.py" in files and meta.get("host_runtime"):
+        lines += ["```sh", pip_line(meta.get("packages") or {}), "python reproduce.py   # exit code 1: it reproduces",
+                  "```", "", f"`{meta.get('inputs_file', 'inputs.npy')}` holds the few samples that show it (the ones "
+                  "whose prediction changes come first), `expected.npy` the source model's outputs"
+                  + (", `observed.npy` what the faulty part produced." if "observed.npy" in files else "."), ""]
+    if "reproduce_web.html" in files:
+        lines += ["In the browser, with only the npm packages of `package.json`:", "", "```sh",
+                  "npm install && pip install playwright", "python reproduce_web.py   # exit code 1: it reproduces",
+                  "```", "", "(`reproduce_web.py` serves the folder on 127.0.0.1 and opens `reproduce_web.html` in "
+                  "headless Chromium; the page alone works too, served from 127.0.0.1.)", ""]
+    return lines
+
+
 def _pct(v: Any) -> str:
     return f"{100 * float(v):.2f}%" if isinstance(v, (int, float)) else "n/a"
 
 
-def record_and_write(store: ResultStore, ws: Any, run_id: str, results: list[Any]) -> list[Finding]:
-    """Fold a run into the findings and (re)write the folder of every finding it touched."""
+def record_and_write(store: ResultStore, ws: Any, run_id: str, results: list[Any],
+                     confirm_upstream: bool = True) -> list[Finding]:
+    """Fold a run into the findings, confirm each upstream candidate it touched by its bare reproducer (unless
+    the same bundle was confirmed before), and (re)write the folder of every finding it touched."""
 
     touched = record_run(store, run_id, results, host_facts()["versions"])
+    out = []
     for f in touched:
+        if confirm_upstream and f.klass == "upstream" and f.bundle and Path(f.bundle).is_dir():
+            key = bundle_key(Path(f.bundle))
+            if f.confirmation.get("key") != key:
+                done = confirm(Path(f.bundle)).to_json()
+                store.confirm_finding(f.id, done)
+                f = replace(f, confirmation=done)
         write_finding(f, ws.finding_dir(f.id))
-    return touched
+        out.append(f)
+    return out

@@ -1,4 +1,5 @@
-"""`deploytool findings [list|show|export]`: the converter and runtime bugs the runs found."""
+"""`deploytool findings [list|show|export]`: the converter and runtime bugs the runs found, with their triage
+class and state (confirmed by a bare reproducer, candidate, coverage gap, unconfirmed), filtered on either."""
 
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ def run(args: argparse.Namespace) -> int:
     ws = Workspace.open(args.workspace, writable=args.action == "export")
     store = open_store(args.db, ws.default_db_url)
     if args.action == "list":
-        found = store.findings()
+        found = [f for f in store.findings() if (args.klass is None or f.klass == args.klass)
+                 and (args.state is None or f.state == args.state.replace("-", " "))]
         if args.output == "json":
-            print(json.dumps([f.to_json() for f in found], indent=1, default=str))
+            print(json.dumps([{**f.to_json(), "class": f.klass, "state": f.state} for f in found], indent=1,
+                             default=str))
             return 0
-        print_table(("finding", "owner", "seen", "runs", "last seen", "status", "title"),
-                     [(f.id[:10], f.owner, str(f.occurrences), str(len(f.runs)), f.last_seen,
+        print_table(("finding", "class", "state", "owner", "seen", "last seen", "since", "title"),
+                     [(f.id[:10], f.klass or "-", f.state, f.owner or "-", str(f.occurrences), f.last_seen[:16],
                        f"not seen since {f.not_seen_since}" if f.not_seen_since else "open",
-                       f.title[:90]) for f in found])
+                       f.title[:80]) for f in found])
         return 0
     if not args.id:
         raise UnknownOption(f"`findings {args.action}` needs a finding id; `deploytool findings` lists them")
@@ -35,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         if args.output == "json":
             print(json.dumps(f.to_json(), indent=1, default=str))
-        else:
-            issue = folder / "issue.md"
-            print(issue.read_text() if issue.exists() else json.dumps(f.to_json(), indent=1, default=str))
+        else:  # the issue when it is confirmed, else what deploytool concluded
+            shown = next((p for p in (folder / "issue.md", folder / "finding.md") if p.exists()), None)
+            print(shown.read_text() if shown is not None else json.dumps(f.to_json(), indent=1, default=str))
         return 0
     if args.dir is None:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")

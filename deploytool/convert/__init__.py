@@ -10,6 +10,7 @@ back an `Artifact` written there.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,7 @@ from deploytool.convert.registry import (
     route,
     unregister_converter,
 )
-from deploytool.errors import StageFailed, UnknownOption
+from deploytool.errors import Raised, StageFailed, UnknownOption, first_line_of
 
 
 class Converter(Protocol):
@@ -109,10 +110,10 @@ def _version(dist: str) -> str:
 
 
 def _failed(step: Step, e: BaseException) -> StageFailed:
-    lines = [s for s in str(e).strip().splitlines() if s.strip()]
-    first = lines[0].strip()[:300] if lines else ""
+    """The row's result for step `step` raising `e`: the tool's words, and `e` itself as evidence for triage."""
+    first = first_line_of(str(e))
     text = f"{type(e).__name__}: {first}" if first else type(e).__name__
-    return StageFailed("conversion_failed", f"{step.converter} {_version(step.dist)}: {text}")
+    return StageFailed("conversion_failed", f"{step.converter} {_version(step.dist)}: {text}", Raised.of(e))
 
 
 def _run_step(step: Step, source: Artifact, quantize: str, out_dir: Path,
@@ -123,6 +124,25 @@ def _run_step(step: Step, source: Artifact, quantize: str, out_dir: Path,
         raise
     except Exception as e:  # any converter error is this combination's result, not a crash of the run
         raise _failed(step, e) from e
+
+
+# Where a two-step conversion keeps the input of its second step when that step failed (or fell back to an
+# alternative): the bug bundle's reproduce_convert.py calls the step on it.
+KEPT_STEP_INPUT = "failed-step-input"
+
+
+def _keep_step_input(art: Artifact, out_dir: Path) -> None:
+    from deploytool.modelfiles.onnx_external import copy_with_external
+
+    keep = Path(out_dir) / KEPT_STEP_INPUT
+    keep.mkdir(parents=True, exist_ok=True)
+    path = Path(art.path)
+    if path.is_dir():
+        shutil.copytree(path, keep / path.name, dirs_exist_ok=True)
+        kept = keep / path.name
+    else:
+        kept = copy_with_external(path, keep)
+    replace(art, path=kept).save(keep / "artifact.json")
 
 
 def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
@@ -142,7 +162,13 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
         exporter, quantizer = steps
         with tempfile.TemporaryDirectory(prefix="deploytool-export-") as tmp:
             fp32 = _run_step(exporter, source, "none", Path(tmp), None)
-            art = _run_step(quantizer, fp32, quantize, out_dir, calibration)
+            try:
+                art = _run_step(quantizer, fp32, quantize, out_dir, calibration)
+            except StageFailed:
+                _keep_step_input(fp32, out_dir)  # a bug bundle reproduces the failing step from its own input
+                raise
+            if art.options.get("fallback"):
+                _keep_step_input(fp32, out_dir)
         art = replace(art, converter=f"{fp32.converter} + {art.converter}",
                       converter_version=f"{fp32.converter_version} + {art.converter_version}",
                       options={**art.options, "exported_with": {"converter": fp32.converter,
@@ -155,6 +181,6 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
     return art
 
 
-__all__ = ["FORMATS", "QUANTIZE_WORDS", "SOURCE_FORMATS", "Converter", "Format", "Mode", "Plan", "Route", "SourceFormat",
+__all__ = ["KEPT_STEP_INPUT", "FORMATS", "QUANTIZE_WORDS", "SOURCE_FORMATS", "Converter", "Format", "Mode", "Plan", "Route", "SourceFormat",
            "Step", "artifact_format", "convert", "plan", "quantize_modes", "register_converter", "register_format",
            "register_source_format", "unregister_converter"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.data.feed import Feed
-from deploytool.errors import StageFailed
+from deploytool.errors import Raised, StageFailed
 from deploytool.provenance import package_version
 
 # A few hundred samples calibrate a small CNN as well as thousands do; the cap
@@ -123,3 +123,50 @@ def refuse_integer_io_for_integer_inputs(source: Artifact, quantize: str) -> Non
                           + ", ".join(t.describe() for t in sig.inputs if not t.is_float)
                           + " takes integers already (ids, masks); use int8")
 
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A converter step's call as standalone Python, for a bug bundle's `reproduce_convert.py`: `code` is the body
+    of a function that converts SOURCE (the step's input in the bundle) into OUT with the options deploytool uses
+    for the quantization (CALIBRATION: the calibration arrays by input name, or None; INPUTS: (name, dtype,
+    one sample's shape) of each model input), and `imports` the distributions it imports (their versions are
+    pinned on the bundle's pip line). It must match what the step's `convert` calls; only the tool is called."""
+
+    code: str
+    imports: tuple[str, ...]
+    output: str  # OUT's name: a file ("model.tflite") or a folder ("tfjs")
+
+
+# zero tensors like torch_samples' (one per input, its dtype; INPUTS gives one sample's shape, open dims filled)
+TORCH_SAMPLES_RECIPE = ("import torch\n"
+                        "def samples(batch):\n"
+                        "    return tuple(torch.zeros((batch, *shape), dtype=getattr(torch, dtype)) "
+                        "for _, dtype, shape in INPUTS)\n"
+                        "program = torch.export.load(SOURCE)  # the bundle's copy, re-saved by deploytool\n")
+
+
+def saved_model_recipe(source: Artifact) -> str:
+    """The lines that give `saved` (a SavedModel folder) for a Keras or SavedModel source, as saved_model_dir does."""
+    if source.format == "keras":
+        return ("import keras\n"
+                "model = keras.saving.load_model(SOURCE, compile=False, safe_mode=True)\n"
+                "model.export('saved_model', format='tf_saved_model', verbose=False)\n"
+                "saved = 'saved_model'\n")
+    return "saved = SOURCE\n"
+
+
+def fallback(step: str, failed: str, error: BaseException, used: str) -> dict[str, Any]:
+    """What a step records when its first call failed and the documented alternative worked (Artifact.options
+    "fallback"): the step, the call that failed and its exception (deploytool.errors.Raised as JSON, for triage
+    and the bug bundle that reproduces it), and what was used instead."""
+    return {"step": step, "failed": failed, "raised": Raised.of(error).to_json(), "used": used}
+
+
+def fallback_note(fb: dict[str, Any]) -> str:
+    """The row's note for a fallback: what failed, what was used, and that the failure is an upstream candidate."""
+    raised = Raised.from_json(fb.get("raised"))
+    words = f"{raised.name}: {raised.first_line}" if raised is not None and raised.first_line else \
+        (raised.name if raised is not None else "an error")
+    return (f"{fb['failed']} failed ({words}); converted with {fb['used']}, the documented alternative: the "
+            "failure is an upstream candidate (`deploytool findings`)")

@@ -40,6 +40,7 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import dist_version, onnx_input_names
 from deploytool.data.feed import Batch, Feed, feed_sha256
+from deploytool.errors import NoConversion, ToolFailed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
 
@@ -53,8 +54,8 @@ TFLITE_SUFFIX = {"none": "float32", "fp16": "float16", "dynamic": "dynamic_range
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-class Onnx2tfError(RuntimeError):
-    """onnx2tf gave up (it called sys.exit): the message is the error it printed."""
+class Onnx2tfError(ToolFailed):
+    """onnx2tf gave up (it called sys.exit): the message is the error it printed; its cause the SystemExit."""
 
 
 def _printed_error(text: str) -> str:
@@ -106,16 +107,46 @@ def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
             onnx2tf.convert(input_onnx_file_path=str(src), output_folder_path=str(out_dir), non_verbose=True,
                             not_use_onnxsim=True, output_signaturedefs=True,
                             copy_onnx_input_output_names_to_tflite=True, **kwargs)
-    except SystemExit:
-        raise Onnx2tfError(_printed_error(printed.getvalue())) from None
+    except SystemExit as e:
+        raise Onnx2tfError(_printed_error(printed.getvalue())) from e
     except ModuleNotFoundError as e:  # onnx2tf has one module per ONNX op it converts
         module = e.name or ""
         if not module.startswith("onnx2tf.ops."):
             raise
-        raise NotImplementedError(f"onnx2tf has no conversion for the ONNX op {module.rsplit('.', 1)[-1]}") from None
+        op = module.rsplit(".", 1)[-1]
+        raise NoConversion(f"onnx2tf has no conversion for the ONNX op {op}", (op,),
+                           "onnx2tf converts the ONNX ops it has a module for (onnx2tf/ops/); this one needs another "
+                           "converter, or the model exported without it") from e
     finally:
         sys.stdout.write(printed.getvalue())  # into the conversion log
     return options
+
+
+def run_recipe(source: Artifact, integer: bool) -> str:
+    """`run`'s onnx2tf.convert call as standalone Python (into the folder 'onnx2tf'; see convert._common.Recipe)."""
+    keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" and source.signature is None else \
+        "keep_nwc_or_nhwc_or_ndhwc_input_names"
+    lines = ["import shutil", "import numpy as np", "import onnx", "import onnx2tf",
+             "shutil.copyfile(SOURCE, 'input.onnx')  # onnx2tf writes into the file it is given",
+             "graph = onnx.load('input.onnx', load_external_data=False).graph",
+             "names = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]",
+             f"kwargs = {{{keep!r}: names, 'output_dynamic_range_quantized_tflite': True}}"]
+    if integer:
+        lines += ["paths = []",
+                  "for i, ((name, _, _), model_name) in enumerate(zip(INPUTS, names)):",
+                  "    a = CALIBRATION[name]",
+                  "    np.save(f'calibration{i}.npy', a.astype(np.float32) if a.dtype.kind == 'f' else a)",
+                  "    paths.append([model_name, f'calibration{i}.npy', 0.0, 1.0])",
+                  "kwargs.update(output_integer_quantized_tflite=True, quant_type='per-channel', "
+                  "custom_input_op_name_np_data_path=paths, input_quant_dtype='int8', output_quant_dtype='int8')"]
+    lines.append("onnx2tf.convert(input_onnx_file_path='input.onnx', output_folder_path='onnx2tf', non_verbose=True, "
+                 "not_use_onnxsim=True, output_signaturedefs=True, copy_onnx_input_output_names_to_tflite=True, "
+                 "**kwargs)")
+    return "\n".join(lines) + "\n"
+
+
+# what an onnx2tf recipe imports: onnx2tf runs on TensorFlow, onnx, onnxruntime and LiteRT
+RECIPE_IMPORTS = ("onnx2tf", "onnx", "onnxruntime", "tensorflow", "tf-keras", "onnx-graphsurgeon", "ai-edge-litert")
 
 
 def tflite_path(source: Artifact, out_dir: Path, quantize: str) -> Path:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, calibration_subset, check_onnx, dist_version, finish, onnx_input_names
+from deploytool.convert._common import (Mode, Recipe, calibration_subset, fallback, fallback_note, check_onnx, dist_version, finish,
+                                         onnx_input_names)
 from deploytool.convert.registry import register_converter
 from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
@@ -38,7 +39,34 @@ UNSUPPORTED = {
 }
 
 
-@register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED)
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """quant_pre_process, then quantize_dynamic or quantize_static (QDQ, per-channel, MinMax) as `convert` calls
+    them (the documented alternative, skip_symbolic_shape=True, is not tried: the reproducer shows the fault)."""
+    lines = ["from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, "
+             "QuantType, quantize_dynamic, quantize_static)",
+             "from onnxruntime.quantization.shape_inference import quant_pre_process",
+             "quant_pre_process(SOURCE, 'pre.onnx')"]
+    if quantize == "dynamic":
+        lines.append("quantize_dynamic('pre.onnx', OUT, weight_type=QuantType.QInt8, per_channel=False)")
+    else:
+        lines += ["import onnx",
+                  "graph = onnx.load('pre.onnx', load_external_data=False).graph",
+                  "names = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]",
+                  "arrays = [CALIBRATION[name] for name, _, _ in INPUTS]",
+                  "class Reader(CalibrationDataReader):",
+                  "    def __init__(self):",
+                  f"        self.starts = iter(range(0, len(arrays[0]), {CALIBRATION_BATCH}))",
+                  "    def get_next(self):",
+                  "        i = next(self.starts, None)",
+                  f"        return None if i is None else {{n: a[i:i + {CALIBRATION_BATCH}] for n, a in zip(names, arrays)}}",
+                  "quantize_static('pre.onnx', OUT, Reader(), quant_format=QuantFormat.QDQ, per_channel=True, "
+                  "activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, "
+                  "calibrate_method=CalibrationMethod.MinMax)"]
+    return Recipe("\n".join(lines) + "\n", ("onnxruntime", "onnx"), "model.onnx")
+
+
+@register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED, owner="microsoft/onnxruntime",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -52,15 +80,20 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
     path = Path(out_dir) / "model.onnx"
     options: dict = {"pre_process": "quant_pre_process"}
+    notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-onnxq-") as tmp:
         pre = Path(tmp) / "pre.onnx"
         try:
             quant_pre_process(str(source.path), str(pre))
-        except Exception as e:  # onnxruntime's symbolic shape inference gives up on some graphs (Gather on ids)
-            if "symbolic shape" not in str(e).lower():
-                raise
-            quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True)
+        except Exception as e:  # onnxruntime's symbolic shape inference gives up on some graphs (a Reshape, ids)
+            try:  # the documented way around it: quantization without symbolic shape inference
+                quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True)
+            except Exception:
+                raise e from None  # the alternative fails too: the row fails with the first error
             options["pre_process"] = "quant_pre_process(skip_symbolic_shape=True)"
+            options["fallback"] = fallback("onnx_quant", "quant_pre_process(model, 'pre.onnx')", e,
+                                           "quant_pre_process(model, 'pre.onnx', skip_symbolic_shape=True)")
+            notes = (fallback_note(options["fallback"]),)
         if quantize == "dynamic":
             quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False)
             options.update(weight_type="QInt8", per_channel=False)
@@ -91,4 +124,4 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         else:
             raise ValueError(f"onnx_quant has no mode {quantize!r}")
     check_onnx(path)
-    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST), options)
+    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST), options, notes)

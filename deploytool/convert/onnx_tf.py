@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, check_onnx, dist_version, finish
+from deploytool.convert._common import Mode, Recipe, check_onnx, dist_version, finish, saved_model_recipe
 from deploytool.convert._tf import saved_model_dir, serving_function
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.signature import match_names
@@ -26,8 +26,23 @@ MODES = {"none": Mode("float32, no quantization")}
 # Which quantization words ONNX lacks, and why, is onnx_quant.UNSUPPORTED: one list for every ONNX exporter.
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """tf2onnx.convert.from_function over the serving signature, every input at its dtype with a free batch."""
+    code = ("import tensorflow as tf\nimport tf2onnx\n" + saved_model_recipe(source) +
+            "serving = tf.saved_model.load(saved).signatures['serving_default']\n"
+            "inputs = serving.structured_input_signature[1]\n"
+            "spec = tuple(tf.TensorSpec((None, *s.shape[1:]), s.dtype, name=n) for n, s in inputs.items())\n"
+            "@tf.function(input_signature=spec)\n"
+            "def serve(*x):\n"
+            "    return serving(**dict(zip(inputs, x)))\n"
+            f"tf2onnx.convert.from_function(serve, input_signature=spec, opset={OPSET}, output_path=OUT)\n")
+    return Recipe(code, ("tensorflow", "tf2onnx", "onnx") + (("keras",) if source.format == "keras" else ()),
+                  "model.onnx")
+
+
 @register_converter("onnx_tf", converter=CONVERTER, dist=DIST, modes=MODES,
-                    routes=(Route("keras", "onnx", then="onnx_quant"), Route("saved_model", "onnx", then="onnx_quant")))
+                    routes=(Route("keras", "onnx", then="onnx_quant"), Route("saved_model", "onnx", then="onnx_quant")), owner="onnx/tensorflow-onnx",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
     import tf2onnx

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
-from deploytool.convert._common import Mode, check_onnx, dist_version, finish, torch_samples
+from deploytool.convert._common import (TORCH_SAMPLES_RECIPE, Mode, Recipe, check_onnx, dist_version, finish,
+                                         torch_samples)
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles import pt2
 
@@ -60,8 +61,18 @@ def _export(source: Artifact, path: Path, calibration: Any = None) -> None:
     check_onnx(path)
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """torch.onnx.export of the ExportedProgram as `_export` calls it."""
+    sig = source.signature
+    inputs, outputs = (list(sig.input_names), list(sig.output_names)) if sig is not None else (["input"], ["output"])
+    code = (TORCH_SAMPLES_RECIPE + f"torch.onnx.export(program, samples(2), OUT, dynamo=True, opset_version={OPSET}, "
+            f"input_names={inputs!r}, output_names={outputs!r}, external_data=False, verbose=False)\n")
+    return Recipe(code, ("torch", "onnx", "onnxscript"), "model.onnx")
+
+
 @register_converter("onnx_torch", converter=CONVERTER, dist=DIST, modes=MODES,
-                    routes=(Route("torch", "onnx", then="onnx_quant"),))
+                    routes=(Route("torch", "onnx", then="onnx_quant"),), owner="pytorch/pytorch",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     global _exports_dir
     path = Path(out_dir) / "model.onnx"

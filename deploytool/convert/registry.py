@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode
+from deploytool.convert._common import Mode, Recipe
 from deploytool.registry import Registry, load_plugins
 
 ConvertFn = Callable[[Artifact, str, Path, "np.ndarray | None"], Artifact]
@@ -40,6 +40,9 @@ class Step:
     unsupported: Mapping[str, str]  # quantization word -> why this step has no such mode
     run: ConvertFn
     copies: bool = False  # the step copies its input unchanged (a user's file already in the asked format)
+    owner: str = ""  # the project where the tool's faults are reported ("" for deploytool's own steps)
+    # the step's call as standalone Python (a bundle's reproduce_convert.py), for a source and a quantization
+    recipe: Callable[[Artifact, str], Recipe] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,12 +88,15 @@ _ROUTES: dict[tuple[str, str], _Routed] = {}
 
 def register_converter(name: str, *, converter: str, dist: str, modes: Mapping[str, Mode],
                        unsupported: Mapping[str, str] | None = None, routes: tuple[Route, ...] = (),
-                       copies: bool = False) -> Callable[[ConvertFn], ConvertFn]:
-    """The decorator a converter module puts on its `convert`: registers the step `name` and its routes."""
+                       copies: bool = False, owner: str = "",
+                       recipe: Callable[[Artifact, str], Recipe] | None = None) -> Callable[[ConvertFn], ConvertFn]:
+    """The decorator a converter module puts on its `convert`: registers the step `name` and its routes.
+    `owner`: the GitHub project where the tool's bugs are reported (findings address it)."""
 
     def decorate(fn: ConvertFn) -> ConvertFn:
         STEPS.add(name, Step(name=name, converter=converter, dist=dist, modes=dict(modes),
-                             unsupported=dict(unsupported or {}), run=fn, copies=copies))
+                             unsupported=dict(unsupported or {}), run=fn, copies=copies, owner=owner,
+                             recipe=recipe))
         for r in routes:
             _ROUTES[(r.source, r.fmt)] = _Routed(name, r)
         return fn

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, dist_version, finish
+from deploytool.convert._common import Mode, Recipe, dist_version, finish, saved_model_recipe
 from deploytool.convert._tf import saved_model_dir
 from deploytool.convert.registry import Route, register_converter
 
@@ -45,8 +45,19 @@ _FLAGS = {"none": [], "fp16": ["--quantize_float16=*"], "dynamic": ["--quantize_
           "int8": ["--quantize_uint8=*"], "uint8": ["--quantize_uint8=*"], "uint16": ["--quantize_uint16=*"]}
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """tensorflowjs_converter on the serving signature with `convert`'s arguments."""
+    args = ["--input_format=tf_saved_model", "--output_format=tfjs_graph_model",
+            "--signature_name=serving_default", *_FLAGS[quantize]]
+    code = ("import os\nos.environ.setdefault('TFDF_DISABLE_WELCOME_MESSAGE', '1')\n"
+            "from tensorflowjs.converters import converter\n" + saved_model_recipe(source) +
+            f"converter.convert([*{args!r}, saved, OUT])\n")
+    return Recipe(code, ("tensorflowjs", "tensorflow") + (("keras",) if source.format == "keras" else ()), "tfjs")
+
+
 @register_converter("tfjs", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
-                    routes=(Route("keras", "tfjs"), Route("saved_model", "tfjs")))
+                    routes=(Route("keras", "tfjs"), Route("saved_model", "tfjs")), owner="tensorflow/tfjs",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     # tensorflowjs imports TF-DF, whose welcome banner imports IPython (not installed) whenever
     # sys.stdout is not the real terminal/pipe (pytest capture, a progress bar's wrapper).

@@ -18,7 +18,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
-from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
+from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, finish,
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert.registry import Route, register_converter
 
@@ -39,8 +39,16 @@ MODES = {
 UNSUPPORTED = tflite_tf.UNSUPPORTED  # the same words: uint8/uint16 are TF.js modes whichever converter makes the TFLite
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """onnx2tf.convert as `_onnx2tf.run` calls it (calibrated for the int8 modes), then the file for `quantize`."""
+    code = _onnx2tf.run_recipe(source, quantize in ("int8", "int8-io")) + \
+        f"shutil.copyfile('onnx2tf/input_{_onnx2tf.TFLITE_SUFFIX[quantize]}.tflite', OUT)\n"
+    return Recipe(code, ("numpy", *_onnx2tf.RECIPE_IMPORTS), "model.tflite")
+
+
 @register_converter("tflite_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
-                    routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")))
+                    routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")), owner="PINTO0309/onnx2tf",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     refuse_integer_io_for_integer_inputs(source, quantize)
     integer = quantize in ("int8", "int8-io")

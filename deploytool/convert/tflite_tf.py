@@ -13,8 +13,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import (Mode, calibration_subset, dist_version, finish,
-                                         refuse_integer_io_for_integer_inputs)
+from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, finish,
+                                         refuse_integer_io_for_integer_inputs, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import Feed
@@ -40,8 +40,33 @@ UNSUPPORTED = {
 }
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """TFLiteConverter.from_saved_model on the source's serving signature with `_configure`'s options."""
+    lines = ["import tensorflow as tf", saved_model_recipe(source).rstrip(),
+             "converter = tf.lite.TFLiteConverter.from_saved_model(saved)"]
+    if quantize != "none":
+        lines.append("converter.optimizations = [tf.lite.Optimize.DEFAULT]")
+    if quantize == "fp16":
+        lines.append("converter.target_spec.supported_types = [tf.float16]")
+    if quantize in ("int8", "int8-io"):
+        lines += ["serving = tf.saved_model.load(saved).signatures['serving_default']",
+                  "names = list(serving.structured_input_signature[1])",
+                  "arrays = [CALIBRATION[name] for name, _, _ in INPUTS]",
+                  "def representative_dataset():",
+                  "    for i in range(len(arrays[0])):",
+                  "        yield dict(zip(names, [a[i:i + 1] for a in arrays]))",
+                  "converter.representative_dataset = representative_dataset",
+                  "converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]"]
+    if quantize == "int8-io":
+        lines += ["converter.inference_input_type = tf.int8", "converter.inference_output_type = tf.int8"]
+    lines.append("open(OUT, 'wb').write(converter.convert())")
+    return Recipe("\n".join(lines) + "\n", ("tensorflow", "keras") if source.format == "keras" else ("tensorflow",),
+                  "model.tflite")
+
+
 @register_converter("tflite_tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
-                    routes=(Route("keras", "tflite"), Route("saved_model", "tflite")))
+                    routes=(Route("keras", "tflite"), Route("saved_model", "tflite")), owner="tensorflow/tensorflow",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 

@@ -16,12 +16,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import (
-    Mode,
-    calibration_subset,
-    dist_version,
-    finish,
-    torch_calibration_batches,
-    torch_samples,
+    TORCH_SAMPLES_RECIPE, Mode, Recipe, calibration_subset, dist_version, finish, torch_calibration_batches, torch_samples,
 )
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.pt2 import load_program
@@ -65,8 +60,36 @@ def _pt2e_int8(module, sample, samples: np.ndarray):
     return convert_pt2e(prepared, fold_quantize=False), QuantConfig(pt2e_quantizer=quantizer)
 
 
+def recipe(source: Artifact, quantize: str) -> Recipe:
+    """litert_torch.convert at batch 1 with the quantization `convert` uses for `quantize`."""
+    lines = ["import os", "os.environ.setdefault('LITERT_TORCH_SHOW_PROGRESS', 'n')", TORCH_SAMPLES_RECIPE.rstrip(),
+             "import litert_torch", "from litert_torch.generative.quantize import quant_recipes",
+             "module, sample = program.module(), samples(1)"]
+    if quantize == "none":
+        lines.append("edge = litert_torch.convert(module, sample)")
+    elif quantize in ("fp16", "dynamic"):
+        fn = "full_fp16_recipe" if quantize == "fp16" else "full_dynamic_recipe"
+        lines.append(f"edge = litert_torch.convert(module, sample, quant_config=quant_recipes.{fn}())")
+    else:
+        lines += ["from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config",
+                  "from litert_torch.quantize.quant_config import QuantConfig",
+                  "from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e",
+                  "quantizer = PT2EQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, "
+                  "is_dynamic=False))",
+                  "prepared = prepare_pt2e(torch.export.export(module, sample).module(), quantizer)",
+                  "arrays = [CALIBRATION[name] for name, _, _ in INPUTS]",
+                  "with torch.no_grad():",
+                  "    for i in range(len(arrays[0])):",
+                  "        prepared(*(torch.from_numpy(a[i:i + 1]) for a in arrays))",
+                  "edge = litert_torch.convert(convert_pt2e(prepared, fold_quantize=False), sample, "
+                  "quant_config=QuantConfig(pt2e_quantizer=quantizer))"]
+    lines.append("edge.export(OUT)")
+    return Recipe("\n".join(lines) + "\n", ("litert-torch", "torch", "torchao", "ai-edge-litert"), "model.tflite")
+
+
 @register_converter("tflite_torch", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
-                    routes=(Route("torch", "tflite"),))
+                    routes=(Route("torch", "tflite"),), owner="google-ai-edge/litert-torch",
+                    recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     os.environ.setdefault("LITERT_TORCH_SHOW_PROGRESS", "n")
     import litert_torch

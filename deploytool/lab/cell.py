@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from deploytool.bugs.bundle import bundle_row
+from deploytool.bugs.findings import settle_row
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.provenance import host_identity, host_name
 from deploytool.result import Combo
@@ -57,7 +57,7 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
         r = run_combination(ctx, _converter(cell["workspace"], ctx.req.timeout_s), combo, cell["run_id"], files)
         r.combo_key = key
         if r.failing:
-            bundle_row(ctx, r, cell["run_id"])
+            settle_row(ctx, r, cell["run_id"])
         try:
             from distributed import get_worker
 

@@ -386,6 +386,9 @@ def localize_failures(ctx: RunContext, store: ResultStore, run_id: str, results:
         for r in results:
             if not r.failing or (only and only not in r.combo.label):
                 continue
+            if r.triage is not None and r.triage.klass == "internal_error":
+                log(f"{r.combo.label}: not localized: a deploytool bug, not the model's ({r.triage.why})")
+                continue
             log(f"localizing {r.combo.label} ...")
             try:
                 loc = localize(ctx, r, converter)

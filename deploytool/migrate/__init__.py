@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deploytool import convert
-from deploytool.bugs.bundle import bundle_row
+from deploytool.bugs.bundle import fallback_of
+from deploytool.bugs.findings import settle_row
+from deploytool.bugs.triage import installed_environment
 from deploytool.bugs.upstream import record_and_write
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
@@ -183,8 +185,8 @@ class _Run:
                     bar.set_postfix_str(combo.label, refresh=True)
 
                     result = run_combination(ctx, converter, combo, run_id, keys[combo])
-                    if result.failing or departs_from_twin(result, ran):
-                        bundle_row(ctx, result, run_id)
+                    if result.failing or departs_from_twin(result, ran) or fallback_of(result) is not None:
+                        settle_row(ctx, result, run_id, installed_environment())
                     ran.append(result)
                     t = time.perf_counter()
                     stored.save(store, ctx.ws, result)

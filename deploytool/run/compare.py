@@ -11,7 +11,7 @@ from typing import Iterator, Protocol
 
 import numpy as np
 
-from deploytool.errors import UnknownOption
+from deploytool.errors import OutputMismatch, UnknownOption
 from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip, OutputComparison
 from deploytool.spec import TOLERANCE_METRICS, tolerance_problem
 
@@ -57,8 +57,8 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray) -> O
     """One output against the baseline's: absolute, range-relative and cosine agreement."""
     t = np.asarray(target, np.float64)
     r = np.asarray(reference, np.float64)
-    if t.shape != r.shape:
-        raise ValueError(f"output {name!r} has shape {t.shape[1:]}, the baseline's {r.shape[1:]}")
+    if t.shape != r.shape:  # whole shapes: a sample count that differs is not a shape that does
+        raise OutputMismatch(f"output {name!r} has shape {t.shape}, the baseline's {r.shape}")
     err = np.abs(t - r)
     finite = np.isfinite(err)
     max_err = float(err.max()) if err.size and finite.all() else (float("inf") if err.size else 0.0)
@@ -145,7 +145,7 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
     names = list(baseline)
     missing = [n for n in names if n not in outputs]
     if missing:
-        raise ValueError(f"the target produced no output {missing[0]!r} (it produced {sorted(outputs)})")
+        raise OutputMismatch(f"the target produced no output {missing[0]!r} (it produced {sorted(outputs)})")
     per_output = [output_comparison(n, outputs[n], baseline[n]) for n in names]
     first, base_first = outputs[names[0]], baseline[names[0]]
     n = len(base_first)

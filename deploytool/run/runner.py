@@ -20,7 +20,8 @@ import numpy as np
 from deploytool import convert
 from deploytool.artifact import Artifact
 from deploytool.latency import MIN_CLEAN_BLOCKS, PairedLatency, floor_of, quiet_blocks
-from deploytool.errors import BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, StageFailed
+from deploytool.errors import (BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, Raised, StageFailed,
+                               first_line_of)
 from deploytool.provenance import PACKAGES, package_version
 from deploytool.result import Combo, Result, Status
 from deploytool.run.baseline import cached_baseline
@@ -255,6 +256,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         r.times.runtime = time.perf_counter() - t
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason
+        r.raised = e.raised if e.raised is not None else (Raised.of(e.__cause__) if e.__cause__ else None)
         return r
     except (HarnessMissing, DeviceNotFound, BadModelFile):
         raise  # the machine lacks what every combination needs, or the user's own file does not run: exit 2
@@ -262,22 +264,24 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         if is_workspace_fault(ctx.ws, e):
             raise  # the workspace itself failed (full, read-only): the run stops, resumable
         r.reason, r.traceback = f"{type(e).__name__}: {e}", traceback.format_exc(limit=20)
+        r.raised = Raised.of(e)
         return r
     except DeploytoolError as e:
         r.reason = str(e)  # a user-level problem confined to this combination (a device refusing one model)
         return r
-    except Exception as e:  # a crash inside a converter or runtime is a finding, not the end of the run
-        r.reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        r.traceback = traceback.format_exc(limit=20)
+    except Exception as e:  # a crash: the row's result (triage tells deploytool's own bugs from upstream's)
+        r.reason = f"{type(e).__name__}: {first_line_of(str(e))}".rstrip(": ")
+        r.traceback, r.raised = traceback.format_exc(limit=30), Raised.of(e)
         return r
     t = time.perf_counter()
     try:
         r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
                                             r.artifact.size_bytes, ctx.spec.task, paired)
-    except ValueError as e:  # outputs that cannot be laid beside the baseline's: the converted model's fault
+    except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)
         r.status = Status.RUNTIME_FAILED
         r.reason = f"its outputs do not match the PC baseline's: {e}"
         r.environment = dict(outputs.environment)
+        r.traceback, r.raised = traceback.format_exc(limit=30), Raised.of(e)
         return r
     r.output_layout = outputs.output_layout
     r.times.compare = time.perf_counter() - t

@@ -144,6 +144,8 @@ def check_binary_abi(path: Path, info: DeviceInfo) -> str:
 
 class AndroidRuntime(Runtime):
     name = "benchmark_model"  # its name in runtimes.REGISTRY (`--runtime benchmark_model`)
+    owner = "google-ai-edge/LiteRT"
+    dist = ""
     formats = ("tflite",)
     in_process = False
     Options = AndroidOptions

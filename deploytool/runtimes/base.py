@@ -117,11 +117,20 @@ class Runtime:
 
     name = "base"
     formats: tuple[str, ...] = ()
+    # Where its faults are reported (a GitHub project) and the Python distribution that is it ("" for none: a
+    # browser library or a phone binary): triage reads the distribution's pins, findings address the owner.
+    owner: ClassVar[str] = ""
+    dist: ClassVar[str] = ""
     Options: ClassVar[type[RuntimeOptions]] = HostOptions
     options: RuntimeOptions
     # In-process runtimes get load time and this process's peak RSS measured by
     # the base class; out-of-process ones (browser, phone) measure their own.
     in_process = True
+
+    @classmethod
+    def owner_for(cls, fmt: str) -> str:
+        """The project that owns this runtime for `fmt` files (one runtime class may run several libraries)."""
+        return cls.owner
 
     @classmethod
     def import_framework(cls) -> None:

@@ -22,6 +22,12 @@ from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 class KerasRuntime(Runtime):
     name = "keras"
+    owner = "keras-team/keras"
+    dist = "keras"
+
+    @classmethod
+    def owner_for(cls, fmt: str) -> str:
+        return "tensorflow/tensorflow" if fmt == "saved_model" else cls.owner
     formats = ("keras", "saved_model")
     options: HostOptions
 

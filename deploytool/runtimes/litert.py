@@ -49,6 +49,8 @@ class LiteRTOptions(HostOptions):
 
 class LiteRTRuntime(Runtime):
     name = "litert"
+    owner = "google-ai-edge/LiteRT"
+    dist = "ai-edge-litert"
     formats = ("tflite",)
     Options = LiteRTOptions
     options: LiteRTOptions

@@ -41,6 +41,8 @@ class OnnxRuntimeOptions(HostOptions):
 
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
+    owner = "microsoft/onnxruntime"
+    dist = "onnxruntime"
     formats = ("onnx",)
     Options = OnnxRuntimeOptions
     options: OnnxRuntimeOptions

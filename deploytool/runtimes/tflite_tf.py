@@ -11,6 +11,8 @@ from deploytool.runtimes.litert import LiteRTRuntime
 
 class TensorFlowLiteRuntime(LiteRTRuntime):
     name = "tensorflow-lite"
+    owner = "tensorflow/tensorflow"
+    dist = "tensorflow"
 
     @classmethod
     def import_framework(cls) -> None:

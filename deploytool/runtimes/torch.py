@@ -20,6 +20,8 @@ def load_exported(path: str):
 
 class TorchRuntime(Runtime):
     name = "torch"
+    owner = "pytorch/pytorch"
+    dist = "torch"
     formats = ("torch",)
     options: HostOptions
 

@@ -139,6 +139,12 @@ class WebRuntime(Runtime):
     """
 
     name = "web"
+    # tfjs-tflite lives in the tfjs repository; onnxruntime-web in onnxruntime's
+    OWNERS = {"tfjs_graph": "tensorflow/tfjs", "tflite": "tensorflow/tfjs", "onnx": "microsoft/onnxruntime"}
+
+    @classmethod
+    def owner_for(cls, fmt: str) -> str:
+        return cls.OWNERS.get(fmt, "")
     formats = ("tfjs_graph", "onnx", "tflite")
     in_process = False
     Options = WebOptions

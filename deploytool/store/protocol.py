@@ -54,9 +54,15 @@ class ResultStore(Protocol):
         ...
 
     # findings
+    def confirm_finding(self, key: str, confirmation: dict[str, Any]) -> None:
+        """Keep what a finding's bare reproducer showed (deploytool.bugs.confirm)."""
+        ...
+
     def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
-                       versions: dict[str, str], example: str, bundle: str) -> Finding:
-        """Add one sighting of a finding (created on its first); returns the finding as stored."""
+                       versions: dict[str, str], example: str, bundle: str,
+                       triage: dict[str, Any] | None = None) -> Finding:
+        """Add one sighting of a finding (created on its first); returns the finding as stored. The sighting's
+        owner and triage replace the stored ones."""
         ...
 
     def mark_finding_absent(self, key: str, run_id: str, changed: dict[str, str]) -> None:

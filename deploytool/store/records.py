@@ -48,6 +48,26 @@ class Finding:
     examples: tuple[str, ...] = ()  # row labels it was seen in
     bundle: str = ""  # the latest bug bundle of it
     not_seen_since: str | None = None  # e.g. "tfjs-tflite 0.0.1-alpha.11" once a run no longer shows it
+    triage: dict[str, Any] = field(default_factory=dict)  # result.Triage as JSON, at the last sighting
+    # an upstream candidate's bare reproducer, run in a process that cannot import deploytool
+    # (deploytool.bugs.confirm): {"state": confirmed | not_reproduced | not_run, "command", "output", "at", ...}
+    confirmation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def klass(self) -> str:
+        """Its triage class ("" for a finding stored before triage, until it is seen again)."""
+        return str(self.triage.get("class") or "")
+
+    @property
+    def state(self) -> str:
+        """Where it stands for a maintainer: "confirmed", "candidate", "not reproduced", "unconfirmed" (outside
+        its pins), "coverage gap", or "untriaged"."""
+        k = self.klass
+        if k == "upstream":
+            state = self.confirmation.get("state")
+            return {"confirmed": "confirmed", "not_reproduced": "not reproduced"}.get(str(state), "candidate")
+        return {"unsupported": "coverage gap", "environment": "unconfirmed", "internal_error": "deploytool bug"}.get(
+            k, "untriaged")
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Finding":
@@ -58,7 +78,8 @@ class Finding:
                    runs=tuple(d.get("runs") or ()),
                    versions={p: tuple(v) for p, v in (d.get("versions") or {}).items()},
                    last_versions=dict(d.get("last_versions") or {}), examples=tuple(d.get("examples") or ()),
-                   bundle=d.get("bundle") or "", not_seen_since=d.get("not_seen_since"))
+                   bundle=d.get("bundle") or "", not_seen_since=d.get("not_seen_since"),
+                   triage=dict(d.get("triage") or {}), confirmation=dict(d.get("confirmation") or {}))
 
     def to_json(self) -> dict[str, Any]:
         """The finding as its row holds it, in the table's column order."""
@@ -66,7 +87,8 @@ class Finding:
                 "first_seen": self.first_seen, "last_seen": self.last_seen, "occurrences": self.occurrences,
                 "runs": list(self.runs), "versions": {p: list(v) for p, v in self.versions.items()},
                 "last_versions": dict(self.last_versions), "examples": list(self.examples), "bundle": self.bundle,
-                "not_seen_since": self.not_seen_since}
+                "not_seen_since": self.not_seen_since, "triage": dict(self.triage),
+                "confirmation": dict(self.confirmation)}
 
 
 def by_prefix(findings: list[Finding], prefix: str) -> Finding | None:

@@ -84,6 +84,7 @@ RESULTS = Table("results", (
     _word("runtime"),  # schema 2
     Column("schema_version", "INTEGER"),  # schema 2; NULL in rows an older version wrote
     _word("status"), _text("reason"), _word("verdict"),
+    _word("triage"),  # a failing row's class (deploytool.bugs.triage); NULL for passing rows and older rows
     *(Column(m, "FLOAT") for m in METRIC_COLUMNS),
     Column("details", "JSON"), _text("outputs_path"), _time("created_at"),
 ), unique=("uq_run_combo", ("run_id", "combo_key")))
@@ -98,6 +99,8 @@ FINDINGS = Table("findings", (
     Column("examples", "JSON"),  # row labels it was seen in
     _text("bundle"),  # the latest bug bundle of it
     _text("not_seen_since"),  # e.g. "tfjs-tflite 0.0.1-alpha.11" once a run no longer shows it
+    Column("triage", "JSON"),  # its class and evidence at the last sighting (result.Triage); NULL: not triaged
+    Column("confirmation", "JSON"),  # an upstream candidate's bare reproducer: its state, command and output
 ))
 # the points of a study run (deploytool/study/): one JSON payload per measured point, keyed within the run
 STUDY_POINTS = Table("study_points", (
@@ -179,6 +182,7 @@ def result_row(r: Result) -> dict[str, Any]:
         "target": r.combo.target, "device": r.combo.device, "backend": r.combo.backend,
         "runtime": r.combo.runtime, "schema_version": SCHEMA_VERSION,
         "status": r.status.value, "reason": r.reason, "verdict": r.verdict and r.verdict.value,
+        "triage": r.triage.klass if r.triage is not None else None,
         **{m: number(metrics.get(m)) for m in METRIC_COLUMNS},
         "details": jsonable({k: v for k, v in doc.items() if k not in _COLUMNS}),
         "outputs_path": r.outputs_path, "created_at": r.created_at or now(),
@@ -213,18 +217,21 @@ def new_finding_row(key: str, signature: dict[str, Any], owner: str, title: str,
 
 
 SIGHTING_COLUMNS = ("last_seen", "occurrences", "title", "runs", "versions", "last_versions", "examples", "bundle",
-                    "not_seen_since")
+                    "not_seen_since", "owner", "triage")
 
 
 def sighting(f: Finding, title: str, run_id: str, versions: dict[str, str], example: str, bundle: str,
-             at: str) -> tuple[Finding, dict[str, Any]]:
-    """Stored finding `f` after one more sighting, and the columns of its row that changed (SIGHTING_COLUMNS)."""
+             at: str, owner: str = "", triage: dict[str, Any] | None = None) -> tuple[Finding, dict[str, Any]]:
+    """Stored finding `f` after one more sighting, and the columns of its row that changed (SIGHTING_COLUMNS):
+    the latest sighting's owner and triage replace the stored ones (a finding stored before triage existed is
+    triaged again when next seen)."""
     seen = {p: tuple(sorted(set(f.versions.get(p, ())) | {v})) for p, v in versions.items()}
     after = replace(f, last_seen=at, occurrences=f.occurrences + 1, title=title,
                     runs=f.runs + ((run_id,) if run_id not in f.runs else ()),
                     versions={**f.versions, **seen}, last_versions=dict(versions),
                     examples=f.examples + ((example,) if example not in f.examples else ()),
-                    bundle=bundle or f.bundle, not_seen_since=None)
+                    bundle=bundle or f.bundle, not_seen_since=None, owner=owner or f.owner,
+                    triage=dict(jsonable(triage)) if triage is not None else f.triage)
     row = after.to_json()
     return after, {k: row[k] for k in SIGHTING_COLUMNS}
 

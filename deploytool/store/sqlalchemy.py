@@ -128,13 +128,15 @@ class SqlAlchemyStore:
         """Columns a newer schema added to a table an older version created (the upgrade path: the old rows
         keep NULL there and are read through `Result.from_json`'s upgrade)."""
         sa = self.sa
-        have = {c["name"] for c in sa.inspect(self.engine).get_columns(self.results.name)}
-        missing = [col for col in self.results.columns if col.name not in have]
-        if missing:
-            with self.engine.begin() as c:
-                for col in missing:
-                    c.execute(sa.text(f'ALTER TABLE {self.results.name} ADD COLUMN "{col.name}" '
-                                      f"{col.type.compile(dialect=self.engine.dialect)}"))
+        inspector = sa.inspect(self.engine)
+        for table in (self.results, self.findings_table):
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            missing = [col for col in table.columns if col.name not in have]
+            if missing:
+                with self.engine.begin() as c:
+                    for col in missing:
+                        c.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" '
+                                          f"{col.type.compile(dialect=self.engine.dialect)}"))
 
     def _widen_old_columns(self) -> None:
         # PostgreSQL enforces VARCHAR lengths and databases made by older versions have narrower ones (run_id was
@@ -270,7 +272,8 @@ class SqlAlchemyStore:
 
     # findings -----------------------------------------------------------
     def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
-                       versions: dict[str, str], example: str, bundle: str) -> Finding:
+                       versions: dict[str, str], example: str, bundle: str,
+                       triage: dict[str, Any] | None = None) -> Finding:
         """Add one sighting of a finding (created on its first); returns the finding as stored."""
         sa, t = self.sa, self.findings_table
         at = rows.now()
@@ -281,7 +284,7 @@ class SqlAlchemyStore:
             if self.engine.dialect.name == "postgresql":
                 q = q.with_for_update()
             f = Finding.from_json(dict(c.execute(q).mappings().one()))
-            after, update = rows.sighting(f, title, run_id, versions, example, bundle, at)
+            after, update = rows.sighting(f, title, run_id, versions, example, bundle, at, owner, triage)
             c.execute(t.update().where(t.c.id == key).values(**update))
             return after
 
@@ -291,6 +294,12 @@ class SqlAlchemyStore:
         since = rows.not_seen_since(run_id, changed)
         with self._errors("cannot update a finding in"), self.engine.begin() as c:
             c.execute(t.update().where(t.c.id == key).where(t.c.not_seen_since.is_(None)).values(not_seen_since=since))
+
+    def confirm_finding(self, key: str, confirmation: dict[str, Any]) -> None:
+        """Keep what a finding's bare reproducer showed (deploytool.bugs.confirm)."""
+        t = self.findings_table
+        with self._errors("cannot update a finding in"), self.engine.begin() as c:
+            c.execute(t.update().where(t.c.id == key).values(confirmation=rows.jsonable(confirmation)))
 
     def findings(self) -> list[Finding]:
         t = self.findings_table

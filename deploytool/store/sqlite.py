@@ -132,10 +132,11 @@ class SqliteStore:
                 changes.append(f"CREATE TABLE {table.name} (\n\t" + ", \n\t".join([*body, *keys]) + "\n)")
                 changes += [f"CREATE INDEX ix_{table.name}_{col.name} ON {table.name} ({col.name})"
                             for col in table.columns if col.index]
-        if rows.RESULTS.name in have:
-            present = {r[1] for r in c.execute(f"PRAGMA table_info({rows.RESULTS.name})")}
-            changes += [f'ALTER TABLE {rows.RESULTS.name} ADD COLUMN "{col.name}" {col.sql_type}'
-                        for col in rows.RESULTS.columns if col.name not in present]
+        for table in (rows.RESULTS, rows.FINDINGS):  # columns a newer schema added
+            if table.name in have:
+                present = {r[1] for r in c.execute(f"PRAGMA table_info({table.name})")}
+                changes += [f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {col.sql_type}'
+                            for col in table.columns if col.name not in present]
         return changes
 
     # rows ---------------------------------------------------------------
@@ -235,7 +236,8 @@ class SqliteStore:
 
     # findings -----------------------------------------------------------
     def record_finding(self, key: str, signature: dict[str, Any], owner: str, title: str, run_id: str,
-                       versions: dict[str, str], example: str, bundle: str) -> Finding:
+                       versions: dict[str, str], example: str, bundle: str,
+                       triage: dict[str, Any] | None = None) -> Finding:
         """Add one sighting of a finding (created on its first); returns the finding as stored."""
         at = rows.now()
         new = rows.new_finding_row(key, signature, owner, title, at)
@@ -243,7 +245,7 @@ class SqliteStore:
             c.execute(*self._upsert_sql("findings", new, ("id",), ()))
             f = Finding.from_json(self._row("findings", c.execute("SELECT * FROM findings WHERE id = ?",
                                                                   (key,)).fetchone()))
-            after, update = rows.sighting(f, title, run_id, versions, example, bundle, at)
+            after, update = rows.sighting(f, title, run_id, versions, example, bundle, at, owner, triage)
             c.execute(f"UPDATE findings SET {', '.join(f'{k} = ?' for k in update)} WHERE id = ?",
                       [*(self._value("findings", k, v) for k, v in update.items()), key])
         return after
@@ -253,6 +255,12 @@ class SqliteStore:
         since = rows.not_seen_since(run_id, changed)
         with self._write("cannot update a finding in") as c:
             c.execute("UPDATE findings SET not_seen_since = ? WHERE id = ? AND not_seen_since IS NULL", (since, key))
+
+    def confirm_finding(self, key: str, confirmation: dict[str, Any]) -> None:
+        """Keep what a finding's bare reproducer showed (deploytool.bugs.confirm)."""
+        with self._write("cannot update a finding in") as c:
+            c.execute("UPDATE findings SET confirmation = ? WHERE id = ?",
+                      (self._value("findings", "confirmation", rows.jsonable(confirmation)), key))
 
     def findings(self) -> list[Finding]:
         with self._read("cannot read the findings from") as c:

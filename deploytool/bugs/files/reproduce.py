@@ -6,8 +6,9 @@ Copied verbatim into every bug bundle as reproduce.py. It reads bundle.json,
 runs model/<file> on inputs.npy (a model of several named inputs: inputs.npz,
 one array per input) one sample at a time with LiteRT or onnxruntime, and
 compares with expected.npy (the source model's outputs on the PC, every output
-side by side in the order bundle.json's output_layout gives). When the finding is about this very runtime, it exits 1 if the problem
-reproduces; when the finding is about a browser or a phone, it shows that the
+side by side in the order bundle.json's output_layout gives). When the finding is about this very runtime, it
+exits 1 if the problem reproduces (outputs outside the tolerance, or the runtime failing to load or run the
+model); when the finding is about a browser or a phone, it shows that the
 model itself is fine here and prints what the target produced instead. An
 ONNX bundle's backend_test/ folder (ONNX's backend-test layout) is replayed
 too: model.onnx on test_data_set_0/input_<k>.pb, against output_<k>.pb.
@@ -15,6 +16,7 @@ too: model.onnx on test_data_set_0/input_<k>.pb, against output_<k>.pb.
 
 import json
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -142,14 +144,20 @@ def main():
     outputs = [name for name, _ in meta.get("output_layout") or []]
     runner = RUNNERS.get(meta["host_runtime"] or "")
     print(meta["title"])
-    if meta["status"] == "conversion_failed":
-        print(f"the converter said: {meta['reason']}")
-        print("model/ holds the source model; README.md gives the versions and the command that converts it")
-        return 0
     if runner is None:
         print("no standalone runtime for this format on a PC; see README.md for the deploytool command")
         return 0
-    got = runner(HERE / "model" / meta["model_file"], x, outputs)
+    try:
+        got = runner(HERE / "model" / meta["model_file"], x, outputs)
+    except Exception as e:  # the runtime itself fails on the model: what a load or run finding reports
+        traceback.print_exc()
+        words = str(e).strip().splitlines()[0] if str(e).strip() else "(no message)"
+        if meta["judges_itself"] and meta.get("stage") in ("load", "invoke"):
+            print(f"REPRODUCED: {meta['host_runtime']} fails on the model: {type(e).__name__}: {words}")
+            return 1
+        print(f"{meta['host_runtime']} fails on the model here ({type(e).__name__}: {words}), which is not the fault "
+              "reported")
+        return 2
     agreement, max_err = compare(got, expected)
     if meta.get("backend_test"):
         b_agree, b_err, n = replay_backend_test(HERE / meta["backend_test"]["folder"])

@@ -1,0 +1,313 @@
+"""Triage: one pure function over a failing row — the exception it stands for (class, words, frames), its
+messages, and what was installed — giving exactly one class:
+
+- `internal_error`: raised in deploytool's own code (or a plugin's), or deploytool contradicting itself (an
+  output called mismatched whose shape equals the baseline's up to the samples or the layout). A deploytool bug:
+  never an upstream finding.
+- `unsupported`: the converter or runtime says it has no conversion or kernel for an op, or needs an option the
+  user did not ask for (TensorFlow ops through Flex / SELECT_TF_OPS). A coverage gap, named with its ops and
+  what would make it work; not a bug.
+- `environment`: a package involved runs outside its own declared requirements (its `Requires-Dist` against
+  what is installed). Unconfirmed until reproduced with its pins.
+- `upstream`: everything else — a candidate until its bare reproducer, run in a process that cannot import
+  deploytool, shows the fault (deploytool.bugs.confirm).
+
+The order is that list's: a deploytool frame outranks every message, and a coverage gap is one whatever the
+pins. `triage` reads nothing; `installed_environment` reads the installed distributions (importlib.metadata) for
+it. Nothing here runs a model, a converter or a reproducer."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from deploytool.errors import Frame, Raised
+from deploytool.result import Result, Status
+
+CLASSES = ("internal_error", "unsupported", "environment", "upstream")
+INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = CLASSES
+
+FLEX_REMEDY = ("convert with converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
+               "tf.lite.OpsSet.SELECT_TF_OPS] (and converter._experimental_lower_tensor_list_ops = False for "
+               "TensorList loops); the file then needs the Flex delegate, which TensorFlow's own tf.lite.Interpreter "
+               "has (--runtime tensorflow-lite) and LiteRT's wheel, tfjs-tflite and benchmark_model builds without "
+               "Flex lack")
+
+
+@dataclass(frozen=True)
+class _Gap:
+    """A message that says "no conversion or kernel for this op" (or "needs this option"): its pattern, where the
+    op names are in it, and what would make it work."""
+
+    pattern: re.Pattern[str]
+    ops: re.Pattern[str] | None
+    remedy: str
+
+
+def _gap(pattern: str, ops: str | None, remedy: str) -> _Gap:
+    return _Gap(re.compile(pattern, re.I | re.S), re.compile(ops) if ops else None, remedy)
+
+
+# What each tool says when it has no conversion or kernel for an op. Version skew (a runtime that knows an op but
+# not the version a converter wrote: "Didn't find op for builtin opcode 'X' version 'N'") is not here: that is a
+# compatibility bug between two of their releases, reported upstream.
+GAPS: tuple[_Gap, ...] = (
+    # TFLite's converter: TensorFlow ops with no TFLite builtin (a while loop over TensorLists, a string op)
+    _gap(r"SELECT_TF_OPS|select tf ops|flex runtime|TF Select|emit-select-tf-ops|FLEX_OPS|"
+         r"TensorList\w* .*(?:not supported|legalize)|failed to legalize operation 'tf\.",
+         r"\btf\.(\w+)|\b(TensorList\w+)", FLEX_REMEDY),
+    _gap(r"is neither a custom op nor a flex op", r"'tfl?\.(\w+)'",
+         "the op has no TFLite builtin kernel: register a custom op, or convert with SELECT_TF_OPS"),
+    # LiteRT / TFLite interpreters and benchmark_model
+    _gap(r"(?:Select TensorFlow op\(s\)|Regular TensorFlow ops) .*not supported by this interpreter",
+         r"\b(Flex\w+)", "run it where the Flex delegate is linked (TensorFlow's tf.lite.Interpreter, "
+         "--runtime tensorflow-lite), or convert without SELECT_TF_OPS"),
+    _gap(r"Encountered unresolved custom op", r"custom op:? '?(\w+)", "register the custom op with the interpreter"),
+    # onnxruntime (and onnxruntime-web): no kernel for an op in this build or execution provider
+    _gap(r"Could not find an implementation for", r"implementation for (\w+)\(\d+\)",
+         "another opset or execution provider that implements it, or a build of onnxruntime with it"),
+    _gap(r"Failed to find proper ai\.onnx domain", None,
+         "nothing to quantize: the graph imports no ai.onnx opset (only ai.onnx.ml ops, e.g. a tree ensemble); "
+         "run it unquantized"),
+    # tf2onnx, the TF.js converter and runtime
+    _gap(r"Unsupported ops?: Counter", r"'(\w+)': \d+", "try a higher --opset, or a custom op mapping"),
+    _gap(r"Unsupported Ops in the model", r"\n\s*([A-Z]\w+)", "the TF.js converter has no mapping for these ops"),
+    _gap(r"Tensorflow Op is not supported|Op is not supported:|not registered for backend|is not yet implemented",
+         r"(?:supported: |Kernel ')(\w+)", "another TF.js backend that registers the kernel"),
+)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What was installed, for the distributions a row involved: each one's version and its declared
+    requirements (`Requires-Dist`, markers already evaluated for this interpreter)."""
+
+    versions: Mapping[str, str] = field(default_factory=dict)  # distribution -> installed version
+    requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # distribution -> its requirements
+    distributions: Mapping[str, str] = field(default_factory=dict)  # import name -> distribution ("google" ...)
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The class of a failing row and its evidence. `raised_at`: the frame where the exception was raised (the
+    package's own, past the standard library); `packages`: the distributions involved, with versions."""
+
+    klass: str
+    why: str
+    raised_at: Frame | None = None
+    ops: tuple[str, ...] = ()
+    remedy: str = ""
+    mismatches: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    @property
+    def upstream(self) -> bool:
+        return self.klass == UPSTREAM
+
+    def describe(self) -> str:
+        """One line for a row's note and the CLI: `unsupported: onnx2tf has no conversion for TreeEnsembleClassifier`."""
+        return f"{self.klass}: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.klass, "why": self.why,
+                "raised_at": self.raised_at.to_json() if self.raised_at else None, "ops": list(self.ops),
+                "remedy": self.remedy, "mismatches": list(self.mismatches), "packages": list(self.packages)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> "Triage | None":
+        if not d or d.get("class") not in CLASSES:
+            return None
+        at = d.get("raised_at")
+        return cls(str(d["class"]), str(d.get("why") or ""), Frame.from_json(at) if at else None,
+                   tuple(d.get("ops") or ()), str(d.get("remedy") or ""), tuple(d.get("mismatches") or ()),
+                   tuple(d.get("packages") or ()))
+
+
+# -- the rules ---------------------------------------------------------------------------------------------
+def _generated(f: Frame) -> bool:
+    """Code a framework generated at run time (TensorFlow's autograph, torch.fx): the framework's, not ours."""
+    return f.file.startswith("<") or "__autograph_generated" in f.file or "eval_with_key" in f.file
+
+
+def raising_frame(raised: Raised) -> Frame | None:
+    """The frame that raised: the innermost one past the standard library and code generated at run time."""
+    frames = [f for f in raised.frames if f.package != "python" and not _generated(f)]
+    return frames[-1] if frames else raised.innermost
+
+
+def _own(f: Frame | None) -> bool:
+    """deploytool's code, or a plugin's (a module on no site-packages path: its author's, never upstream's)."""
+    return f is not None and f.package in ("deploytool", "")
+
+
+def _internal(result: Result) -> Triage | None:
+    r = result.raised
+    if r is not None and r.name not in ("NoConversion", "OutputMismatch"):
+        at = raising_frame(r)
+        if _own(at):
+            assert at is not None
+            whose = "deploytool's own code" if at.package == "deploytool" else "code outside any installed package"
+            return Triage(INTERNAL, f"{r.name} raised in {whose} at {at.describe()}" +
+                          (f": {r.first_line}" if r.first_line else ""), at)
+    if r is not None and r.name == "OutputMismatch" and _same_values(r.message):
+        return Triage(INTERNAL, "deploytool contradicts itself: " + r.first_line + " (the same values per sample, "
+                      "so the samples or the layout were handled wrongly, not the model)", raising_frame(r))
+    return None
+
+
+_SHAPES = re.compile(r"shape \(([\d, ]*)\).*?baseline's \(([\d, ]*)\)")
+
+
+def _same_values(message: str) -> bool:
+    """An output mismatch between two shapes holding as many values per sample (equal, or transposed)."""
+    m = _SHAPES.search(message)
+    if not m:
+        return False
+
+    def per_sample(dims: str) -> int:
+        values = [int(d) for d in dims.replace(" ", "").split(",") if d]
+        out = 1
+        for v in values[1:]:
+            out *= v
+        return out
+
+    return per_sample(m.group(1)) == per_sample(m.group(2))
+
+
+def _texts(result: Result) -> str:
+    r = result.raised
+    return "\n".join(t for t in (result.reason, r.message if r is not None else "") if t)
+
+
+def _ops(gap: _Gap, text: str) -> tuple[str, ...]:
+    if gap.ops is None:
+        return ()
+    found = [next((g for g in m.groups() if g), "") for m in gap.ops.finditer(text)]
+    return tuple(dict.fromkeys(o for o in found if o))[:8]
+
+
+def _unsupported(result: Result) -> Triage | None:
+    r = result.raised
+    if r is not None and r.name == "NoConversion":
+        return Triage(UNSUPPORTED, r.first_line, raising_frame(r), tuple(result.raised_ops), result.raised_remedy)
+    if result.status is Status.UNSUPPORTED:
+        return Triage(UNSUPPORTED, result.reason.splitlines()[0] if result.reason else "not supported")
+    text = _texts(result)
+    for gap in GAPS:
+        if gap.pattern.search(text):
+            ops = _ops(gap, text)
+            what = f"no conversion or kernel for {', '.join(ops)}" if ops else "a coverage gap"
+            return Triage(UNSUPPORTED, f"{what}: {tool_words(result)}", raising_frame(r) if r else None, ops,
+                          gap.remedy)
+    return None
+
+
+def tool_words(result: Result) -> str:
+    """What the failing tool said, in its own words: `AttributeError: 'NoneType' object has no attribute 'shape'`;
+    an exception without words is named with the frame that raised it (`AssertionError raised at
+    onnxruntime/tools/symbolic_shape_infer.py:1322 in _infer_Reshape`)."""
+    r = result.raised
+    if r is not None:
+        at = raising_frame(r)
+        if r.first_line:
+            return f"{r.name}: {r.first_line}"[:240]
+        return r.name + (f" raised at {at.short} in {at.function}" if at is not None else " (no message)")
+    reason = (result.reason or "").splitlines()[0] if result.reason else ""
+    return re.sub(r"^[\w. +-]+ v?\d[\w.+-]*: ", "", reason)[:240]  # the row's reason without "<tool> <version>: "
+
+
+def mismatches(dists: Iterable[str], env: Environment) -> tuple[str, ...]:
+    """Each involved distribution's declared requirements that what is installed does not meet."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: list[str] = []
+    for dist in dict.fromkeys(dists):
+        mine = env.versions.get(dist)
+        for text in env.requires.get(dist, ()):
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            have = env.versions.get(_canon(req.name))
+            if have is None:
+                out.append(f"{dist} {mine} requires {req.name}{req.specifier}, which is not installed")
+            elif req.specifier and not req.specifier.contains(have, prereleases=True):
+                out.append(f"{dist} {mine} requires {req.name}{req.specifier}, {have} is installed")
+    return tuple(out)
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def involved(result: Result, env: Environment, tools: Iterable[str] = ()) -> tuple[str, ...]:
+    """The distributions a failing row involved: the tools it names (converter steps, runtime) and every
+    installed package whose frames the exception passed through."""
+    out = [_canon(t) for t in tools if t]
+    if result.raised is not None:
+        for f in result.raised.frames:
+            if f.package not in ("", "python", "deploytool"):
+                out.append(_canon(env.distributions.get(f.package, f.package)))
+    return tuple(d for d in dict.fromkeys(out) if d in env.versions)
+
+
+def triage(result: Result, env: Environment, tools: Iterable[str] = ()) -> Triage:
+    """The one class of a failing row (see the module's docstring). `tools`: the distributions of the steps and
+    runtime the row ran (a conversion's failing step, the runtime that ran the file)."""
+    dists = involved(result, env, tools)
+    packages = tuple(f"{d} {env.versions[d]}" for d in dists)
+    for rule in (_internal, _unsupported):
+        found = rule(result)
+        if found is not None:
+            return _with_packages(found, packages)
+    bad = mismatches(dists, env)
+    r = result.raised
+    at = raising_frame(r) if r is not None else None
+    if bad:
+        owners = sorted({b.split(" ")[0] for b in bad})
+        return Triage(ENVIRONMENT, f"unconfirmed: {', '.join(owners)} runs outside its pins "
+                      f"({len(bad)} requirement(s) not met): {tool_words(result)}", at, mismatches=bad,
+                      packages=packages)
+    what = tool_words(result)
+    if result.status is Status.MEASURED:
+        what = "outputs outside the tolerance"
+    return Triage(UPSTREAM, f"candidate: {what}", at, packages=packages)
+
+
+def _with_packages(t: Triage, packages: tuple[str, ...]) -> Triage:
+    from dataclasses import replace
+
+    return replace(t, packages=packages)
+
+
+@functools.lru_cache(maxsize=1)
+def installed_environment() -> Environment:
+    """The installed versions and declared requirements of every distribution, read once per process with
+    importlib.metadata (~0.1 s)."""
+    from importlib import metadata
+
+    from packaging.markers import default_environment
+
+    versions: dict[str, str] = {}
+    requires: dict[str, tuple[str, ...]] = {}
+    marker_env = {**default_environment(), "extra": ""}
+    for d in metadata.distributions():
+        name = _canon(d.metadata["Name"] or "")
+        if not name:
+            continue
+        versions.setdefault(name, d.version)
+        reqs = []
+        for text in d.requires or ():
+            try:
+                from packaging.requirements import Requirement
+
+                req = Requirement(text)
+            except Exception:
+                continue
+            if req.marker is None or req.marker.evaluate(marker_env):
+                reqs.append(f"{req.name}{req.specifier}")
+        requires.setdefault(name, tuple(reqs))
+    tops = {top: _canon(names[0]) for top, names in metadata.packages_distributions().items() if names}
+    return Environment(versions, requires, tops)
