@@ -495,9 +495,13 @@
     try {
       first = runner.sync ? infer(sample(0, 1), 1) : await infer(sample(0, 1), 1);
     } catch (e) {
-      // TF.js refuses a model with control flow synchronously: it runs with executeAsync instead, and says so
-      if (!(runner.sync && runner.goAsync && /executeAsync/.test(String((e && e.message) || e)))) throw e;
+      // TF.js refuses a model with control flow synchronously ("use executeAsync", or for a while loop over
+      // TensorLists "Cannot compute the outputs ... from the provided inputs"): it runs with executeAsync, the
+      // documented way, and the row says what execute() said
+      const said = String((e && e.message) || e);
+      if (!(runner.sync && runner.goAsync && /executeAsync|Cannot compute the outputs/.test(said))) throw e;
       runner.goAsync();
+      runner.facts.execute_refused = said.slice(0, 300);
       t = now();
       first = await infer(sample(0, 1), 1);
     }
@@ -568,6 +572,7 @@
     status('done');
     return {
       n, num_outputs: sizes[0], output_sizes: sizes, execution: runner.facts.execution || 'sync', latency_samples: m, batch_size: bs,
+      execute_refused: runner.facts.execute_refused || null,
       outputs_from_timed_pass: keep ? m : 0,
       first_inference_ms: firstMs, whole_set_ms: wholeSetMs, inference_ms: inferenceMs,
       inputs_fetch_ms: fetchMs, results_post_ms: postMs, page_run_ms: now() - t0,

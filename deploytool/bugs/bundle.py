@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 SAMPLES = 16
 BACKEND_TEST_SAMPLES = 4  # the backend-test folder keeps only the samples that show the fault
 HOST_RUNTIME = {"tflite": ("litert", "ai-edge-litert"), "onnx": ("onnxruntime", "onnxruntime")}
+# a host runtime chosen with --runtime that reproduce.py also has a runner for
+HOST_RUNTIME_BY_NAME = {"tensorflow-lite": ("tensorflow-lite", "tensorflow")}
 # what reproduce.py needs beyond numpy, by the runtime it uses (the backend-test folder's .pb files need onnx)
-PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx")}
+PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx"), "tensorflow-lite": ("tensorflow",)}
 REPRODUCER = Path(__file__).with_name("files") / "reproduce.py"
 RECIPE_TEMPLATE = Path(__file__).with_name("files") / "reproduce_convert.py"
 WEB_DRIVER = Path(__file__).with_name("files") / "reproduce_web.py"
@@ -53,11 +55,15 @@ WEB_DRIVER = Path(__file__).with_name("files") / "reproduce_web.py"
 WEB_REPRODUCER = Path(__file__).with_name("files") / "reproduce_web.html"
 
 
+FALLBACK_KEY = "-fallback"  # the key suffix of a row's conversion fallback, seen as a failing row of its own
+
+
 def slug(result: Result) -> str:
     """The bundle's folder name: the model and the combination (a lab night's cells of several models share
     one run's bugs/ folder, and the same failing combination of two models must not overwrite each other)."""
     c = result.combo
-    parts = [result.model, c.framework, c.format, c.quantize, c.target, c.backend, c.device, c.runtime]
+    parts = [result.model, c.framework, c.format, c.quantize, c.target, c.backend, c.device, c.runtime,
+             "conversion" if result.combo_key.endswith(FALLBACK_KEY) else ""]
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(p for p in parts if p)).lstrip(".") or "row"
 
 
@@ -140,7 +146,8 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
     if result.outputs_path and Path(result.outputs_path).exists() and not converting:
         np.save(bundle / "observed.npy", np.load(result.outputs_path)[idx])
     fmt = art["format"] if art else ""
-    host_runtime = HOST_RUNTIME.get(fmt, (None, None))[0] if not converting else None
+    host_runtime = (HOST_RUNTIME_BY_NAME.get(c.runtime) or HOST_RUNTIME.get(fmt, (None, None)))[0] \
+        if not converting else None
     backend_test = None
     if host_runtime == "onnxruntime":
         observed = np.load(bundle / "observed.npy") if (bundle / "observed.npy").exists() else None
@@ -490,9 +497,9 @@ def failing_step(result: Result) -> Step | None:
 
 
 def fallback_of(result: Result) -> dict[str, Any] | None:
-    """What a measured row's conversion tried first and what it fell back to (Artifact.options["fallback"]: the
-    step, the call that failed, its error, the documented alternative used), or None."""
-    if result.status is not Status.MEASURED or result.artifact is None:
+    """What a row's conversion tried first and what it fell back to (Artifact.options["fallback"]: the step, the
+    call that failed, its error, the documented alternative used), or None."""
+    if result.status is Status.CONVERSION_FAILED or result.artifact is None:
         return None
     fb = result.artifact.options.get("fallback")
     return dict(fb) if isinstance(fb, dict) else None

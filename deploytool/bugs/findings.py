@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from deploytool.bugs.bundle import bundle_row, failing_step, fallback_of, steps_of
+from deploytool.bugs.bundle import (FALLBACK_KEY, WEB_PACKAGES, bundle_row, failing_step, fallback_of, slug,
+                                    steps_of)
 from deploytool.bugs.triage import Environment, installed_environment, tool_words, triage
 from deploytool.convert import artifact_format
 from deploytool.convert.registry import STEPS
+from deploytool.devices.web_harness import harness_dir, library_versions
 from deploytool.errors import DeploytoolError, Raised, StageFailed, UnknownOption, WorkspaceError
 from deploytool.provenance import package_version
 from deploytool.report.pairs import backend_pairs, converter_pairs, row_of
@@ -243,8 +245,12 @@ def title_of(sig: Signature, example: Result) -> str:
         return f"{tool}: converting {what} fails: {tool_words(example)}"
     env = example.environment
     runtime = str(env.get("runtime") or "") or sig.runtime or runtime_of(example)
-    version = str(env.get("version") or env.get("runtime_version") or "")
-    where = f"{runtime} {version}".strip() + (f" ({c.backend})" if c.backend and c.backend not in runtime else "")
+    cls = runtime_class_of(example)
+    name = runtime.split(":")[0]
+    version = str(env.get("version") or env.get("runtime_version") or "") or \
+        versions_of(example, {}).get(name.removeprefix("@tensorflow/"), "") or \
+        (package_version(cls.dist) or "" if cls is not None and cls.dist else "")
+    where = f"{name} {version}".strip() + (f" ({c.backend})" if c.backend else "")
     made = f"{_a(_named(c.format))} ({c.quantize}) model made by {tool}"
     if sig.stage == "load":
         return f"{where}: {made} fails to load: {tool_words(example)}"
@@ -299,6 +305,10 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
     env = result.environment
     if env.get("runtime") and (env.get("version") or env.get("runtime_version")):
         out[str(env["runtime"])] = str(env.get("version") or env.get("runtime_version"))
+    fmt = result.artifact.format if result.artifact is not None else ""
+    if result.combo.target == "web" and fmt in WEB_PACKAGES:  # the npm packages that ran (a row that did not load
+        npm = library_versions(harness_dir())  # says nothing of itself)
+        out.update({p.removeprefix("@tensorflow/"): npm[p] for p in WEB_PACKAGES[fmt][1] if npm.get(p)})
     for k in ("browser_version", "library_version"):
         if env.get(k):
             out[k.removesuffix("_version")] = str(env[k])
@@ -388,9 +398,13 @@ def fallback_row(result: Result) -> Result | None:
     raised = Raised.from_json(fb.get("raised"))
     words = f"{raised.name}: {raised.first_line}" if raised is not None and raised.first_line else \
         (raised.name if raised is not None else "failed")
-    return replace(result, status=Status.CONVERSION_FAILED, combo_key=f"{result.combo_key}-fallback",
-                   reason=f"{step.converter} {package_version(step.dist) or ''}: {fb.get('failed')}: {words}",
-                   comparison=None, measurement=None, raised=raised, triage=None)
+    derived = replace(result, status=Status.CONVERSION_FAILED, combo_key=f"{result.combo_key}{FALLBACK_KEY}",
+                      reason=f"{step.converter} {package_version(step.dist) or ''}: {fb.get('failed')}: {words}",
+                      comparison=None, measurement=None, raised=raised, triage=None)
+    # the conversion's bundle: the row's own when it passed, else the sibling folder written beside it
+    sibling = Path(result.bundle).parent / slug(derived) if result.bundle else None
+    derived.bundle = str(sibling) if sibling is not None and sibling.is_dir() else result.bundle
+    return derived
 
 
 def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment | None = None) -> None:
@@ -402,7 +416,8 @@ def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment 
         derived.bundle = ""
         bundle_row(ctx, derived, run_id)
         result.bundle, result.bundle_error = derived.bundle, derived.bundle_error
-        return
+        if not result.failing:
+            return  # a failing row also gets its own bundle, beside the conversion's (fallback_row finds it)
     result.triage = triage_row(result, env)
     if result.triage.klass != "internal_error":
         bundle_row(ctx, result, run_id)

@@ -61,7 +61,7 @@ GAPS: tuple[_Gap, ...] = (
     _gap(r"is neither a custom op nor a flex op", r"'tfl?\.(\w+)'",
          "the op has no TFLite builtin kernel: register a custom op, or convert with SELECT_TF_OPS"),
     # LiteRT / TFLite interpreters and benchmark_model
-    _gap(r"(?:Select TensorFlow op\(s\)|Regular TensorFlow ops) .*not supported by this interpreter",
+    _gap(r"(?:Select TensorFlow op\(s\)|Regular TensorFlow ops).*not supported by this interpreter",
          r"\b(Flex\w+)", "run it where the Flex delegate is linked (TensorFlow's tf.lite.Interpreter, "
          "--runtime tensorflow-lite), or convert without SELECT_TF_OPS"),
     _gap(r"Encountered unresolved custom op", r"custom op:? '?(\w+)", "register the custom op with the interpreter"),
@@ -194,6 +194,12 @@ def _unsupported(result: Result) -> Triage | None:
         return Triage(UNSUPPORTED, r.first_line, raising_frame(r), tuple(result.raised_ops), result.raised_remedy)
     if result.status is Status.UNSUPPORTED:
         return Triage(UNSUPPORTED, result.reason.splitlines()[0] if result.reason else "not supported")
+    art = result.artifact
+    if art is not None and art.options.get("needs_flex") and result.status is Status.LOAD_FAILED:
+        return Triage(UNSUPPORTED, f"the file needs the Flex delegate (TensorFlow ops, SELECT_TF_OPS), which this "
+                      f"runtime does not have: {tool_words(result)}", raising_frame(r) if r else None,
+                      ("Flex",), "run it where Flex is linked: TensorFlow's own interpreter (--runtime "
+                      "tensorflow-lite), or a model without TensorList loops (Keras layers with fixed steps unroll)")
     text = _texts(result)
     for gap in GAPS:
         if gap.pattern.search(text):
@@ -212,10 +218,11 @@ def tool_words(result: Result) -> str:
     if r is not None:
         at = raising_frame(r)
         if r.first_line:
-            return f"{r.name}: {r.first_line}"[:240]
+            return f"{r.name}: {r.first_line}"[:160]
         return r.name + (f" raised at {at.short} in {at.function}" if at is not None else " (no message)")
     reason = (result.reason or "").splitlines()[0] if result.reason else ""
-    return re.sub(r"^[\w. +-]+ v?\d[\w.+-]*: ", "", reason)[:240]  # the row's reason without "<tool> <version>: "
+    reason = re.sub(r"^(?:browser|device): ", "", reason)  # where deploytool heard it: the title says where
+    return re.sub(r"^[\w. +-]+ v?\d[\w.+-]*: ", "", reason)[:160]  # without "<tool> <version>: "
 
 
 def mismatches(dists: Iterable[str], env: Environment) -> tuple[str, ...]:

@@ -203,7 +203,9 @@ def _reproduction(meta: dict[str, Any], files: list[str]) -> list[str]:
                   + "`" + (", calibrated on `calibration.npz`" if "calibration.npz" in files else "") + "):", "",
                   "```sh", pip_line(conv["packages"]), "python reproduce_convert.py   # exit code 1: it fails", "```", ""]
     if "reproduce.py" in files and meta.get("host_runtime"):
-        lines += ["```sh", pip_line(meta.get("packages") or {}), "python reproduce.py   # exit code 1: it reproduces",
+        what = ("# exit code 1: it reproduces" if meta.get("judges_itself") else
+                f"# the same file in {meta['host_runtime']} on a PC, for comparison (it is right there)")
+        lines += ["```sh", pip_line(meta.get("packages") or {}), f"python reproduce.py   {what}",
                   "```", "", f"`{meta.get('inputs_file', 'inputs.npy')}` holds the few samples that show it (the ones "
                   "whose prediction changes come first), `expected.npy` the source model's outputs"
                   + (", `observed.npy` what the faulty part produced." if "observed.npy" in files else "."), ""]

@@ -13,11 +13,12 @@ from typing import Any, Iterator
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, finish,
-                                         refuse_integer_io_for_integer_inputs, saved_model_recipe)
+from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, fallback, fallback_note,
+                                         finish, refuse_integer_io_for_integer_inputs, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import Feed
+from deploytool.errors import first_line_of
 from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "tf.lite.TFLiteConverter"
@@ -82,23 +83,49 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         try:
             flatbuffer = converter.convert()
         except Exception as e:
-            # Keras 3 exports a recurrent layer as a while loop over TensorLists of unknown element shape, which
-            # TFLite's converter lowers only with SELECT_TF_OPS (TensorFlow kernels inside the model, which
-            # LiteRT and the browser lack). Unrolled over its fixed steps the same weights need no loop.
-            unrolled = unrolled_saved_model(source, Path(tmp)) if "TensorList" in str(e) else None
-            if unrolled is None:
+            if "TensorList" not in str(e):
                 raise
-            converter = tf.lite.TFLiteConverter.from_saved_model(str(unrolled))
-            options["recurrent_layers"] = "unrolled"
-            _configure(converter, quantize, source, calibration, serving, options)
-            flatbuffer = converter.convert()
-            notes = ("TFLite's converter cannot lower Keras 3's recurrent loop without SELECT_TF_OPS "
-                     f"({str(e).splitlines()[0][:140]}); converted with the recurrent layers unrolled over their "
-                     "fixed steps (the same weights, no loop)",)
+            flatbuffer, notes = _tensor_list_alternative(e, source, Path(tmp), saved_model, quantize, calibration,
+                                                         serving, options)
         del loaded
     path = Path(out_dir) / "model.tflite"
     path.write_bytes(flatbuffer)
     return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options, notes)
+
+
+def _tensor_list_alternative(e: Exception, source: Artifact, tmp: Path, saved_model: Path, quantize: str,
+                             calibration: Any, serving: Any, options: dict[str, Any]) -> tuple[bytes, tuple[str, ...]]:
+    """A recurrent loop over TensorLists, which TFLite's converter lowers only with SELECT_TF_OPS. A Keras model of
+    fixed steps is unrolled (the same weights, no loop: runs everywhere); otherwise the TFLite guide's way for
+    TensorList ops, SELECT_TF_OPS with the lists not lowered: the file then needs the Flex delegate (LiteRT's
+    Python wheel and TensorFlow's own interpreter have it; tfjs-tflite and a benchmark_model without Flex lack
+    it), and the row says so. The first failure is recorded as the fallback's (a coverage gap TFLite documents)."""
+    import tensorflow as tf
+
+    unrolled = unrolled_saved_model(source, tmp)
+    if unrolled is not None:
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(unrolled))
+        options["recurrent_layers"] = "unrolled"
+        _configure(converter, quantize, source, calibration, serving, options)
+        return converter.convert(), ("TFLite's converter cannot lower Keras 3's recurrent loop without SELECT_TF_OPS "
+                                     f"({first_line_of(str(e))[:140]}); converted with the recurrent layers unrolled "
+                                     "over their fixed steps (the same weights, no loop)",)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+    _configure(converter, quantize, source, calibration, serving, options)
+    base = list(converter.target_spec.supported_ops or [tf.lite.OpsSet.TFLITE_BUILTINS])
+    converter.target_spec.supported_ops = [*base, tf.lite.OpsSet.SELECT_TF_OPS]
+    converter._experimental_lower_tensor_list_ops = False
+    try:
+        flatbuffer = converter.convert()
+    except Exception:
+        raise e from None  # the alternative fails too: the row fails with the first error
+    ops = [o.name for o in base] + ["SELECT_TF_OPS"]
+    options.update(supported_ops=ops, lower_tensor_list_ops=False, needs_flex=True,
+                   fallback=fallback("tflite_tf", "TFLiteConverter.convert() with builtin ops only", e,
+                                     f"supported_ops = {ops} and _experimental_lower_tensor_list_ops = False"))
+    return flatbuffer, ("the model's TensorList loop needs TensorFlow ops (SELECT_TF_OPS): the file needs the Flex "
+                        "delegate, which LiteRT's Python wheel and TensorFlow's own interpreter have and tfjs-tflite "
+                        "lacks", fallback_note(options["fallback"]))
 
 
 def _configure(converter: Any, quantize: str, source: Artifact, calibration: Any, serving: Any,

@@ -490,8 +490,10 @@ class WebRuntime(Runtime):
                          "from every sample")
         if res.get("execution") == "executeAsync":
             env["tfjs_execution"] = "executeAsync"
+            refused = _one_line(res.get("execute_refused") or "", 200)
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
-                         "loop): its latency includes the promise scheduling of each step")
+                         "loop): its latency includes the promise scheduling of each step"
+                         + (f"; model.execute() refused it: {refused}" if refused else ""))
         if self._io and self._io[0][0].quantized:
             notes.append("int8 model I/O: inputs quantized and outputs dequantized with the tensors' "
                          "scale/zero point in Python")

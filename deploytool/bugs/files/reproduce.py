@@ -69,10 +69,11 @@ def _signature_names(it):
     return names
 
 
-def run_litert(model, x, outputs):
-    from ai_edge_litert.interpreter import Interpreter
+def run_litert(model, x, outputs, interpreter=None):
+    if interpreter is None:
+        from ai_edge_litert.interpreter import Interpreter as interpreter
 
-    it = Interpreter(model_path=str(model))
+    it = interpreter(model_path=str(model))
     sig = _signature_names(it)
     ins = {sig.get(int(d["index"]), d["name"]): d for d in it.get_input_details()}
     outs = {sig.get(int(d["index"]), d["name"]): d for d in it.get_output_details()}
@@ -107,7 +108,14 @@ def run_onnxruntime(model, x, outputs):
     return np.stack(rows)
 
 
-RUNNERS = {"litert": run_litert, "onnxruntime": run_onnxruntime}
+def run_tensorflow_lite(model, x, outputs):
+    """TensorFlow's own interpreter (it links the Flex delegate)."""
+    import tensorflow as tf
+
+    return run_litert(model, x, outputs, tf.lite.Interpreter)
+
+
+RUNNERS = {"litert": run_litert, "onnxruntime": run_onnxruntime, "tensorflow-lite": run_tensorflow_lite}
 
 
 def replay_backend_test(folder):
@@ -152,7 +160,8 @@ def main():
     except Exception as e:  # the runtime itself fails on the model: what a load or run finding reports
         traceback.print_exc()
         words = str(e).strip().splitlines()[0] if str(e).strip() else "(no message)"
-        if meta["judges_itself"] and meta.get("stage") in ("load", "invoke"):
+        same = not meta.get("error") or meta["error"] == type(e).__name__
+        if meta["judges_itself"] and meta.get("stage") in ("load", "invoke") and same:
             print(f"REPRODUCED: {meta['host_runtime']} fails on the model: {type(e).__name__}: {words}")
             return 1
         print(f"{meta['host_runtime']} fails on the model here ({type(e).__name__}: {words}), which is not the fault "
