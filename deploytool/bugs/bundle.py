@@ -33,7 +33,10 @@ from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import tflite_tensors
 from deploytool.provenance import host_facts, package_version
 from deploytool.report.markdown import code, fence
+from deploytool.errors import DeploytoolError, StageFailed
 from deploytool.result import Result, Status
+from deploytool.runtimes import runtime_class
+from deploytool.runtimes.base import Runtime
 from deploytool.run.runner import artifact_dir
 from deploytool.targets import Position, get_target
 
@@ -51,6 +54,7 @@ PACKAGES = {"litert": ("ai-edge-litert",), "onnxruntime": ("onnxruntime", "onnx"
 REPRODUCER = Path(__file__).with_name("files") / "reproduce.py"
 RECIPE_TEMPLATE = Path(__file__).with_name("files") / "reproduce_convert.py"
 WEB_DRIVER = Path(__file__).with_name("files") / "reproduce_web.py"
+RECIPE_MARK = "    raise NotImplementedError  # RECIPE: deploytool writes the converter step's call here"
 # A browser row on a backend other than wasm (webgpu) is reproduced in a browser, on that backend and on wasm
 WEB_REPRODUCER = Path(__file__).with_name("files") / "reproduce_web.html"
 
@@ -146,8 +150,8 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
     if result.outputs_path and Path(result.outputs_path).exists() and not converting:
         np.save(bundle / "observed.npy", np.load(result.outputs_path)[idx])
     fmt = art["format"] if art else ""
-    host_runtime = (HOST_RUNTIME_BY_NAME.get(c.runtime) or HOST_RUNTIME.get(fmt, (None, None)))[0] \
-        if not converting else None
+    by = HOST_RUNTIME_BY_NAME.get(c.runtime) or HOST_RUNTIME.get(fmt)
+    host_runtime = by[0] if by is not None and not converting else None
     backend_test = None
     if host_runtime == "onnxruntime":
         observed = np.load(bundle / "observed.npy") if (bundle / "observed.npy").exists() else None
@@ -208,7 +212,7 @@ def _conversion_reproducer(bundle: Path, result: Result, step_input: StepInput,
         arrays = dict(cal.items()) if isinstance(cal, Feed) else {inputs[0]["name"]: np.asarray(cal)}
         np.savez(bundle / "calibration.npz", **arrays)
     body = "\n".join("    " + line if line else "" for line in recipe.code.splitlines())
-    text = RECIPE_TEMPLATE.read_text().replace("    # RECIPE", body)
+    text = RECIPE_TEMPLATE.read_text().replace(RECIPE_MARK, body)
     (bundle / "reproduce_convert.py").write_text(text)
     pins = {p: versions.get(p) or package_version(p) or "" for p in ("numpy", *recipe.imports)}
     raised = result.raised
@@ -234,13 +238,6 @@ def _recipe_inputs(src: Artifact, calibration: Any) -> list[dict[str, Any]]:
                 for i, d in enumerate(t.sample_shape)]
         out.append({"name": t.name, "dtype": t.dtype, "shape": dims})
     return out
-
-
-# the npm packages a browser reproducer loads, by the library that ran the row's format
-WEB_PACKAGES = {"tfjs_graph": ("@tensorflow/tfjs", ("@tensorflow/tfjs", "@tensorflow/tfjs-backend-wasm",
-                                                     "@tensorflow/tfjs-backend-webgpu")),
-                "onnx": ("onnxruntime-web", ("onnxruntime-web",)),
-                "tflite": ("@tensorflow/tfjs-tflite", ("@tensorflow/tfjs", "@tensorflow/tfjs-tflite"))}
 
 
 def _web_io(art: Artifact, x: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[np.ndarray]]:
@@ -296,10 +293,10 @@ def _web_reproducer(bundle: Path, result: Result, x: Any, expected: np.ndarray,
     """A browser row's reproducer: reproduce_web.html (the library alone, every input of the model), its driver
     reproduce_web.py, what they read (web.json, input_<k>.bin, expected.bin) and package.json pinning the npm
     packages that ran; None for a row of another target or without a converted file."""
-    art = result.artifact
-    if result.combo.target != "web" or art is None or art.format not in WEB_PACKAGES:
+    art, cls = result.artifact, runtime_class_of(result)
+    if art is None or cls is None or art.format not in cls.npm:
         return None
-    library, packages = WEB_PACKAGES[art.format]
+    library, packages = cls.npm[art.format]
     inputs, outputs, arrays = _web_io(art, x)
     sizes = [int(np.prod(s)) for _, s in result.output_layout] if result.output_layout else [expected.shape[1]]
     for o, size in zip(outputs, sizes):
@@ -473,6 +470,18 @@ def reproduce_command(ctx: "RunContext", c: "Combo") -> list[str]:
     for metric, (pass_limit, fail_limit) in sorted(ctx.tolerance_for(c).items()):
         args += ["--tolerance", f"{metric}={pass_limit!r},{fail_limit!r}"]
     return args + ["--workspace", str(ctx.ws.root), "--fresh"]
+
+
+def runtime_class_of(result: Result) -> type[Runtime] | None:
+    """The runtime class that ran (or would run) the row's file, None where there is none (a refused row)."""
+    fmt = (result.artifact.format if result.artifact is not None else
+           result.plan.artifact_format if result.plan is not None else "")
+    if not fmt:
+        return None
+    try:
+        return runtime_class(result.combo.target, fmt, result.combo.runtime)
+    except (StageFailed, DeploytoolError):
+        return None
 
 
 def steps_of(result: Result) -> list[Step]:

@@ -20,18 +20,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from deploytool.bugs.bundle import (FALLBACK_KEY, WEB_PACKAGES, bundle_row, failing_step, fallback_of, slug,
+from deploytool.bugs.bundle import (FALLBACK_KEY, bundle_row, failing_step, fallback_of, runtime_class_of, slug,
                                     steps_of)
 from deploytool.bugs.triage import Environment, installed_environment, tool_words, triage
-from deploytool.convert import artifact_format
 from deploytool.convert.registry import STEPS
 from deploytool.devices.web_harness import harness_dir, library_versions
-from deploytool.errors import DeploytoolError, Raised, StageFailed, UnknownOption, WorkspaceError
+from deploytool.errors import Raised, UnknownOption, WorkspaceError
 from deploytool.provenance import package_version
 from deploytool.report.pairs import backend_pairs, converter_pairs, row_of
 from deploytool.result import Result, Status, Triage
-from deploytool.runtimes import default_runtime, runtime_class
-from deploytool.runtimes.base import Runtime
+from deploytool.runtimes import default_runtime
 from deploytool.store import Finding, ResultStore
 from deploytool.targets import get_target
 from deploytool.workspace import Workspace, stable_hash
@@ -172,18 +170,6 @@ def signature(result: Result, blame_runtime: bool) -> Signature:
 
 
 # -- who is involved in a row: its conversion steps and its runtime ------------------------------------------
-def runtime_class_of(result: Result) -> type[Runtime] | None:
-    """The runtime class that ran (or would run) the row's file, None where there is none (a refused row)."""
-    fmt = (result.artifact.format if result.artifact is not None else
-           result.plan.artifact_format if result.plan is not None else "")
-    if not fmt:
-        return None
-    try:
-        return runtime_class(result.combo.target, fmt, result.combo.runtime)
-    except (StageFailed, DeploytoolError):
-        return None
-
-
 def tools_of(result: Result) -> tuple[str, ...]:
     """The Python distributions a failing row involved, for triage: the failing step's alone for a conversion
     failure; every step that made the file and the runtime that ran it otherwise."""
@@ -306,9 +292,12 @@ def versions_of(result: Result, host_versions: dict[str, str]) -> dict[str, str]
     if env.get("runtime") and (env.get("version") or env.get("runtime_version")):
         out[str(env["runtime"])] = str(env.get("version") or env.get("runtime_version"))
     fmt = result.artifact.format if result.artifact is not None else ""
-    if result.combo.target == "web" and fmt in WEB_PACKAGES:  # the npm packages that ran (a row that did not load
-        npm = library_versions(harness_dir())  # says nothing of itself)
-        out.update({p.removeprefix("@tensorflow/"): npm[p] for p in WEB_PACKAGES[fmt][1] if npm.get(p)})
+    cls = runtime_class_of(result)
+    if cls is not None and fmt in cls.npm:  # the npm packages that ran (a row that did not load says nothing)
+        npm = library_versions(harness_dir())
+        for p in cls.npm[fmt][1]:
+            if npm.get(p):
+                out.setdefault(p.removeprefix("@tensorflow/"), npm[p])
     for k in ("browser_version", "library_version"):
         if env.get(k):
             out[k.removesuffix("_version")] = str(env[k])

@@ -21,13 +21,12 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from deploytool.errors import Frame, Raised
-from deploytool.result import Result, Status
+from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
-CLASSES = ("internal_error", "unsupported", "environment", "upstream")
-INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = CLASSES
+INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
 
 FLEX_REMEDY = ("convert with converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
                "tf.lite.OpsSet.SELECT_TF_OPS] (and converter._experimental_lower_tensor_list_ops = False for "
@@ -87,42 +86,6 @@ class Environment:
     versions: Mapping[str, str] = field(default_factory=dict)  # distribution -> installed version
     requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # distribution -> its requirements
     distributions: Mapping[str, str] = field(default_factory=dict)  # import name -> distribution ("google" ...)
-
-
-@dataclass(frozen=True)
-class Triage:
-    """The class of a failing row and its evidence. `raised_at`: the frame where the exception was raised (the
-    package's own, past the standard library); `packages`: the distributions involved, with versions."""
-
-    klass: str
-    why: str
-    raised_at: Frame | None = None
-    ops: tuple[str, ...] = ()
-    remedy: str = ""
-    mismatches: tuple[str, ...] = ()
-    packages: tuple[str, ...] = ()
-
-    @property
-    def upstream(self) -> bool:
-        return self.klass == UPSTREAM
-
-    def describe(self) -> str:
-        """One line for a row's note and the CLI: `unsupported: onnx2tf has no conversion for TreeEnsembleClassifier`."""
-        return f"{self.klass}: {self.why}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"class": self.klass, "why": self.why,
-                "raised_at": self.raised_at.to_json() if self.raised_at else None, "ops": list(self.ops),
-                "remedy": self.remedy, "mismatches": list(self.mismatches), "packages": list(self.packages)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any] | None) -> "Triage | None":
-        if not d or d.get("class") not in CLASSES:
-            return None
-        at = d.get("raised_at")
-        return cls(str(d["class"]), str(d.get("why") or ""), Frame.from_json(at) if at else None,
-                   tuple(d.get("ops") or ()), str(d.get("remedy") or ""), tuple(d.get("mismatches") or ()),
-                   tuple(d.get("packages") or ()))
 
 
 # -- the rules ---------------------------------------------------------------------------------------------
@@ -191,7 +154,7 @@ def _ops(gap: _Gap, text: str) -> tuple[str, ...]:
 def _unsupported(result: Result) -> Triage | None:
     r = result.raised
     if r is not None and r.name == "NoConversion":
-        return Triage(UNSUPPORTED, r.first_line, raising_frame(r), tuple(result.raised_ops), result.raised_remedy)
+        return Triage(UNSUPPORTED, r.first_line, raising_frame(r), r.ops, r.remedy)
     if result.status is Status.UNSUPPORTED:
         return Triage(UNSUPPORTED, result.reason.splitlines()[0] if result.reason else "not supported")
     art = result.artifact

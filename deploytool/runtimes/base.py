@@ -121,6 +121,9 @@ class Runtime:
     # browser library or a phone binary): triage reads the distribution's pins, findings address the owner.
     owner: ClassVar[str] = ""
     dist: ClassVar[str] = ""
+    # A runtime in a browser: artifact format -> (the npm library that runs it, the npm packages a standalone
+    # page needs for it); empty for every other runtime (a bug bundle's browser reproducer reads it).
+    npm: ClassVar[Mapping[str, tuple[str, tuple[str, ...]]]] = {}
     Options: ClassVar[type[RuntimeOptions]] = HostOptions
     options: RuntimeOptions
     # In-process runtimes get load time and this process's peak RSS measured by

@@ -139,6 +139,10 @@ class WebRuntime(Runtime):
     """
 
     name = "web"
+    npm = {"tfjs_graph": ("@tensorflow/tfjs", ("@tensorflow/tfjs", "@tensorflow/tfjs-backend-wasm",
+                                               "@tensorflow/tfjs-backend-webgpu")),
+           "onnx": ("onnxruntime-web", ("onnxruntime-web",)),
+           "tflite": ("@tensorflow/tfjs-tflite", ("@tensorflow/tfjs", "@tensorflow/tfjs-tflite"))}
     # tfjs-tflite lives in the tfjs repository; onnxruntime-web in onnxruntime's
     OWNERS = {"tfjs_graph": "tensorflow/tfjs", "tflite": "tensorflow/tfjs", "onnx": "microsoft/onnxruntime"}
 

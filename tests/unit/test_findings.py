@@ -99,9 +99,13 @@ def test_another_models_row_passing_does_not_make_a_finding_not_seen(tmp_path):
     assert store.findings()[0].not_seen_since == "tfjs-tflite 0.0.1-alpha.11"  # its own model's row
 
 
-def test_issue_md_is_addressed_to_the_owner_with_its_template_fields(tmp_path):
+def test_issue_md_is_addressed_to_the_owner_with_its_template_fields_once_its_reproducer_confirms_it(tmp_path):
     store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'r.db'}")
     (f,) = findings.record_run(store, "n1", [_load_failure()], {"tfjs-tflite": "0.0.1-alpha.10", "numpy": "1.26"})
+    assert f.klass == "upstream" and f.state == "candidate"
+    out = write_finding(f, tmp_path / "finding")
+    assert not (out / "issue.md").exists() and "state: **candidate**" in (out / "finding.md").read_text()
+    f = replace(f, confirmation={"state": "confirmed", "command": "python reproduce_web.py", "output": "REPRODUCED"})
     out = write_finding(f, tmp_path / "finding")
     text = (out / "issue.md").read_text()
     assert text.startswith("<!-- for https://github.com/tensorflow/tfjs/issues/new -->")

@@ -71,8 +71,9 @@ def _signature_names(it):
 
 def run_litert(model, x, outputs, interpreter=None):
     if interpreter is None:
-        from ai_edge_litert.interpreter import Interpreter as interpreter
+        from ai_edge_litert.interpreter import Interpreter
 
+        interpreter = Interpreter
     it = interpreter(model_path=str(model))
     sig = _signature_names(it)
     ins = {sig.get(int(d["index"]), d["name"]): d for d in it.get_input_details()}
