@@ -287,7 +287,8 @@ def _print_results(results) -> None:
                      *(_fmt(m.get(key), spec) for _, key, spec in columns),
                      _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"), _ratio_ci(r),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
-                     str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}"))
+                     (str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}")
+                     + (f" [{r.triage.klass}]" if r.triage is not None else "")))
     print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
                   "×p50", "KiB", "verdict"), rows)
     how = [(r.combo, r.latency_how) for r in results if r.latency_how]

@@ -1,6 +1,7 @@
-"""A test double of a *runtime*, not of any real part: "onnxruntime-shifted" is a second host runtime for ONNX
+"""Test doubles of a *runtime*, not of any real part: "onnxruntime-shifted" is a second host runtime for ONNX
 files that runs the real onnxruntime and then, like a buggy runtime, adds `OFFSET` to the first value of what
-it returns for every sample. It shows that a new runtime is one module: the `@register_runtime` decorator offers it beside
+it returns for every sample; "onnxruntime-crashing" runs it and then crashes in its own code (a planted
+deploytool-side bug: triage must call it deploytool's, never upstream's). It shows that a new runtime is one module: the `@register_runtime` decorator offers it beside
 onnxruntime (`--runtime onnxruntime-shifted`, a lab's `runtimes = [...]`); no file of deploytool names it.
 Importing it registers it; a subprocess gets it with `DEPLOYTOOL_PLUGINS=tests.fake_runtime`, and a row's
 measuring worker imports it by its module path."""
@@ -14,6 +15,7 @@ from deploytool.runtimes.onnxrt import OnnxRuntime
 
 OFFSET = 100.0
 NAME = "onnxruntime-shifted"
+CRASHING = "onnxruntime-crashing"
 
 
 @runtimes.register_runtime("host", "onnx", NAME)
@@ -27,10 +29,25 @@ class ShiftedOnnxRuntime(OnnxRuntime):
         return out
 
 
+@runtimes.register_runtime("host", "onnx", CRASHING)
+class CrashingOnnxRuntime(OnnxRuntime):
+    """A planted bug in deploytool's own kind of code (a runtime module, not the library it drives): after the real
+    onnxruntime ran, it reads an attribute its outputs do not have, as the dict-outputs crash did."""
+
+    name = CRASHING
+
+    def _run(self, inputs: Batch) -> Outputs:
+        out = super()._run(inputs)
+        out.outputs = out.outputs.numpy()  # type: ignore[attr-defined]  # AttributeError: the planted bug
+        return out
+
+
 def register() -> None:
-    """Register it again (after `unregister`); importing the module has registered it once."""
+    """Register them again (after `unregister`); importing the module has registered them once."""
     runtimes.register_runtime("host", "onnx", NAME)(ShiftedOnnxRuntime)
+    runtimes.register_runtime("host", "onnx", CRASHING)(CrashingOnnxRuntime)
 
 
 def unregister() -> None:
     runtimes.unregister("host", "onnx", NAME)
+    runtimes.unregister("host", "onnx", CRASHING)

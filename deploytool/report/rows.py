@@ -69,6 +69,8 @@ class ReportRow:
     notes: tuple[str, ...] = ()
     latency_how: str = ""  # one sentence: how latency was measured, how steady the machine was (issue 25)
     regression: tuple[str, ...] = ()  # what got worse since the same combination was last measured
+    triage: str | None = None  # a failing row's class: internal_error, unsupported, environment, upstream
+    triage_why: str = ""  # its evidence in one line
     bundle: str | None = None  # the reproducer bundle (deploytool.bugs.bundle), relative to the report: bugs/<name>
     # what the detail sections show
     artifact: dict[str, Any] = field(default_factory=dict)  # the converted model's facts (Artifact.to_json)
@@ -165,6 +167,8 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             regression=tuple(_regressions(r, inp.history.get(r.combo_key))),
             # the reproducer bundle (deploytool.bugs.bundle) lives beside the report, in bugs/<name>/
             bundle=f"bugs/{Path(r.bundle).name}" if r.bundle else None,
+            triage=r.triage.klass if r.triage is not None else None,
+            triage_why=clean(r.triage.why) if r.triage is not None else "",
             artifact=art, environment=dict(r.environment), memory_by_name=memory,
             stage_seconds=asdict(r.times), flipped=tuple(comp.flipped) if comp is not None else (),
             latency_path=r.latency_path or None, outputs_path=r.outputs_path or None,

@@ -155,7 +155,7 @@ def _number(v: Any) -> Any:
 
 
 RESULT_KEYS = ("combo_key", "label", "framework", "format", "quantize", "target", "device", "backend", "status",
-               "reason", "verdict", "failing", "metrics", "checks", "tolerances", "memory_figures", "notes",
+               "reason", "verdict", "failing", "triage", "metrics", "checks", "tolerances", "memory_figures", "notes",
                "regression", "artifact", "flipped", "bundle", "task", "outputs")
 METRIC_KEYS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count", "max_abs_error",
                "mean_abs_error", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "latency_ratio_p50", "latency_ratio_p90",
@@ -173,7 +173,7 @@ def json_document(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, Any]
         results.append({
             "combo_key": row.combo_key, "label": row.label,
             **{k: getattr(row, k) for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
-            "reason": clean(row.reason), "verdict": row.verdict, "failing": row.failing,
+            "reason": clean(row.reason), "verdict": row.verdict, "failing": row.failing, "triage": row.triage,
             "metrics": {k: _number(getattr(row, k)) for k in METRIC_KEYS} if row.verdict is not None else {},
             "checks": [asdict(c) for c in row.checks], "tolerances": row.tolerances,
             "memory_figures": row.memory_figures, "notes": row.notes, "regression": row.regression,
@@ -247,7 +247,7 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
         lines += ["", "**Failures**", ""]
         for r in failures:
             why = "; ".join(r.broken) if r.status == "measured" else first_line(r.reason) or "no reason recorded"
-            lines.append(f"- `{_code(r.label)}` — {r.outcome}: {_md(why)}"
+            lines.append(f"- `{_code(r.label)}` — {r.outcome}" + (f" [{r.triage}]" if r.triage else "") + f": {_md(why)}"
                          + (f" (reproducer: `{r.bundle}/`)" if r.bundle else ""))
     regressed = [r for r in rows if r.regression and not r.failing]
     if regressed:

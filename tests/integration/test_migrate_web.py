@@ -27,11 +27,17 @@ def web_run(lenet5_workspace, keep_conversions):
     return outcome
 
 
-def test_one_chromium_serves_every_row_of_the_run(web_run):
-    """Issue 10: one browser per run, a fresh context per row (no row here crashes its page)."""
+def test_one_chromium_serves_every_row_of_the_run(web_run, lenet5_workspace):
+    """Issue 10: one browser per run, a fresh context per row (no row here crashes its page). Each browser finding's
+    bare reproducer, run after the rows to confirm it, starts a browser of its own (it must not use deploytool's)."""
+    from deploytool.store import SqlAlchemyStore
+
     ran = [r for r in web_run.results if r.environment.get("timings_ms")]
     assert len(ran) >= 5
-    assert web_run.browser_launches == 1
+    store = SqlAlchemyStore(lenet5_workspace[0].default_db_url)
+    confirmed_in_a_browser = [f for f in store.findings() if f.runs[:1] == ("web-all",)
+                              and f.confirmation.get("reproducer") == "reproduce_web.py"]
+    assert web_run.browser_launches == 1 + len(confirmed_in_a_browser)
     paid = [r.combo.label for r in ran if r.environment["timings_ms"]["browser_launch"] > 0]
     assert len(paid) == 1, paid  # the first row that ran launched it; the others found it running
 
@@ -112,6 +118,29 @@ def test_failing_web_rows_come_with_a_reproducer_that_contrasts_host_and_browser
             assert r.reason in (bundle / "README.md").read_text()
 
 
+def test_the_demos_findings_are_confirmed_by_their_bare_reproducers(web_run, lenet5_workspace):
+    """tfjs-tflite refusing Keras's dynamic-range FULLY_CONNECTED (version 12) and scoring the PyTorch-born one at
+    ~10%: each row's reproduce_web.py — the page with the npm packages alone, in a process that cannot import
+    deploytool — shows the fault, so each finding is confirmed (and only then gets its issue.md)."""
+    from pathlib import Path
+
+    from deploytool.bugs.confirm import confirm
+    from deploytool.store import SqlAlchemyStore
+
+    ws, *_ = lenet5_workspace
+    rows = {r.combo.framework: r for r in web_run.results
+            if r.failing and r.combo.label.endswith("tflite/dynamic on web:wasm")}
+    assert set(rows) == {"keras", "torch"}, [r.combo.label for r in web_run.results if r.failing]
+    seen = {fw: confirm(Path(r.bundle)) for fw, r in rows.items()}
+    for fw, words in (("keras", " fails to load the model"), ("torch", ": top-1 agreement with the source model")):
+        assert seen[fw].state == "confirmed" and seen[fw].reproducer == "reproduce_web.py", seen[fw].output
+        assert f"REPRODUCED: @tensorflow/tfjs-tflite on wasm{words}" in seen[fw].output, seen[fw].output
+    assert "builtin opcode 'FULLY_CONNECTED' version '12'" in seen["keras"].output  # the page's console says it
+    store = SqlAlchemyStore(ws.default_db_url)
+    mine = [f for f in store.findings() if "web-all" in f.runs and "(dynamic)" in f.title and "TFLite" in f.title]
+    assert len(mine) == 2 and all(f.state == "confirmed" for f in mine), [(f.title, f.state) for f in mine]
+
+
 def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lenet5_workspace):
     """Both known tfjs-tflite findings come down to the first Dense layer (FULLY_CONNECTED with
     dynamic-range weights): one cannot be loaded, the other computes wrongly in the browser while
@@ -140,7 +169,7 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
         assert "## Where it goes wrong" in (bundle / "README.md").read_text()
     # the two bugs are two findings whose folders now hold the minimal cut; the one that cannot load is TF.js's
     # (the other is pinned on TF.js only when the run also has the host rows that pass: `make demo` has them)
-    two = [f for f in store.findings() if "web-all" in f.runs and "tflite (dynamic)" in f.title]
+    two = [f for f in store.findings() if "web-all" in f.runs and "TFLite (dynamic)" in f.title]
     assert len(two) == 2, [(f.owner, f.title) for f in store.findings()]
     assert any(f.owner == "tensorflow/tfjs" and f.signature["stage"] == "load" for f in two), two
     for f in two:
