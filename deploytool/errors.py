@@ -129,6 +129,11 @@ class Frame:
     package: str
 
     @property
+    def generated(self) -> bool:
+        """Code a framework generated at run time (autograph's files, torch.fx's `eval_with_key`)."""
+        return self.file.startswith("<") or "__autograph_generated" in self.file or "eval_with_key" in self.file
+
+    @property
     def short(self) -> str:
         """The file from its package's folder on (`onnx2tf/ops/Reshape.py:120`), else as it is."""
         m = _SITE.search(self.file)
@@ -224,9 +229,16 @@ class Raised:
 
     @property
     def innermost(self) -> Frame | None:
-        """The frame that raised it, past the standard library's own (a `json.loads` raising is its caller's)."""
-        own = [f for f in self.frames if f.package != "python"]
+        """The frame that raised it, past the standard library's own (a `json.loads` raising is its caller's) and
+        code a framework generated at run time (TensorFlow's autograph, torch.fx: the framework's, not ours)."""
+        own = [f for f in self.frames if f.package != "python" and not f.generated]
         return own[-1] if own else (self.frames[-1] if self.frames else None)
+
+    @property
+    def in_own_code(self) -> bool:
+        """Raised in deploytool's code or a plugin's (a module on no site-packages path): never upstream's."""
+        at = self.innermost
+        return at is not None and at.package in ("deploytool", "")
 
     @property
     def first_line(self) -> str:

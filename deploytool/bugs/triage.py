@@ -89,28 +89,16 @@ class Environment:
 
 
 # -- the rules ---------------------------------------------------------------------------------------------
-def _generated(f: Frame) -> bool:
-    """Code a framework generated at run time (TensorFlow's autograph, torch.fx): the framework's, not ours."""
-    return f.file.startswith("<") or "__autograph_generated" in f.file or "eval_with_key" in f.file
-
-
 def raising_frame(raised: Raised) -> Frame | None:
     """The frame that raised: the innermost one past the standard library and code generated at run time."""
-    frames = [f for f in raised.frames if f.package != "python" and not _generated(f)]
-    return frames[-1] if frames else raised.innermost
-
-
-def _own(f: Frame | None) -> bool:
-    """deploytool's code, or a plugin's (a module on no site-packages path: its author's, never upstream's)."""
-    return f is not None and f.package in ("deploytool", "")
+    return raised.innermost
 
 
 def _internal(result: Result) -> Triage | None:
     r = result.raised
-    if r is not None and r.name not in ("NoConversion", "OutputMismatch"):
+    if r is not None and r.name not in ("NoConversion", "OutputMismatch") and r.in_own_code:
         at = raising_frame(r)
-        if _own(at):
-            assert at is not None
+        if at is not None:
             whose = "deploytool's own code" if at.package == "deploytool" else "code outside any installed package"
             return Triage(INTERNAL, f"{r.name} raised in {whose} at {at.describe()}" +
                           (f": {r.first_line}" if r.first_line else ""), at)

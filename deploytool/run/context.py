@@ -11,14 +11,14 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data import Dataset, load_dataset
 from deploytool.data.feed import feed_sha256
-from deploytool.errors import BadModelFile, DataError, StageFailed
+from deploytool.errors import BadModelFile, DataError, DeploytoolError, Raised, StageFailed
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
@@ -56,6 +56,9 @@ class RunContext:
     progress: bool = False
     sources: dict[str, Source] = field(default_factory=dict)
     _trained: dict[str, Artifact] = field(default_factory=dict, repr=False)
+    # framework -> the exception its PC baseline raised in deploytool's own code: every row of it fails with it
+    # (triaged a deploytool bug), once
+    failed_sources: dict[str, BaseException] = field(default_factory=dict, repr=False)
     # target name -> runtime options its open session adds (None: no session is open)
     _session_options: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -122,21 +125,38 @@ class RunContext:
 
     def source(self, framework: str) -> Source:
         """The source model (trained once, cached) and its PC baseline (measured once, cached)."""
+        if framework in self.failed_sources:
+            raise self.failed_sources[framework]
         if framework not in self.sources:
             art = self.source_model(framework)
             try:
                 b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
                                  latency_samples=self.req.latency_samples, threads=self.req.threads)
             except StageFailed as e:
-                if self.user_artifact is None:
-                    raise  # a zoo model's baseline failing is that framework's rows' result
-                # The user's own file failing in its own runtime is the file's problem, not a converter's or a
-                # runtime's bug: no row, no finding; one line with the runtime's words.
-                raise BadModelFile(f"{self.req.model}: your model does not run in its own runtime on this machine "
-                                   f"({e.reason}); fix the model (an op the runtime lacks, a tensor too large) "
-                                   "and run again") from None
+                self._baseline_failed(e)
+            except DeploytoolError:
+                raise
+            except Exception as e:
+                raised = Raised.of(e)
+                if self.user_artifact is not None and not raised.in_own_code:
+                    # the user's model raising in its own framework on this test set: the file's or the data's
+                    raise BadModelFile(f"{self.req.model}: your model does not run on this test set in its own "
+                                       f"runtime ({raised.name}: {raised.first_line[:200]}); check the test data "
+                                       "against the model's inputs (ranges, shapes), or the model") from None
+                self.failed_sources[framework] = e
+                raise
             self.sources[framework] = Source(framework, art, b)
         return self.sources[framework]
+
+    def _baseline_failed(self, e: StageFailed) -> NoReturn:
+        """A baseline that failed in its runtime: a zoo model's is that framework's rows' result (raised again); the
+        user's own file failing in its own runtime is the file's problem, not a converter's or a runtime's bug: no
+        row, no finding; one line with the runtime's words."""
+        if self.user_artifact is None:
+            raise e
+        raise BadModelFile(f"{self.req.model}: your model does not run in its own runtime on this machine "
+                           f"({e.reason}); fix the model (an op the runtime lacks, a tensor too large) "
+                           "and run again") from None
 
     def identity(self, target: str) -> dict[str, str]:
         pf = self.preflight.get(target)

@@ -49,7 +49,11 @@ def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list
     carries its baseline's accuracy."""
 
     for fw in {r.combo.framework for r in results} if measure_baselines else ():
-        ctx.source(fw)  # cached: the baseline is needed for the report even on a resumed run
+        try:
+            ctx.source(fw)  # cached: the baseline is needed for the report even on a resumed run
+        except Exception:
+            if fw not in ctx.failed_sources:
+                raise  # a baseline that crashed in deploytool's own code: its rows say so; the report goes on
     history = store.history(ctx.spec.name, [r.combo_key for r in results], run_id)
     inp = report.ReportInput(
         run_id=run_id, model=ctx.spec.name, dataset=ctx.dataset.name,
