@@ -17,6 +17,7 @@ from deploytool.errors import BadModelFile, DataError, ShapeError
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
+from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
 from deploytool.workspace import Workspace, safe_segment
 
@@ -109,6 +110,8 @@ def _signature(path: Path, fmt: str) -> Signature:
         onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
     if fmt == "keras":
         _check_keras_archive(path)
+    if fmt == "saved_model":
+        check_saved_model(path)  # its graph may write files or load native code: refused before TF loads it
     try:
         sig = read_signature(path, fmt)
     except BadModelFile:

@@ -15,6 +15,7 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import BadModelFile
 from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.tf_graph import check_graph_def
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
@@ -59,9 +60,11 @@ class KerasRuntime(Runtime):
         self._tf = tf
         if artifact.signature is not None:
             self._bind(artifact, model if artifact.format == "keras" else None)
-            return
-        spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
-        self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
+        else:
+            spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
+            self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
+        # the traced serving graph holds only what a model may (no file, I/O or native op) before its first call
+        check_graph_def(self._fn.get_concrete_function().graph.as_graph_def(), str(artifact.path))
 
     def _bind(self, artifact: Artifact, model: Any) -> None:  # a keras.Model (untyped), or None: a SavedModel
         """A model with a signature: one traced function taking every named input at its dtype (open

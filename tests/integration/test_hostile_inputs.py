@@ -384,3 +384,50 @@ def test_a_users_model_its_own_runtime_cannot_run_is_one_line_and_no_finding(san
     with sqlite3.connect(ws / "results.db") as db:
         assert db.execute("select count(*) from findings").fetchone() == (0,)
     assert not (ws / "findings").exists() or not any((ws / "findings").iterdir())
+
+
+def _writing_saved_model(path: Path, target: Path) -> Path:
+    """A SavedModel whose serving function writes `target` (a path of the graph's choosing) and then computes."""
+    import tensorflow as tf
+
+    class Writes(tf.Module):
+        def __init__(self) -> None:
+            self.w = tf.Variable(tf.ones([4, 2]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            tf.io.write_file(str(target), tf.strings.as_string(tf.reduce_sum(x)))
+            return {"y": tf.matmul(x, self.w)}
+
+    m = Writes()
+    tf.saved_model.save(m, str(path), signatures={"serving_default": m.serve})
+    return path
+
+
+def test_a_savedmodel_whose_graph_writes_files_is_refused_before_anything_runs_it(tmp_path):
+    """Security: a model file is a program. Its WriteFile op is found in saved_model.pb before TensorFlow loads it
+    (the PC baseline, a converter or a signature reader would have run it): one line naming the op, exit 2, and no
+    file anywhere outside the workspace. A traced graph holding one is refused the same way before its call."""
+    from deploytool.errors import BadModelFile
+    from deploytool.modelfiles.tf_graph import check_graph_def
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "written-by-the-model.txt"
+    model = _writing_saved_model(tmp_path / "model", target)
+    data = _npz(tmp_path / "t.npz", x=np.ones((8, 4), np.float32))
+    before = _tree(tmp_path, tmp_path / "ws")
+    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--target", "host", "--workspace",
+                str(tmp_path / "ws"), "--quiet", cwd=tmp_path, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "WriteFile" in lines[0] and "refused" in lines[0], r.stderr
+    assert not target.exists() and _tree(tmp_path, tmp_path / "ws") == before
+
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def reads(name):
+        return tf.io.read_file(name[0])
+
+    with pytest.raises(BadModelFile, match="ReadFile"):
+        check_graph_def(reads.get_concrete_function().graph.as_graph_def(), "traced")
