@@ -206,7 +206,7 @@ def owner_of(sig: Signature) -> str:
         owner = _owner(sig.runtime, RUNTIME_OWNERS)
         if owner:
             return owner
-    return _owner(sig.converter, CONVERTER_OWNERS) or _owner(sig.direction, CONVERTER_OWNERS) or "unknown"
+    return _owner(sig.converter, CONVERTER_OWNERS) or _owner(sig.direction, CONVERTER_OWNERS)
 
 
 FORMAT_NAMES = {"tflite": "TFLite", "tfjs": "TF.js", "onnx": "ONNX", "keras": "Keras", "saved_model": "SavedModel",
@@ -407,8 +407,14 @@ def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment 
         result.bundle, result.bundle_error = derived.bundle, derived.bundle_error
         if not result.failing:
             return  # a failing row also gets its own bundle, beside the conversion's (fallback_row finds it)
-    result.triage = triage_row(result, env)
-    if result.triage.klass != "internal_error":
+    result.triage = t = triage_row(result, env)
+    if t.klass == "unsupported":
+        result.notes.append(f"coverage gap, not a bug: {t.why}" + (f"; what would make it work: {t.remedy}"
+                                                                   if t.remedy else ""))
+    elif t.klass == "environment":
+        result.notes.append(f"{t.why.split(': ')[0]}: " + "; ".join(t.mismatches[:4])
+                            + (f"; and {len(t.mismatches) - 4} more" if len(t.mismatches) > 4 else ""))
+    if t.klass != "internal_error":
         bundle_row(ctx, result, run_id)
         return
     log = internal_log(ctx.ws, run_id)

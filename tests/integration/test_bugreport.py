@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,7 +62,10 @@ def test_measured_failure_bundle_reproduces_with_onnxruntime(tmp_path):
     assert r.returncode == 1 and "REPRODUCED" in r.stdout
 
 
-def test_conversion_failure_bundle_carries_the_source_and_the_error(tmp_path):
+def test_conversion_failure_bundle_carries_the_source_and_a_converter_call_that_fails_the_same_way(tmp_path):
+    from deploytool.bugs.bundle import StepInput
+    from deploytool.convert.registry import STEPS
+
     src_file = tmp_path / "model.keras"
     src_file.write_bytes(b"zip")
     src = Artifact(path=src_file, format="keras", framework="keras", layout="NHWC", input_shape=(8, 8, 1),
@@ -69,11 +73,17 @@ def test_conversion_failure_bundle_carries_the_source_and_the_error(tmp_path):
     res = _result("conversion_failed", None)
     x = np.zeros((5, 8, 8, 1), np.float32)
     bundle = write_bundle(res, tmp_path / "bugs", x_test=x, baseline_outputs=np.zeros((5, 10), np.float32),
-                          source=src, versions={"tf2onnx": "1.17.0"}, command="deploytool migrate --fresh")
+                          source=src, versions={"tf2onnx": "1.17.0"}, command="deploytool migrate --fresh",
+                          step_input=StepInput(STEPS["onnx_tf"], src))
     assert (bundle / "model" / "model.keras").read_bytes() == b"zip" and not (bundle / "observed.npy").exists()
-    assert "cannot convert" in json.loads((bundle / "bundle.json").read_text())["title"]
-    r = subprocess.run([sys.executable, str(bundle / "reproduce.py")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "KeyError: 'x'" in r.stdout
+    meta = json.loads((bundle / "bundle.json").read_text())
+    assert meta["title"] == "tf2onnx 1.17.0 cannot convert m (keras) to onnx/int8: KeyError: 'x'"
+    assert meta["convert"]["packages"]["tf2onnx"] and not (bundle / "reproduce.py").exists()
+    readme = (bundle / "README.md").read_text()
+    assert "python reproduce_convert.py" in readme and "tf2onnx==" in readme and res.reason in readme
+    r = subprocess.run([sys.executable, str(bundle / "reproduce_convert.py")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and "REPRODUCED" in r.stdout, r.stdout + r.stderr  # a file Keras cannot read
 
 
 def _imports(path) -> tuple[set[str], set[str]]:
@@ -165,7 +175,7 @@ def test_an_onnx_bundle_and_its_backend_test_folder_replay_with_only_the_package
     named = {m for m in _modules_of(set(meta["packages"]))}
     top, lazy = _imports(bundle / "reproduce.py")
     assert top - set(sys.stdlib_module_names) <= {"numpy"} <= named, top
-    assert (lazy - set(sys.stdlib_module_names)) - named == {"ai_edge_litert"}, lazy  # the TFLite runner only
+    assert (lazy - set(sys.stdlib_module_names)) - named == {"ai_edge_litert", "tensorflow"}, lazy  # the TFLite runners
     (tmp_path / "guard.py").write_text(GUARD)
     r = subprocess.run([sys.executable, str(tmp_path / "guard.py"), str(bundle / "reproduce.py"), ",".join(named)],
                        capture_output=True, text=True, timeout=120)
@@ -182,3 +192,37 @@ def onnx_tensor(path):
     t = TensorProto()
     t.ParseFromString(path.read_bytes())
     return t
+
+
+def test_a_conversion_bundle_reproduces_deploytools_own_call_byte_for_byte(tmp_path):
+    """reproduce_convert.py's convert() is the call deploytool makes: run without deploytool (an import of it
+    raises there) on the bundle's own files, onnxruntime's dynamic quantization and TFLite's converter write the
+    very bytes deploytool's conversion wrote."""
+    import shutil
+
+    from deploytool.bugs.bundle import StepInput
+    from deploytool.bugs.confirm import _BLOCK
+    from deploytool.convert import convert
+    from deploytool.convert.registry import STEPS
+    from tests.integration.tiny_models import build_keras
+
+    onnx_src = Artifact(path=onnx_model(tmp_path / "m.onnx", [None, 8, 8, 1]), format="onnx", framework="onnx",
+                        layout="NHWC", input_shape=(8, 8, 1), num_outputs=10)
+    (tmp_path / "keras").mkdir()
+    keras_src = build_keras(tmp_path / "keras", epochs=1).artifact
+    x = np.zeros((4, 8, 8, 1), np.float32)
+    for src, fmt, quantize, step, name in ((onnx_src, "onnx", "dynamic", "onnx_quant", "model.onnx"),
+                                            (keras_src, "tflite", "none", "tflite_tf", "model.tflite")):
+        made = convert(src, fmt, quantize, tmp_path / f"made-{step}")
+        res = Result(run_id="r", combo_key=f"k-{step}", model="m", dataset="d",
+                     combo=Combo(src.format, fmt, quantize, "host"), status="conversion_failed",
+                     reason=f"{STEPS[step].converter} x: ValueError: planted")
+        bundle = write_bundle(res, tmp_path / "bugs", x_test=x,
+                              baseline_outputs=np.zeros((4, 10), np.float32), source=src, versions={},
+                              command="deploytool migrate ...", step_input=StepInput(STEPS[step], src))
+        run = tmp_path / f"run-{step}"
+        shutil.copytree(bundle, run)
+        r = subprocess.run([sys.executable, "-I", "-c", _BLOCK, "reproduce_convert.py"], cwd=run, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0 and "not reproduced: the conversion succeeded here" in r.stdout, r.stdout + r.stderr
+        assert (run / "converted" / name).read_bytes() == Path(made.path).read_bytes(), step
