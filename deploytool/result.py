@@ -100,6 +100,7 @@ class OutputComparison:
     rel_error: float
     cosine_min: float
     cosine_mean: float
+    exact_match: float | None = None  # an output of integers (labels): the share of samples equal to the baseline's
 
 
 @dataclass
@@ -134,6 +135,8 @@ class Comparison:
     # the 95% bootstrap interval of latency_ratio_p50 when it was measured paired (deploytool.latency); None: the
     # ratio of the row's p50 to the baseline's, each timed in its own process
     latency_ratio_ci: tuple[float, float] | None = None
+    scored_output: str = ""  # the output accuracy, agreement and flips are of ("" : the only one)
+    label_agreement: float | None = None  # the smallest exact_match over integer (label) outputs
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"

@@ -40,6 +40,7 @@ TOLERANCE_METRICS = {
     "rel_error": "max",  # largest |output - baseline output| over the output's range, over every output
     "mae_increase": "max",  # regression: (target MAE - baseline MAE) / baseline MAE against the labels
     "rmse_increase": "max",  # regression: the same for the RMSE
+    "label_agreement": "min",  # share of samples whose integer (label) outputs equal the baseline's exactly
 }
 TASKS = ("classification", "regression", "raw")
 TOLERANCE_GROUPS = ("none", "quantized")
@@ -83,6 +84,8 @@ class ModelSpec:
     # every named input and output, for a model that is not one image in and class scores out (a user's
     # sequence, token or tabular model); None for the image classifiers (input_shape and labels say it all)
     signature: Signature | None = None
+    scored_output: str = ""  # the output a classifier is scored on ("": its first, or the only one)
+    input_name: str = ""  # an image classifier file's input name: its test images may be stored under it
 
     @property
     def num_classes(self) -> int:
@@ -116,6 +119,9 @@ class ModelSpec:
         # reads as it did before models had tasks and signatures
         if self.task == "classification":
             d.pop("task")
+        for unset in ("scored_output", "input_name"):
+            if not d[unset]:
+                d.pop(unset)
         if self.signature is None:
             d.pop("signature")
         else:

@@ -67,6 +67,9 @@ GAPS: tuple[_Gap, ...] = (
     # onnxruntime (and onnxruntime-web): no kernel for an op in this build or execution provider
     _gap(r"Could not find an implementation for", r"implementation for (\w+)\(\d+\)",
          "another opset or execution provider that implements it, or a build of onnxruntime with it"),
+    _gap(r"Can't access output tensor data", None,
+         "onnxruntime-web reads tensor outputs only; a sequence of maps (scikit-learn's ZipMap) is none: export "
+         "the model without ZipMap (skl2onnx: options={id(model): {'zipmap': False}})"),
     _gap(r"Failed to find proper ai\.onnx domain", None,
          "nothing to quantize: the graph imports no ai.onnx opset (only ai.onnx.ml ops, e.g. a tree ensemble); "
          "run it unquantized"),

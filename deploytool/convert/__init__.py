@@ -49,7 +49,7 @@ from deploytool.convert.registry import (
     route,
     unregister_converter,
 )
-from deploytool.errors import Raised, StageFailed, UnknownOption, first_line_of
+from deploytool.errors import Raised, StageFailed, ToolFailed, UnknownOption, first_line_of
 
 
 class Converter(Protocol):
@@ -112,7 +112,8 @@ def _version(dist: str) -> str:
 def _failed(step: Step, e: BaseException) -> StageFailed:
     """The row's result for step `step` raising `e`: the tool's words, and `e` itself as evidence for triage."""
     first = first_line_of(str(e))
-    text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    # deploytool's reading of a tool's failure speaks in the tool's words; anything else keeps its class
+    text = first if isinstance(e, ToolFailed) and first else f"{type(e).__name__}: {first}" if first else type(e).__name__
     return StageFailed("conversion_failed", f"{step.converter} {_version(step.dist)}: {text}", Raised.of(e))
 
 

@@ -60,12 +60,14 @@ def _refuse_scalars(path: Path, **arrays: np.ndarray) -> None:
                             f"{_HOW}, with one row per sample")
 
 
-def load(path: Path) -> RawData:
+def load(path: Path, input_name: str = "") -> RawData:
+    """`x` (or an array named after the model's one input, `input_name`) and, optionally, integer labels `y`."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file; pass an .npz with arrays x (N,H,W,C) and y (N,)")
+    members = (*MEMBERS, input_name, f"{input_name}_train") if input_name else MEMBERS
     try:
-        declared = declared_members(path, MEMBERS)
+        declared = declared_members(path, members)
         # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
         need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
         limit = memory_limit_bytes()
@@ -74,11 +76,15 @@ def load(path: Path) -> RawData:
                             f"more than this machine can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
         with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
-            if not {"x", "y"} <= keys:
-                raise DataError(f"{path}: needs arrays 'x' and 'y', found {sorted(keys) or 'none'}; {_HOW}")
-            x, y = z["x"], z["y"]
+            xname = "x" if "x" in keys else input_name if input_name in keys else ""
+            if not xname:
+                named = f" or {input_name!r} (the model's input)" if input_name and input_name != "x" else ""
+                raise DataError(f"{path}: needs the images as array 'x'{named}, found {sorted(keys) or 'none'}; "
+                                f"{_HOW} (y is optional)")
+            x = z[xname]
+            y = z["y"] if "y" in keys else np.zeros(0, np.int64)  # no labels: compared with the baseline alone
             _refuse_scalars(path, x=x, y=y)
-            x_train = z["x_train"] if "x_train" in keys else x[:0]
+            x_train = z[f"{xname}_train"] if f"{xname}_train" in keys else x[:0]
             y_train = z["y_train"] if "y_train" in keys else y[:0]
             _refuse_scalars(path, x_train=x_train, y_train=y_train)
     except DataError:

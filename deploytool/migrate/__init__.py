@@ -140,7 +140,7 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
     request = req.to_json()
     for k in ("fresh", "run_id", "model", "test_npz", "data_dir", "localize"):
         request.pop(k, None)  # the inputs enter by content below, not by path
-    for unset in ("data_layout", "task"):
+    for unset in ("data_layout", "task", "output"):
         if request.get(unset) is None:
             request.pop(unset, None)  # the data's bytes decide; ids of runs made before the flag hold
     sources = {fw: ctx.source_id(fw) for fw in expand(req.frameworks, ctx.spec.frameworks, "framework")}

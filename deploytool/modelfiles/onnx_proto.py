@@ -23,6 +23,7 @@ _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION, _TENSOR_NAME = 13, 14, 8
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _VALUE_NAME, _VALUE_TYPE = 1, 2
 _TYPE_TENSOR, _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE, _SHAPE_DIM, _DIM_VALUE = 1, 1, 2, 1, 1
+_TYPE_SEQUENCE, _TYPE_MAP = 4, 5  # TypeProto's sequence_type and map_type
 # TensorProto.DataType -> numpy dtype name (the types a graph input or output of ours can have)
 ELEM_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
               10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
@@ -91,6 +92,7 @@ class ValueInfo:
     name: str
     dims: tuple[int | None, ...]  # None: a symbolic or unknown dimension
     dtype: str = ""  # numpy dtype name of a tensor's elements ("" when the graph does not say)
+    kind: str = "tensor"  # "sequence" or "map": not a tensor (a ZipMap's sequence of {class: probability})
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,11 @@ class ModelInfo:
 
 def _value_info(buf: memoryview) -> ValueInfo:
     dims: list[int | None] = []
-    tensor_type = _one(_one(buf, _VALUE_TYPE) or memoryview(b""), _TYPE_TENSOR)
+    type_proto = _one(buf, _VALUE_TYPE) or memoryview(b"")
+    tensor_type = _one(type_proto, _TYPE_TENSOR)
+    if tensor_type is None and (_one(type_proto, _TYPE_SEQUENCE) is not None or _one(type_proto, _TYPE_MAP) is not None):
+        kind = "sequence" if _one(type_proto, _TYPE_SEQUENCE) is not None else "map"
+        return ValueInfo(_text(_one(buf, _VALUE_NAME)), (), "", kind)
     shape = _one(tensor_type, _TENSOR_TYPE_SHAPE) if tensor_type is not None else None
     for dim in _all(shape, _SHAPE_DIM) if shape is not None else []:
         value = _one(dim, _DIM_VALUE)

@@ -202,3 +202,24 @@ def output_size(program: Any, path: Path) -> int:
     if val is None or not hasattr(val, "shape") or len(val.shape) == 0 or not isinstance(val.shape[-1], int):
         raise BadModelFile(f"{path}: the program's output has no fixed size per sample; {RESAVE}")
     return int(val.shape[-1])
+
+
+def output_names(program: Any) -> list[str]:
+    """The names a module's outputs have in its Python structure: a dict's keys ("outer.inner" when nested), a
+    tuple's positions; [] for one tensor or a structure torch does not describe."""
+    from deploytool.modelfiles.signature import flat_named
+
+    spec = getattr(getattr(program, "call_spec", None), "out_spec", None)
+    if spec is None:
+        return []
+    try:
+        from torch.utils import _pytree
+
+        n = spec.num_leaves
+        structure = _pytree.tree_unflatten(list(range(n)), spec)
+    except Exception:  # an odd spec: positions stand in for names
+        return []
+    if not isinstance(structure, dict):
+        return []
+    flat = flat_named(structure, "")
+    return [name for name, _ in sorted(flat, key=lambda kv: kv[1])]

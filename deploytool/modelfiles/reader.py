@@ -7,6 +7,7 @@ model and never decides what a signature means for the data (deploytool.data doe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,16 @@ def read_signature(path: Path, fmt: str) -> Signature:
 
 def _onnx(path: Path) -> Signature:
     m = onnx_proto.read(path)
+
+    def out(v: onnx_proto.ValueInfo) -> TensorSpec:
+        # a sequence of maps (scikit-learn's ZipMap: one {class: probability} per sample) is read as per-class
+        # scores (the runtime lays it out in class order); their number shows when it runs
+        if v.kind != "tensor":
+            return output_spec(v.name, "float32", [None, None])
+        return output_spec(v.name, v.dtype or "float32", v.dims)
+
     return Signature(tuple(spec_of(v.name, v.dtype or "float32", v.dims) for v in m.inputs),
-                     tuple(output_spec(v.name, v.dtype or "float32", v.dims) for v in m.outputs))
+                     tuple(out(v) for v in m.outputs))
 
 
 def _tflite(path: Path) -> Signature:
@@ -100,5 +109,7 @@ def _pt2(path: Path) -> Signature:
         dtype = str(val.dtype).removeprefix("torch.") if val is not None else "float32"
         return output_spec(name, dtype, dims) if out else spec_of(name, dtype, dims)
 
+    outputs = [n for n in sig.user_outputs if n in nodes]
+    names = pt2.output_names(program) or outputs  # a dict's keys, where the module returns one
     return Signature(tuple(spec(n, False) for n in sig.user_inputs),
-                     tuple(spec(n, True) for n in sig.user_outputs if n in nodes))
+                     tuple(replace(spec(n, True), name=named) for n, named in zip(outputs, names)))

@@ -77,6 +77,24 @@ class Signature:
         """One image input and one output: the path every stage took before signatures existed."""
         return len(self.inputs) == 1 and self.inputs[0].kind == "image" and len(self.outputs) == 1
 
+    def scored_output(self, wanted: str | None = None) -> TensorSpec:
+        """The output a classifier is scored on: `wanted` when named (KeyError when the model has none of that
+        name); else the first float output holding several values per sample in its last dimension (per-class
+        scores, the way scikit-learn's exporters write `probabilities` beside an integer `label`); else the first
+        output. Every output is still compared; an integer label output for equality."""
+        if wanted:
+            hit = next((t for t in self.outputs if t.name == wanted or canonical_name(t.name) == wanted), None)
+            if hit is None:
+                raise KeyError(wanted)
+            return hit
+        scores = [t for t in self.outputs if t.is_float and t.rank >= 2 and (t.shape[-1] is None or t.shape[-1] >= 2)]
+        return scores[0] if scores else self.outputs[0]
+
+    @property
+    def integer_outputs(self) -> tuple[str, ...]:
+        """Outputs of integers (labels, indices): compared for equality, not by their distance."""
+        return tuple(t.name for t in self.outputs if not t.is_float and t.dtype != "bool")
+
     @property
     def all_float_inputs(self) -> bool:
         return all(t.is_float for t in self.inputs)
@@ -163,3 +181,25 @@ def match_names(wanted: tuple[str, ...] | list[str], available: list[str]) -> di
         return dict(zip(wanted, available))
     missing = [w for w in wanted if w not in out]
     raise KeyError(f"the model has no tensor for {', '.join(missing)} (it has {', '.join(available)})")
+
+
+def flatten_outputs(out: Any, names: tuple[str, ...] | list[str]) -> list[Any]:
+    """A framework's outputs in any structure — one tensor, a list or tuple, a dict (nested) — as the list of
+    tensors in the order of `names` (the signature's output names): a dict's entries by their keys (a nested
+    key reads "outer.inner"), a sequence's by position. Every runtime flattens the same way, so the same output
+    has the same name on every route."""
+    flat = flat_named(out, "")
+    if len(flat) == 1 and len(names) <= 1:
+        return [flat[0][1]]
+    by_key = dict(flat)
+    if names and all(n in by_key for n in names):
+        return [by_key[n] for n in names]
+    return [v for _, v in flat]
+
+
+def flat_named(out: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(out, dict):
+        return [kv for k, v in out.items() for kv in flat_named(v, f"{prefix}{k}" if not prefix else f"{prefix}.{k}")]
+    if isinstance(out, (list, tuple)):
+        return [kv for i, v in enumerate(out) for kv in flat_named(v, f"{prefix}{i}" if not prefix else f"{prefix}.{i}")]
+    return [(prefix, out)]

@@ -69,13 +69,14 @@ class Baseline:
         return self.outputs().argmax(1)
 
 
-def _accuracy(out: Outputs, dataset: Dataset) -> float:
-    """Top-1 accuracy of the first output against integer labels; NaN where there is none to take (no labels,
-    regression targets)."""
+def _accuracy(out: Outputs, dataset: Dataset, scored: str = "") -> float:
+    """Top-1 accuracy of the scored output (`scored`, else the first) against integer labels; NaN where there is
+    none to take (no labels, regression targets)."""
     y = dataset.y_test
     if not len(y) or y.dtype.kind not in "iu":
         return float("nan")
-    first = out.outputs if out.output_layout is None else split(out.outputs, out.output_layout).first
+    named = split(out.outputs, out.output_layout) if out.output_layout is not None else None
+    first = out.outputs if named is None else (named[scored] if scored in named else named.first)
     return float(np.mean(np.asarray(first).reshape(len(y), -1).argmax(1) == y.reshape(len(y))))
 
 
@@ -99,15 +100,16 @@ def _cached(meta: Path, key: str) -> Baseline | None:
 
 
 def _settings_key(artifact: Artifact, dataset: Dataset, warmup_runs: int, latency_samples: int | None,
-                  threads: int) -> str:
+                  threads: int, scored: str = "") -> str:
     return stable_hash({"warmup_runs": warmup_runs, "latency_samples": latency_samples, "threads": threads,
-                        "data": dataset.sha256, "artifact": artifact.sha256, "measured": MEASURED_HOW})
+                        "data": dataset.sha256, "artifact": artifact.sha256, "measured": MEASURED_HOW,
+                        **({"scored": scored} if scored else {})})
 
 
 def cached_baseline(artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
-                    latency_samples: int | None = None, threads: int = 1) -> Baseline | None:
+                    latency_samples: int | None = None, threads: int = 1, scored: str = "") -> Baseline | None:
     """The baseline measured before with these settings, or None."""
-    return _cached_with(artifact, _settings_key(artifact, dataset, warmup_runs, latency_samples, threads))
+    return _cached_with(artifact, _settings_key(artifact, dataset, warmup_runs, latency_samples, threads, scored))
 
 
 def _cached_with(artifact: Artifact, key: str) -> Baseline | None:
@@ -116,8 +118,9 @@ def _cached_with(artifact: Artifact, key: str) -> Baseline | None:
 
 
 def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmup_runs: int = 10,
-                 latency_samples: int | None = None, threads: int = 1, force: bool = False) -> Baseline:
-    key = _settings_key(artifact, dataset, warmup_runs, latency_samples, threads)
+                 latency_samples: int | None = None, threads: int = 1, force: bool = False,
+                 scored: str = "") -> Baseline:
+    key = _settings_key(artifact, dataset, warmup_runs, latency_samples, threads, scored)
     meta, npy, lat_npy = _paths(artifact, key)
     latest = Path(artifact.path).parent / "baseline.json"
     if not force:
@@ -133,7 +136,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
     np.save(lat_npy, out.latency_ms)
     b = Baseline(
         model=model_name, framework=artifact.framework, artifact_sha256=artifact.sha256,
-        dataset_sha256=dataset.sha256, accuracy=_accuracy(out, dataset),
+        dataset_sha256=dataset.sha256, accuracy=_accuracy(out, dataset, scored),
         num_samples=len(x), outputs_path=str(npy), latency_samples_path=str(lat_npy), latency=asdict(out.latency),
         throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes, load_ms=out.load_ms,
         first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,

@@ -53,8 +53,10 @@ def cosine_per_sample(target: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.where(finite, np.clip(cos, -1.0, 1.0), np.nan)
 
 
-def output_comparison(name: str, target: np.ndarray, reference: np.ndarray) -> OutputComparison:
-    """One output against the baseline's: absolute, range-relative and cosine agreement."""
+def output_comparison(name: str, target: np.ndarray, reference: np.ndarray,
+                      integer: bool = False) -> OutputComparison:
+    """One output against the baseline's: absolute, range-relative and cosine agreement; an output of integers
+    (labels) also by the share of samples equal to the baseline's."""
     t = np.asarray(target, np.float64)
     r = np.asarray(reference, np.float64)
     if t.shape != r.shape:  # whole shapes: a sample count that differs is not a shape that does
@@ -70,7 +72,9 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray) -> O
     return OutputComparison(name=name, shape=tuple(int(d) for d in t.shape[1:]), max_abs_error=max_err,
                             mean_abs_error=mean_err, rel_error=max_err / (scale or 1.0),
                             cosine_min=float(np.nanmin(cos)) if np.isfinite(cos).all() else float("nan"),
-                            cosine_mean=float(cos.mean()) if np.isfinite(cos).all() else float("nan"))
+                            cosine_mean=float(cos.mean()) if np.isfinite(cos).all() else float("nan"),
+                            exact_match=float(np.mean((t.reshape(len(t), -1) == r.reshape(len(r), -1)).all(1)))
+                            if integer and len(t) else None)
 
 
 def top_k_agreement(target: np.ndarray, reference: np.ndarray, k: int = 5) -> float:
@@ -133,21 +137,25 @@ class NamedArrays(Protocol):
 
 
 def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndarray | None,
-                    tolerances: dict[str, tuple[float, float]], *, task: str,
+                    tolerances: dict[str, tuple[float, float]], *, task: str, scored: str = "",
+                    integer_outputs: tuple[str, ...] = (),
                     latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
                     baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,
                     memory_bytes: dict[str, float] | None = None,
                     baseline_memory_bytes: dict[str, float] | None = None,
                     size_bytes: int | None = None, baseline_size_bytes: int | None = None) -> Comparison:
-    """Every output against the baseline's (in the baseline's order); the task's metrics on the first output:
+    """Every output against the baseline's (in the baseline's order; an integer output also for equality: the
+    smallest share is `label_agreement`); the task's metrics on the scored output (`scored`, else the first):
     accuracy, agreement and flips for a classifier (accuracy only with labels), MAE/RMSE and their increase
-    for a regressor. Checks only the metrics `tolerances` name, so a row is judged as its task asks."""
+    for a regressor. Checks only the metrics `tolerances` name, so a row is judged as its task asks; a label
+    output is held to the agreement's limits unless `label_agreement` has its own."""
     names = list(baseline)
     missing = [n for n in names if n not in outputs]
     if missing:
         raise OutputMismatch(f"the target produced no output {missing[0]!r} (it produced {sorted(outputs)})")
-    per_output = [output_comparison(n, outputs[n], baseline[n]) for n in names]
-    first, base_first = outputs[names[0]], baseline[names[0]]
+    per_output = [output_comparison(n, outputs[n], baseline[n], n in integer_outputs) for n in names]
+    key = scored if scored in names else names[0]
+    first, base_first = outputs[key], baseline[key]
     n = len(base_first)
     t2 = np.asarray(first, np.float32).reshape(n, -1)
     b2 = np.asarray(base_first, np.float32).reshape(n, -1)
@@ -187,6 +195,8 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
         mae=mae, rmse=rmse, baseline_mae=base_mae, baseline_rmse=base_rmse,
         mae_increase=_increase(mae, base_mae) if mae is not None and base_mae is not None else None,
         rmse_increase=_increase(rmse, base_rmse) if rmse is not None and base_rmse is not None else None,
+        scored_output=key if len(names) > 1 else "",
+        label_agreement=min((o.exact_match for o in per_output if o.exact_match is not None), default=None),
     )
     c.checks = _checks(c, tolerances)
     outcomes = {ch.outcome for ch in c.checks}
@@ -199,7 +209,10 @@ def _checks(c: Comparison, tolerances: dict[str, tuple[float, float]]) -> list[C
     no MAE increase without regression labels); a NaN value (a non-finite output) fails its check."""
     values = {"accuracy_drop_points": -c.accuracy_delta_points, "agreement": c.agreement,
               "max_abs_error": c.max_abs_error, "top5_agreement": c.top5_agreement, "cosine_min": c.cosine_min,
-              "rel_error": c.rel_error, "mae_increase": c.mae_increase, "rmse_increase": c.rmse_increase}
+              "rel_error": c.rel_error, "mae_increase": c.mae_increase, "rmse_increase": c.rmse_increase,
+              "label_agreement": c.label_agreement}
+    if c.label_agreement is not None and "label_agreement" not in tolerances and "agreement" in tolerances:
+        tolerances = {**tolerances, "label_agreement": tolerances["agreement"]}
     out = []
     for metric, lim in tolerances.items():
         v = values.get(metric)

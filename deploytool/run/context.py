@@ -74,7 +74,7 @@ class RunContext:
                 raise DataError(f"{req.model}: a model file needs its test set: pass --data test.npz "
                                 "(arrays x (N,H,W,C) and y (N,)) and its preprocessing (--scale/--mean/--std)")
             opts = usermodel.UserModelOptions(req.layout, tuple(req.labels), req.scale, tuple(req.mean), tuple(req.std),
-                                              req.task)
+                                              req.task, req.output)
             spec, user_artifact = usermodel.resolve(Path(req.model), opts, ws)
         else:
             spec = load_spec(req.model)
@@ -92,7 +92,7 @@ class RunContext:
             note = (f"int8 calibrated on the first {CALIBRATION_FROM_TEST} test samples: the .npz has no x_train; "
                     "add x_train/y_train to calibrate on data the model is not scored on")
         if spec.signature is not None:  # the task, now that the labels are seen; tolerances by task
-            first = spec.signature.outputs[0].sample_shape
+            first = spec.signature.scored_output(spec.scored_output or None).sample_shape
             task = req.task or spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None,
                                                         tuple(d or 0 for d in first))
             spec = replace(spec, task=task, tolerances=spec.tolerances or {
@@ -131,7 +131,8 @@ class RunContext:
             art = self.source_model(framework)
             try:
                 b = run_baseline(self.spec.name, art, self.dataset, warmup_runs=self.req.warmup_runs,
-                                 latency_samples=self.req.latency_samples, threads=self.req.threads)
+                                 latency_samples=self.req.latency_samples, threads=self.req.threads,
+                                 scored=self.spec.scored_output)
             except StageFailed as e:
                 self._baseline_failed(e)
             except DeploytoolError:

@@ -64,6 +64,9 @@ def user_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=TASKS, default=None,
                    help="what the model's first output is judged as (default: integer labels mean classification, "
                         "float labels regression; without labels, class scores mean classification, else raw)")
+    p.add_argument("--output", default=None, metavar="NAME",
+                   help="the output a classifier is scored on (default: the first float output of per-class scores, "
+                        "e.g. `probabilities` beside an integer `label`); every output is still compared")
     p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
                    help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
@@ -77,7 +80,8 @@ def user_model_fields(args: argparse.Namespace) -> dict[str, Any]:
     """MigrateRequest's fields from user_model_args' flags."""
     return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
                 labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
-                scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"), task=args.task)
+                scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"), task=args.task,
+                output=getattr(args, "output", None))
 
 
 def target_words() -> str:

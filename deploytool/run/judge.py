@@ -34,8 +34,8 @@ def paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
 
 
 def judge(outputs: Outputs, baseline: Baseline, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],
-          size_bytes: int, task: str = "classification",
-          paired: PairedLatency | None = None) -> tuple[Comparison, Measurement]:
+          size_bytes: int, task: str = "classification", paired: PairedLatency | None = None,
+          scored: str = "", integer_outputs: tuple[str, ...] = ()) -> tuple[Comparison, Measurement]:
     """Compare one combination's outputs with its baseline under `tolerances`, as `task` asks: every output of
     a model with a signature, the class scores of an image classifier. `paired`: the row's latency timed against
     the baseline's model in alternating blocks, which then gives the latency ratios."""
@@ -45,7 +45,8 @@ def judge(outputs: Outputs, baseline: Baseline, y_true: np.ndarray, tolerances: 
         if outputs.output_layout is None:
             raise ValueError("the row's outputs carry no layout, the baseline's do")
         c = compare_outputs(split(outputs.outputs, outputs.output_layout), named,
-                            y_true if len(y_true) else None, tolerances, task=task,
+                            y_true if len(y_true) else None, tolerances, task=task, scored=scored,
+                            integer_outputs=integer_outputs,
                             latency_p50_ms=m.p50_ms, latency_p90_ms=m.p90_ms,
                             baseline_p50_ms=baseline.latency["p50_ms"], baseline_p90_ms=baseline.latency["p90_ms"],
                             memory_bytes=m.memory_bytes, baseline_memory_bytes=baseline.memory_bytes,

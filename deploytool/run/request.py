@@ -47,6 +47,7 @@ class MigrateRequest:
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     task: str | None = None  # classification / regression / raw; None: from the manifest, or the labels and outputs
+    output: str | None = None  # the output a classifier is scored on; None: the one of per-class scores
 
     def __post_init__(self) -> None:
         # Files by absolute path: a stored request means the same from any directory.

@@ -98,7 +98,7 @@ def runtimes_ahead(ctx: RunContext, combos: list[Combo], framework: str, source:
     classes: list[type] = []
     req = ctx.req
     if cached_baseline(source, ctx.dataset, warmup_runs=req.warmup_runs, latency_samples=req.latency_samples,
-                       threads=req.threads) is None:
+                       threads=req.threads, scored=ctx.spec.scored_output) is None:
         classes.append(runtime_class("pc", source.format))
     for c, cls, steps in _routed(combos, framework, source):
         if steps == ("passthrough",) and _same_as_baseline(ctx, c, cls, source):
@@ -275,8 +275,10 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         return r
     t = time.perf_counter()
     try:
+        sig = ctx.spec.signature
         r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
-                                            r.artifact.size_bytes, ctx.spec.task, paired)
+                                            r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
+                                            sig.integer_outputs if sig is not None else ())
     except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)
         r.status = Status.RUNTIME_FAILED
         r.reason = f"its outputs do not match the PC baseline's: {e}"

@@ -33,6 +33,7 @@ class UserModelOptions:
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     task: str | None = None
+    output: str | None = None  # --output: the output a classifier is scored on
 
 
 def is_model_file(arg: str) -> bool:
@@ -144,11 +145,15 @@ def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
     """A model that is not one image in and class scores out: its signature is its spec. The task is the
     flag's, else decided when the data's labels are seen; class names come from --labels or the first
     output's size."""
-    first = sig.outputs[0]
+    try:
+        first = sig.scored_output(opts.output)
+    except KeyError:
+        raise DataError(f"--output {opts.output}: {path} has no such output; its outputs are "
+                        + ", ".join(t.describe() for t in sig.outputs)) from None
     classes = first.shape[-1] if first.rank == 2 and first.shape[-1] else 0
     labels = opts.labels or (tuple(str(i) for i in range(classes)) if classes >= 2 else ())
     if opts.labels and len(opts.labels) != classes:
-        raise DataError(f"--labels names {len(opts.labels)} classes but {path}'s first output "
+        raise DataError(f"--labels names {len(opts.labels)} classes but {path}'s scored output "
                         f"{first.describe()} has {classes} values per sample")
     name, digest, dest_dir, dest = _copy_in(path, ws)
     first_in = sig.inputs[0]
@@ -164,7 +169,7 @@ def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
         labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
         train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
         expected_accuracy=(0.0, 1.0), tolerances={}, description=f"user model {path}", source=str(path),
-        task=task, signature=sig)
+        task=task, signature=sig, scored_output=first.name if len(sig.outputs) > 1 else "")
     return spec, artifact
 
 
@@ -196,6 +201,6 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
         labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
         train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
         expected_accuracy=(0.0, 1.0), tolerances={g: dict(v) for g, v in DEFAULT_TOLERANCES.items()},
-        description=f"user model {path}", source=str(path),
+        description=f"user model {path}", source=str(path), input_name=signature.inputs[0].name,
     )
     return spec, artifact

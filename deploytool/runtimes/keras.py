@@ -14,7 +14,7 @@ from typing import Any
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import BadModelFile
-from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.signature import flatten_outputs, match_names
 from deploytool.modelfiles.tf_graph import check_graph_def
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
@@ -79,8 +79,7 @@ class KerasRuntime(Runtime):
 
             def call(**x):
                 out = model([x[n] for n in order] if len(order) > 1 else x[order[0]], training=False)
-                outs = out if isinstance(out, (list, tuple)) else [out]
-                return dict(zip(names, outs))
+                return dict(zip(names, flatten_outputs(out, names)))  # a dict, a list or one tensor
         else:
             serving = self._loaded.signatures["serving_default"]
             feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))

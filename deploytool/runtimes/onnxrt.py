@@ -39,6 +39,22 @@ class OnnxRuntimeOptions(HostOptions):
         return super().from_dict(options)
 
 
+def as_array(name: str, value: Any) -> np.ndarray:
+    """An output as an array: a tensor as it is; a sequence of maps (scikit-learn's ZipMap: one {class:
+    probability} per sample) as per-class scores in class order; anything else refused naming the output."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            keys = sorted(value[0])
+            if any(sorted(v) != keys for v in value):
+                raise StageFailed("unsupported", f"output {name!r} is a sequence of maps whose keys differ between "
+                                                 "samples; export the model without ZipMap (skl2onnx: options="
+                                                 "{'zipmap': False})")
+            return np.array([[v[k] for k in keys] for v in value], dtype=np.float32)
+        raise StageFailed("unsupported", f"output {name!r} is a sequence, not a tensor; deploytool compares tensors "
+                                         "(and ZipMap's per-class maps): export it as a tensor")
+    return np.asarray(value)
+
+
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
     owner = "microsoft/onnxruntime"
@@ -115,7 +131,7 @@ class OnnxRuntime(Runtime):
         feed = {model: x[src].astype(self._dtypes[model], copy=False) for src, model in self._inputs.items()}
         wanted = list(self._outputs.values())
         got = self._sess.run(wanted, feed)
-        return Feed({src: np.asarray(a)[:n] for src, a in zip(self._outputs, got)})
+        return Feed({src: as_array(src, a)[:n] for src, a in zip(self._outputs, got)})
 
     def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.pt2 import import_reader, load_program
+from deploytool.modelfiles.signature import flatten_outputs
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 
@@ -44,7 +45,7 @@ class TorchRuntime(Runtime):
             assert self.artifact is not None and self.artifact.signature is not None
             sig = self.artifact.signature
             out = self._module(*[self._torch.from_numpy(x[n]) for n in sig.input_names])
-            outs = out if isinstance(out, (list, tuple)) else [out]
+            outs = flatten_outputs(out, sig.output_names)  # a dict, a list or one tensor
             return Feed({n: o.numpy() for n, o in zip(sig.output_names, outs)})
 
     def _run(self, inputs: Batch) -> Outputs:

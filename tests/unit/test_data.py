@@ -94,7 +94,7 @@ def test_user_npz_errors(tmp_path, spec):
         load_dataset(spec, test_npz=tmp_path / "missing.npz")
     p = tmp_path / "wrong_keys.npz"
     np.savez(p, images=np.zeros((2, 28, 28)))
-    with pytest.raises(DataError, match="needs arrays 'x' and 'y'"):
+    with pytest.raises(DataError, match="needs the images as array 'x'"):
         load_dataset(spec, test_npz=p)
     p = tmp_path / "nchw.npz"
     np.savez(p, x=np.zeros((2, 1, 28, 28), np.uint8), y=np.array([0, 1]))

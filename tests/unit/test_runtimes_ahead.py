@@ -14,7 +14,7 @@ from deploytool.runtimes import runtime_class
 
 def _ctx():
     return SimpleNamespace(req=SimpleNamespace(warmup_runs=10, latency_samples=None, threads=1),
-                           dataset=SimpleNamespace(sha256="d" * 64))
+                           dataset=SimpleNamespace(sha256="d" * 64), spec=SimpleNamespace(scored_output=""))
 
 
 def _source(tmp_path: Path) -> Artifact:
