@@ -279,3 +279,26 @@ def recurrent_saved_model(path: Path) -> Path:
     module.model = model
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     return path
+
+
+# -- a PyTorch per-pixel model (NCHW in, NCHW out) ---------------------------------------------------------------
+def torch_segmenter_pt2(path: Path) -> Path:
+    """`image` [N, 3, 16, 16] -> `mask` [N, 2, 16, 16] per-pixel scores: channels-first in and out, which onnx2tf
+    turns channels-last inside TFLite."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Seg(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.conv2 = torch.nn.Conv2d(4, 2, 1)
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.conv2(torch.relu(self.conv1(image)))
+
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    program = torch.export.export(Seg().eval(), (torch.zeros(2, 3, SEG, SEG),), dynamic_shapes={"image": {0: batch}})
+    torch.export.save(program, str(path))
+    return path

@@ -39,7 +39,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import dist_version, onnx_input_names
-from deploytool.data.feed import Batch, Feed, feed_sha256
+from deploytool.data.feed import Batch, Feed, channels_last, feed_sha256
 from deploytool.errors import NoConversion, ToolFailed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
@@ -120,6 +120,19 @@ def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
     finally:
         sys.stdout.write(printed.getvalue())  # into the conversion log
     return options
+
+
+def channels_last_names(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> list[str]:
+    """The source's outputs onnx2tf made channels-last in the file (`file_shapes`: each output of the file by its
+    name, one sample's shape): what every runtime lays out channels-first again (data.feed.restore_channels_first)."""
+    sig = source.signature
+    if sig is None or not file_shapes:
+        return []
+    try:
+        pairs = match_names(list(sig.output_names), list(file_shapes))
+    except KeyError:
+        return []
+    return [t.name for t in sig.outputs if t.name in pairs and channels_last(t.sample_shape, file_shapes[pairs[t.name]])]
 
 
 def run_recipe(source: Artifact, integer: bool) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tfjs
 from deploytool.convert._common import Recipe, dist_version
+from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
 from deploytool.convert.registry import Route, register_converter
 
 CONVERTER = _onnx2tf.CONVERTER
@@ -32,14 +33,26 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
     return Recipe(code, ("numpy", *_onnx2tf.RECIPE_IMPORTS, "tensorflowjs"), "tfjs")
 
 
+def _serving_output_shapes(saved_model: Path) -> dict[str, tuple[int | None, ...]]:
+    """Each output of a SavedModel's serving signature, one sample's shape."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(saved_model))
+    outs = loaded.signatures["serving_default"].structured_outputs
+    return {n: tuple(None if d is None else int(d) for d in list(s.shape)[1:]) for n, s in outs.items()}
+
+
 @register_converter("tfjs_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("onnx", "tfjs"),), owner="PINTO0309/onnx2tf",
                     recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
         options = _onnx2tf.run(source, Path(tmp))
+        moved = _onnx2tf.channels_last_names(source, _serving_output_shapes(Path(tmp)))
         saved = replace(source, path=Path(tmp), format="saved_model")
         art = tfjs.convert(saved, quantize, out_dir, calibration)
+    if moved:
+        art = replace(art, options={**art.options, CHANNELS_LAST_OUTPUTS: moved})
     return replace(art, converter=f"{CONVERTER} + {art.converter}",
                    converter_version=f"{dist_version(DIST)} + {art.converter_version}",
                    source_sha256=source.sha256, options={**art.options, "saved_model_by": {"converter": CONVERTER,

@@ -21,6 +21,8 @@ from deploytool.convert import _onnx2tf, tflite_tf
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, finish,
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert.registry import Route, register_converter
+from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
+from deploytool.modelfiles.tflite_io import tflite_tensors
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -67,6 +69,10 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     options["file"] = name
     if quantize == "int8-io":
         options.update(inference_input_type="int8", inference_output_type="int8")
+    outs = tflite_tensors(str(path)).outputs
+    moved = _onnx2tf.channels_last_names(source, {n: tuple(q.shape[1:]) for n, q in outs.items()})
+    if moved:
+        options[CHANNELS_LAST_OUTPUTS] = moved
     return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)
 
 

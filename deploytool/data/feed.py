@@ -95,6 +95,14 @@ class Feed:
 Batch = np.ndarray | Feed
 
 
+def pad_batch(x: Batch, size: int) -> Batch:
+    """`x` padded with zero samples to `size` (a model exported at a fixed batch); its first len(x) are x's."""
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)]) if len(a) < size else a
+
+    return x.map(lambda _, a: pad(a)) if isinstance(x, Feed) else pad(x)
+
+
 def feed_sha256(x: "Feed | np.ndarray") -> str:
     """The content hash of a calibration or test set: one array's bytes as artifact.array_sha256 names them (so
     an image model's keys are what they always were), or every named array's name, dtype, shape and bytes."""
@@ -128,3 +136,28 @@ def split(flat: np.ndarray, layout: OutputLayout) -> Feed:
     if at != flat.shape[1]:
         raise ValueError(f"stored outputs have {flat.shape[1]} values per sample, the layout {at}")
     return Feed(out)
+
+
+# Artifact.options key: outputs a converter made channels-last (onnx2tf: NC... -> N...C) of a channels-first source
+CHANNELS_LAST_OUTPUTS = "channels_last_outputs"
+
+
+def channels_last(source_shape: tuple[int | None, ...], file_shape: tuple[int | None, ...]) -> bool:
+    """Whether a file's output (one sample's shape) is the source's channels-first output made channels-last:
+    (C, d1, ..., dk) became (d1, ..., dk, C), k >= 1, and the two differ."""
+    s, f = tuple(source_shape), tuple(file_shape)
+    return len(s) >= 2 and len(f) == len(s) and s != f and f == (*s[1:], s[0])
+
+
+def restore_channels_first(feed: Feed, names: list[str] | tuple[str, ...],
+                           sample_shapes: dict[str, tuple[int, ...]]) -> Feed:
+    """`feed` with each output of `names` — its values in a channels-last file's memory order, whatever shape a
+    runtime gave them — laid out as the source's channels-first (C, d1, ..., dk) again: one rule for every
+    runtime (host, browser, phone)."""
+    def restore(name: str, a: np.ndarray) -> np.ndarray:
+        s = sample_shapes.get(name)
+        if name not in names or s is None or len(s) < 2 or int(np.prod(s)) != a[0].size:
+            return a
+        return np.ascontiguousarray(np.moveaxis(a.reshape(len(a), *s[1:], s[0]), -1, 1))
+
+    return feed.map(restore)

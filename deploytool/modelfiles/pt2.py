@@ -223,3 +223,13 @@ def output_names(program: Any) -> list[str]:
         return []
     flat = flat_named(structure, "")
     return [name for name, _ in sorted(flat, key=lambda kv: kv[1])]
+
+
+def fixed_batch(program: Any) -> int | None:
+    """The batch size a program was exported at when its first input's batch dimension is fixed (torch.export's
+    default without dynamic shapes), else None."""
+    inputs = program.graph_signature.user_inputs
+    node = next((n for n in program.graph.nodes if inputs and n.name == inputs[0]), None)
+    val = node.meta.get("val") if node is not None else None
+    shape = getattr(val, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) and isinstance(shape[0], int) else None

@@ -56,7 +56,9 @@ def _tflite(path: Path) -> Signature:
         shape = shape if shape is not None and len(shape) else d["shape"]
         name = names.get(int(d["index"]), canonical_name(d["name"]))
         dims = [None, *[int(s) for s in shape[1:]]] if len(shape) else []
-        return output_spec(name, d["dtype"], dims) if out else spec_of(name, d["dtype"], dims)
+        scale, zero_point = d.get("quantization", (0.0, 0))
+        q = (float(scale), int(zero_point)) if scale else None
+        return output_spec(name, d["dtype"], dims, q) if out else spec_of(name, d["dtype"], dims, quantization=q)
 
     return Signature(tuple(spec(d, False) for d in interpreter.get_input_details()),
                      tuple(spec(d, True) for d in interpreter.get_output_details()))

@@ -30,6 +30,9 @@ class TensorSpec:
     dtype: str
     shape: Dims
     kind: str = ""
+    # (scale, zero point) of a quantized integer tensor (a fully int8 TFLite file's input): it takes float data,
+    # quantized with them by the runtime, and its values mean float ones; None for any other tensor
+    quantization: tuple[float, int] | None = None
 
     @property
     def rank(self) -> int:
@@ -42,21 +45,26 @@ class TensorSpec:
 
     @property
     def is_float(self) -> bool:
-        return self.dtype in FLOAT_DTYPES
+        """Takes or gives float values: a float tensor, or a quantized integer one (its values mean floats)."""
+        return self.dtype in FLOAT_DTYPES or self.quantization is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "kind": self.kind}
+        d = {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "kind": self.kind}
+        return d if self.quantization is None else {**d, "quantization": list(self.quantization)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TensorSpec":
+        q = d.get("quantization")
         return cls(str(d["name"]), str(d["dtype"]), tuple(None if v is None else int(v) for v in d["shape"]),
-                   str(d.get("kind", "")))
+                   str(d.get("kind", "")), (float(q[0]), int(q[1])) if q else None)
 
     def describe(self) -> str:
         """`input_ids: int64 [N, 16] (tokens)`."""
         dims = ", ".join("N" if i == 0 and v is None else ("?" if v is None else str(v))
                          for i, v in enumerate(self.shape))
-        return f"{self.name}: {self.dtype} [{dims}]" + (f" ({self.kind})" if self.kind else "")
+        q = f", quantized: scale {self.quantization[0]:.4g}, zero point {self.quantization[1]}" \
+            if self.quantization else ""
+        return f"{self.name}: {self.dtype} [{dims}]" + (f" ({self.kind}{q})" if self.kind or q else "")
 
 
 @dataclass(frozen=True)
@@ -132,10 +140,11 @@ def dtype_name(dtype: Any) -> str:
         return name
 
 
-def infer_kind(name: str, dtype: str, shape: Dims) -> str:
+def infer_kind(name: str, dtype: str, shape: Dims, quantized: bool = False) -> str:
     """What kind of data an input takes, from its dtype, rank and name: integer ids are tokens (and masks), a
-    4-D float tensor is an image, 3-D a sequence (N, steps, features), 2-D features (N, F)."""
-    if dtype not in FLOAT_DTYPES:
+    4-D float tensor is an image, 3-D a sequence (N, steps, features), 2-D features (N, F); a quantized integer
+    tensor (scale and zero point) takes floats, so its rank says it as a float's does."""
+    if dtype not in FLOAT_DTYPES and not quantized:
         return "tokens"
     if len(shape) == 4:
         return "image"
@@ -144,15 +153,17 @@ def infer_kind(name: str, dtype: str, shape: Dims) -> str:
     return "features"
 
 
-def spec_of(name: str, dtype: Any, shape: Any, kind: str | None = None) -> TensorSpec:
+def spec_of(name: str, dtype: Any, shape: Any, kind: str | None = None,
+            quantization: tuple[float, int] | None = None) -> TensorSpec:
     """A TensorSpec from a reader's raw facts: dims 0 or negative (ONNX's symbolic, TFLite's -1) are unknown."""
     dims: Dims = tuple(None if d is None or int(d) <= 0 else int(d) for d in shape)
     dt = dtype_name(dtype)
-    return TensorSpec(name, dt, dims, kind if kind is not None else infer_kind(name, dt, dims))
+    q = quantization if quantization and quantization[0] and dt in ("int8", "uint8", "int16") else None
+    return TensorSpec(name, dt, dims, kind if kind is not None else infer_kind(name, dt, dims, q is not None), q)
 
 
-def output_spec(name: str, dtype: Any, shape: Any) -> TensorSpec:
-    return spec_of(name, dtype, shape, kind="")
+def output_spec(name: str, dtype: Any, shape: Any, quantization: tuple[float, int] | None = None) -> TensorSpec:
+    return spec_of(name, dtype, shape, kind="", quantization=quantization)
 
 
 def canonical_name(name: str) -> str:

@@ -140,7 +140,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
         num_samples=len(x), outputs_path=str(npy), latency_samples_path=str(lat_npy), latency=asdict(out.latency),
         throughput_sps=out.throughput_sps, memory_bytes=out.memory_bytes, load_ms=out.load_ms,
         first_inference_ms=out.first_inference_ms, size_bytes=artifact.size_bytes,
-        provenance={**host_facts(), "runtime": out.environment, "dataset": dataset.name,
+        provenance={**host_facts(), "runtime": out.environment, "notes": list(out.notes), "dataset": dataset.name,
                     "dataset_origin": dataset.origin, "seed": artifact.options.get("seed")},
         settings_key=key,
         output_layout=[[n, list(s)] for n, s in out.output_layout] if out.output_layout is not None else None,

@@ -34,11 +34,16 @@ from deploytool.runtimes.measure import PAIR_BLOCKS
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
+ARTIFACT_SCHEME = 2
+
+
 def artifact_dir(ctx: RunContext, source: Artifact, combo: Combo) -> Path:
     """Where the conversion of `source` for `combo` is cached (by content and converter versions)."""
     key = stable_hash({"source": source.sha256, "format": combo.format, "quantize": combo.quantize,
                        "calibration": ctx.calibration_sha256,
-                       "versions": {p: package_version(p) for p in PACKAGES}})
+                       "versions": {p: package_version(p) for p in PACKAGES},
+                       # what an artifact records of itself changed (v2: channels-last outputs, fallbacks)
+                       "artifact_scheme": ARTIFACT_SCHEME})
     return ctx.ws.artifact_dir(key)
 
 
@@ -144,14 +149,15 @@ def baseline_reusable(ctx: RunContext, combo: Combo, artifact: Artifact, src: So
 
 def baseline_outputs(src: Source) -> Outputs:
     b = src.baseline
+    measured = [n for n in (b.provenance.get("notes") or []) if isinstance(n, str)]
     return Outputs(outputs=b.outputs(), latency_ms=np.load(b.latency_samples_path, allow_pickle=False),
                    memory_bytes=dict(b.memory_bytes), load_ms=b.load_ms, first_inference_ms=b.first_inference_ms,
                    throughput_sps=b.throughput_sps, environment=dict(b.provenance.get("runtime") or {}),
                    inferences_per_reading=int((b.provenance.get("runtime") or {}).get("latency_inferences_per_reading")
                                               or 1),
                    output_layout=b.layout,
-                   notes=["the baseline's own file on the baseline's own runtime and settings: outputs, latency "
-                          "and memory are the baseline's, measured once and not run again"])
+                   notes=[*measured, "the baseline's own file on the baseline's own runtime and settings: outputs, "
+                          "latency and memory are the baseline's, measured once and not run again"])
 
 
 def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,

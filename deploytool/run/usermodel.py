@@ -137,7 +137,8 @@ def _image_classifier(sig: Signature, opts: UserModelOptions) -> bool:
         return False
     x, y = sig.inputs[0], sig.outputs[0]
     fixed = x.rank == 4 and all(d is not None for d in x.shape[1:])
-    return fixed and x.is_float and y.rank >= 2 and (y.shape[-1] or 0) >= 2
+    # (N, C) scores: a per-pixel or per-step output (N, C, H, W) is not one score per class
+    return fixed and x.is_float and y.rank == 2 and (y.shape[-1] or 0) >= 2
 
 
 def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,

@@ -16,7 +16,8 @@ from typing import Any, Callable, ClassVar, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed, OutputLayout, layout_of
+from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Batch, Feed, OutputLayout, layout_of,
+                                  restore_channels_first, split)
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
@@ -177,7 +178,22 @@ class Runtime:
         assert self.artifact is not None and self.artifact.signature is not None
         return inputs if isinstance(inputs, Feed) else Feed.one(self.artifact.signature.inputs[0].name, inputs)
 
+    def _restore_layouts(self, out: Outputs) -> Outputs:
+        """Outputs a converter made channels-last (deploytool.data.feed.CHANNELS_LAST_OUTPUTS) laid out as the
+        source's channels-first ones, here for every runtime."""
+        art = self.artifact
+        names = list((art.options.get(CHANNELS_LAST_OUTPUTS) or []) if art is not None else [])
+        if not names or art is None or art.signature is None or out.output_layout is None:
+            return out
+        shapes = {t.name: tuple(int(d or 0) for d in t.sample_shape) for t in art.signature.outputs}
+        fixed = restore_channels_first(split(out.outputs, out.output_layout), names, shapes)
+        out.outputs, out.output_layout = fixed.flat(), layout_of(fixed)
+        out.notes.append(f"output(s) {', '.join(names)} come channels-last from the converter; laid out "
+                         "channels-first as the source gives them before comparison")
+        return out
+
     def _finish(self, out: Outputs) -> Outputs:
+        out = self._restore_layouts(out)
         if self.in_process:
             if out.load_ms is None:
                 out.load_ms = self._load_ms

@@ -187,8 +187,12 @@ class LiteRTRuntime(Runtime):
                "input_dtype": self._in.dtype, "output_dtype": self._out.dtype, "batch_resizable": self._resizable}
         if self._in.quantized:
             env["input_quantization"] = {"scale": self._in.scale, "zero_point": self._in.zero_point}
+            notes.append(f"{self._in.dtype} model input: float data quantized with the tensor's scale "
+                         f"{self._in.scale:.6g} and zero point {self._in.zero_point}")
         if self._out.quantized:
             env["output_quantization"] = {"scale": self._out.scale, "zero_point": self._out.zero_point}
+            notes.append(f"{self._out.dtype} model output: dequantized with its scale {self._out.scale:.6g} and zero "
+                         f"point {self._out.zero_point} before comparison")
         try:
             return self._measure(self._predict, inputs, batch, env, notes)
         except Exception as e:

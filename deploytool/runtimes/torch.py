@@ -7,8 +7,8 @@ from __future__ import annotations
 
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
-from deploytool.modelfiles.pt2 import import_reader, load_program
+from deploytool.data.feed import Batch, Feed, pad_batch
+from deploytool.modelfiles.pt2 import fixed_batch, import_reader, load_program
 from deploytool.modelfiles.signature import flatten_outputs
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
@@ -36,9 +36,16 @@ class TorchRuntime(Runtime):
         self._torch = torch
         self._threads = self.options.threads
         torch.set_num_threads(self._threads)
-        self._module = load_exported(str(artifact.path))
+        program = load_program(str(artifact.path))
+        self._module = program.module()
+        self._fixed_batch = fixed_batch(program)  # exported at one batch size (torch.export's default)
 
     def _predict(self, x: Batch) -> Batch:
+        n, fixed = len(x), self._fixed_batch
+        if fixed is not None and n < fixed:  # the last batch of a set, padded to the exported size
+            x = pad_batch(x, fixed)
+            out = self._predict(x)
+            return out[:n]
         with self._torch.inference_mode():
             if not isinstance(x, Feed):
                 return self._module(self._torch.from_numpy(x)).numpy()
@@ -50,4 +57,9 @@ class TorchRuntime(Runtime):
 
     def _run(self, inputs: Batch) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
-        return self._measure(self._predict, inputs, self.options.batch_size, env)
+        batch, notes = self.options.batch_size, []
+        if self._fixed_batch is not None:
+            batch = self._fixed_batch
+            notes.append(f"the program was exported at a fixed batch of {batch}: the whole set ran {batch} "
+                         "sample(s) per call")
+        return self._measure(self._predict, inputs, batch, env, notes)
