@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deploytool.report import png, svg
+from deploytool.report import png, svg, tasks
+
 from deploytool.report.text import first_line, fmt_bytes, fmt_pct, fmt_points, num
 
 if TYPE_CHECKING:
+    from deploytool.report.tasks import TaskView
     from deploytool.report import ReportInput
     from deploytool.report.rows import ReportRow
 
@@ -68,8 +70,12 @@ def _load_samples(path: str | None) -> np.ndarray | None:
         return None
 
 
-def plots(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, str]:
-    """SVG of accuracy against size ("scatter") and of per-sample latency per row ("box")."""
+def plots(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView | None" = None) -> dict[str, str]:
+    """SVG of the task's quality metric against size ("scatter": accuracy for a classifier, RMSE for a
+    regressor, the smallest cosine for raw outputs; deploytool.report.tasks) and of per-sample latency per row
+    ("box")."""
+    view = view or tasks.view_of(rows)
+    scale = 100.0 if view.size_percent else 1.0
     measured = [v for v in rows if v.status == "measured"]
     with_fw = len({v.framework for v in rows}) > 1
     formats = list(dict.fromkeys(v.format for v in measured))
@@ -79,11 +85,12 @@ def plots(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, str]:
     groups: Counter[tuple[float, float]] = Counter()
     pts: list[tuple[tuple[float, float], "ReportRow", float, float]] = []
     for v in measured:
-        if v.accuracy is None or not v.size_bytes:
+        metric = num(getattr(v, view.size_metric, None))
+        if metric is None or not v.size_bytes:
             continue
-        key: tuple[float, float] = (round(v.size_bytes), round(100 * v.accuracy, 6))
+        key: tuple[float, float] = (round(v.size_bytes), round(scale * metric, 6))
         groups[key] += 1
-        pts.append((key, v, v.size_bytes, v.accuracy))
+        pts.append((key, v, v.size_bytes, metric))
     sizes = [size for _, _, size, _ in pts] + [num(b.get("size_bytes")) or 0 for b in inp.baselines.values()]
     unit, div = next(((u, d) for u, d in (("MiB", 1 << 20), ("KiB", 1 << 10)) if max(sizes, default=0) >= 2 * d),
                      ("B", 1))
@@ -95,18 +102,19 @@ def plots(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, str]:
             extra = groups[key] - 1
             label = (f"{v.framework}→" if with_fw else "") + f"{v.format}/{v.quantize}" + (
                 f" +{extra}" if extra else "")
-        points.append(svg.Point(size / div, 100 * accuracy, label,
-                                f"{v.label}: {fmt_pct(accuracy)}, {fmt_bytes(size)}, {v.outcome}",
+        shown = fmt_pct(accuracy) if view.size_percent else f"{accuracy:.6g}"
+        points.append(svg.Point(size / div, scale * accuracy, label,
+                                f"{v.label}: {view.size_metric} {shown}, {fmt_bytes(size)}, {v.outcome}",
                                 fcol[v.format], tshape[v.where], alert=v.failing))
-    for fw, b in sorted(inp.baselines.items()):
-        if num(b.get("accuracy")) is not None and num(b.get("size_bytes")):
-            points.append(svg.Point(float(b["size_bytes"]) / div, 100 * float(b["accuracy"]), f"{fw} baseline",
-                                    f"{fw} baseline (PC): {fmt_pct(b['accuracy'])}, {fmt_bytes(b['size_bytes'])}",
-                                    baseline=True))
+    for fw, value, size in _baseline_points(inp, rows, view):
+        points.append(svg.Point(size / div, scale * value, f"{fw} baseline",
+                                f"{fw} baseline (PC): {view.size_metric} {value:.6g}, {fmt_bytes(size)}",
+                                baseline=True))
     legend = ([("format", "", "none")] + [(f, fcol[f], "circle") for f in formats] + [("target", "", "none")]
-              + [(t, "#666", tshape[t]) for t in targets] + [("PC baseline", "#111", "diamond")])
-    scatter = svg.scatter(points, title="accuracy vs model size", x_label=f"model size on disk ({unit})",
-                          y_label="accuracy (%)", y_fmt=lambda v: f"{v:.4g}", legend=legend)
+              + [(t, "#666", tshape[t]) for t in targets]
+              + ([("PC baseline", "#111", "diamond")] if view.baseline_metric else []))
+    scatter = svg.scatter(points, title=f"{view.size_label} vs model size", x_label=f"model size on disk ({unit})",
+                          y_label=view.size_label, y_fmt=lambda v: f"{v:.4g}", legend=legend)
 
     tcol = {t: svg.PALETTE[i % len(svg.PALETTE)] for i, t in enumerate(targets)}
     dists = []
@@ -120,6 +128,39 @@ def plots(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, str]:
             dists.append(svg.Distribution(_short(v, with_fw), stats[0], tcol[v.where], note=stats[1]))
     box = svg.boxplot(dists, title="latency distribution per row", x_label="latency per sample at batch 1 (ms)")
     return {"scatter": scatter, "box": box}
+
+
+def _baseline_points(inp: "ReportInput", rows: list["ReportRow"],
+                     view: "TaskView") -> list[tuple[str, float, float]]:
+    """(framework, the baseline's value of the plotted metric, its size) for each baseline that has one: its
+    accuracy (baseline.json), its RMSE (each row carries its baseline's), none for raw outputs."""
+    out = []
+    for fw, b in sorted(inp.baselines.items()):
+        size = num(b.get("size_bytes"))
+        if not size or not view.baseline_metric:
+            continue
+        value = num(b.get(view.baseline_metric))
+        if value is None and view.baseline_metric == "rmse":
+            value = next((num(r.baseline_rmse) for r in rows if r.framework == fw and num(r.baseline_rmse) is not None),
+                         None)
+        if value is not None:
+            out.append((fw, value, size))
+    return out
+
+
+def output_errors(rows: list["ReportRow"]) -> str:
+    """SVG: each output's error over its range per measured row, for a model of several outputs ("" else)."""
+    measured = [v for v in rows if v.status == "measured" and len(v.outputs) > 1]
+    if not measured:
+        return ""
+    names = list(dict.fromkeys(o.name for v in measured for o in v.outputs))
+    col = {n: svg.PALETTE[i % len(svg.PALETTE)] for i, n in enumerate(names)}
+    points = [svg.Point(float(i), max(float(o.rel_error), 1e-12), "",
+                        f"{v.label} · {o.name}: error / range {o.rel_error:.3g}", col[o.name], "circle")
+              for i, v in enumerate(measured, 1) for o in v.outputs]
+    return svg.scatter(points, title="per-output error", x_label="measured row (# in the table's order)",
+                       y_label="max |error| / output range", x_log=False,
+                       legend=[("output", "", "none")] + [(n, col[n], "circle") for n in names])
 
 
 def _stats(samples: np.ndarray | None, summary: dict[str, Any]) -> tuple[dict[str, float], str] | None:
@@ -215,7 +256,8 @@ def outputs_table(rows: list["ReportRow"]) -> list[dict[str, Any]]:
         return []
     return [{"row": v, "name": o.name, "shape": "×".join(str(d) for d in o.shape) or "1",
              "max_abs_error": o.max_abs_error, "rel_error": o.rel_error, "cosine_min": o.cosine_min,
-             "cosine_mean": o.cosine_mean} for v in measured for o in v.outputs]
+             "cosine_mean": o.cosine_mean, "exact_match": o.exact_match,
+             "scored": bool(v.scored_output) and o.name == v.scored_output} for v in measured for o in v.outputs]
 
 
 def regression_scatters(inp: "ReportInput", rows: list["ReportRow"], most: int = 12, points: int = 400) -> list[str]:

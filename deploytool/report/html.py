@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from deploytool import __version__
-from deploytool.report import figures
+from deploytool.report import figures, tasks
 from deploytool.report.pairs import backend_of, backend_pairs, converter_pairs
 from deploytool.report.text import (
     MISSING,
@@ -267,7 +267,9 @@ def _backend_pairs(rows: list["ReportRow"]) -> list[dict[str, Any]]:
 
 
 def _summary_table(rows: list["ReportRow"]) -> Markup:
-    """The sortable table of every row plus its footnotes (memory figures, tolerances used, notes)."""
+    """The sortable table of every row plus its footnotes (memory figures, tolerances used, notes); its quality
+    columns are the run's task's (deploytool.report.tasks)."""
+    view = tasks.view_of(rows)
     notes: dict[str, int] = {}
     mem_names: dict[str, str] = {}
     tolerance_sets: dict[str, list[str]] = {}
@@ -281,6 +283,7 @@ def _summary_table(rows: list["ReportRow"]) -> Markup:
             "delta_cls": "n neg" if d is not None and d <= -0.005 else "n pos" if d is not None and d >= 0.005
             else "n",
             "broken": [_check_view(c) for c in v.checks if c.outcome != "pass"],
+            "quality": tasks.cells(view, v),
             "marks": [notes.setdefault(n, len(notes) + 1) for n in v.notes]}
         if v.memory_figures and v.memory_bytes is not None:
             tgt, base = (list(v.memory_figures) + [None])[:2]
@@ -303,7 +306,8 @@ def _summary_table(rows: list["ReportRow"]) -> Markup:
                   for key, labels in tolerance_sets.items()]
     mem_meanings = {pair: MEMORY_MEANING.get(pair.split(" ÷ ")[0], "") for pair in mem_names}
     return _template("summary_table.html.j2", lines=lines, mem_names=mem_names, mem_meanings=mem_meanings,
-                     tolerances=tolerances,
+                     tolerances=tolerances, task=view.task,
+                     quality_heads=[(c.head, "n", c.title) for c in view.columns],
                      notes=list(notes), any_unlike=any(line["unlike"] for line in lines))
 
 
@@ -318,14 +322,16 @@ def render(inp: "ReportInput", rows: list["ReportRow"], started: float | None = 
     t0 = started if started is not None else time.perf_counter()
     counts = counts_of(rows)
     versions = _versions(inp)
-    with_flips = figures.with_flips(rows)
+    view = tasks.view_of(rows)
+    with_flips = figures.with_flips(rows) if "confusion" in view.sections else []
     # SVG from svg.py escapes its own text: it is the only markup from results the templates receive as such
-    plots = {k: Markup(s) for k, s in figures.plots(inp, rows).items()}
+    plots = {k: Markup(s) for k, s in figures.plots(inp, rows, view).items()}
     context = {"header": _header(inp, counts, versions), "summary": _summary(rows, counts), "plots": plots,
                "confusion": figures.confusion(inp, with_flips), "gallery": figures.gallery(inp, with_flips),
                "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, rows, versions),
                "outputs": figures.outputs_table(rows),
-               "regression_plots": [Markup(s) for s in figures.regression_scatters(inp, rows)]}
+               "regression_plots": [Markup(s) for s in figures.regression_scatters(inp, rows)],
+               "output_plot": Markup(figures.output_errors(rows)), "view": view}
     js = _static("report.js")
     return str(_template(
         "report.html.j2", **context, title=f"deploytool · {inp.model} on {inp.dataset} · {inp.run_id}",

@@ -91,6 +91,8 @@ class ReportRow:
     mae_increase: float | None = None
     rmse_increase: float | None = None
     outputs: tuple[OutputComparison, ...] = ()  # every output against the baseline's (empty: older rows)
+    scored_output: str = ""  # the output accuracy and agreement are of (a model of several outputs)
+    label_agreement: float | None = None  # the smallest share of samples with integer outputs equal to the baseline's
 
     @property
     def outcome(self) -> str:
@@ -175,5 +177,7 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             task=comp.task if comp is not None else "classification",
             **{k: num(m.get(k)) for k in TASK_METRICS},
             outputs=tuple(comp.outputs) if comp is not None else (),
+            scored_output=comp.scored_output if comp is not None else "",
+            label_agreement=num(comp.label_agreement) if comp is not None else None,
         ))
     return rows

@@ -195,7 +195,7 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
         mae=mae, rmse=rmse, baseline_mae=base_mae, baseline_rmse=base_rmse,
         mae_increase=_increase(mae, base_mae) if mae is not None and base_mae is not None else None,
         rmse_increase=_increase(rmse, base_rmse) if rmse is not None and base_rmse is not None else None,
-        scored_output=key if len(names) > 1 else "",
+        scored_output=key if len(names) > 1 and task != "raw" else "",
         label_agreement=min((o.exact_match for o in per_output if o.exact_match is not None), default=None),
     )
     c.checks = _checks(c, tolerances)

@@ -381,7 +381,7 @@ def test_html_is_self_contained_and_holds_every_section(written):
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     for sec in ("summary", "plots", "confusion", "gallery", "provenance"):
         assert f'<section id="{sec}">' in html
-    summary = html.split('<table class="summary">')[1].split("</table>")[0]
+    summary = html.split('<table class="summary" data-task="classification">')[1].split("</table>")[0]
     assert summary.split("<tbody>")[1].count("<tr") == len(inp.results)
     flips = {r.combo_key: r.metrics["flipped_count"] for r in inp.results if r.status == "measured"}
     imgs = [a for t, a in p.tags if t == "img"]

@@ -1,0 +1,103 @@
+"""The rules that let any model through, pinned: outputs of any structure flatten by name the same way
+everywhere; the scored output is the per-class float scores beside an integer label (or the one named); a
+quantized integer tensor takes floats; a channels-last output of a channels-first source is laid out back the
+same way whatever shape a runtime gave it; a ZipMap's maps become per-class scores in class order; each task's
+report view has its own columns and sections."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deploytool.data.feed import Feed, channels_last, restore_channels_first
+from deploytool.errors import StageFailed
+from deploytool.modelfiles.signature import Signature, TensorSpec, flatten_outputs, spec_of
+from deploytool.report.tasks import VIEWS, cells, view_of
+from deploytool.run.compare import compare_outputs
+from deploytool.runtimes.onnxrt import as_array
+from tests import results as factory
+
+
+def test_outputs_of_any_structure_flatten_by_name():
+    a, b, c = np.zeros(1), np.ones(1), np.full(1, 2.0)
+    assert flatten_outputs({"score": b, "kind": a}, ["kind", "score"]) == [a, b]  # a dict: by its keys
+    assert flatten_outputs([a, b], ["x", "y"]) == [a, b]  # a sequence: by position
+    assert flatten_outputs({"h": {"kind": a, "score": b}, "c": c}, ["h.kind", "h.score", "c"]) == [a, b, c]
+    assert flatten_outputs(a, ["only"]) == [a]
+
+
+def test_the_scored_output_is_the_per_class_scores_or_the_one_named():
+    label = TensorSpec("label", "int64", (None,))
+    probs = TensorSpec("probabilities", "float32", (None, 10))
+    sig = Signature((TensorSpec("X", "float32", (None, 64), "features"),), (label, probs))
+    assert sig.scored_output() is probs and sig.scored_output("label") is label
+    assert sig.integer_outputs == ("label",)
+    with pytest.raises(KeyError):
+        sig.scored_output("nope")
+    one = Signature(sig.inputs, (TensorSpec("value", "float32", (None, 1)),))
+    assert one.scored_output().name == "value"  # no scores: the first
+
+
+def test_accuracy_comes_from_the_scored_output_and_a_label_output_is_compared_for_equality():
+    y = np.array([0, 1, 2, 1])
+    probs = np.eye(3, dtype=np.float32)[[0, 1, 2, 2]]
+    labels = probs.argmax(1).astype(np.float32)
+    base = {"label": labels, "probabilities": probs}
+    target = {"label": np.array([0, 1, 2, 0], np.float32), "probabilities": probs}
+    c = compare_outputs(target, base, y, {"agreement": (1.0, 0.9)}, task="classification", scored="probabilities",
+                        integer_outputs=("label",))
+    assert c.accuracy == 0.75 and c.agreement == 1.0 and c.scored_output == "probabilities"
+    assert c.label_agreement == 0.75 and {o.name: o.exact_match for o in c.outputs}["label"] == 0.75
+    assert {ch.metric: ch.outcome for ch in c.checks} == {"agreement": "pass", "label_agreement": "fail"}
+
+
+def test_a_quantized_integer_tensor_takes_floats_and_an_integer_one_without_a_scale_takes_integers():
+    q = spec_of("image", "int8", [None, 8, 8, 1], quantization=(0.0039, -128))
+    assert q.is_float and q.kind == "image" and q.quantization == (0.0039, -128)
+    assert "quantized: scale 0.0039, zero point -128" in q.describe()
+    ids = spec_of("ids", "int8", [None, 12], quantization=(0.0, 0))
+    assert not ids.is_float and ids.kind == "tokens" and ids.quantization is None
+    assert TensorSpec.from_json(q.to_json()) == q
+
+
+@pytest.mark.parametrize("source", [(2, 16, 16), (6, 50)])  # NCHW per-pixel, NCW per-step
+def test_a_channels_last_output_is_laid_out_channels_first_whatever_shape_a_runtime_gave_it(source):
+    rng = np.random.default_rng(0)
+    want = rng.normal(size=(3, *source)).astype(np.float32)
+    moved = np.moveaxis(want, 1, -1)  # what the file computes: channels last
+    file_shape = tuple(moved.shape[1:])
+    assert channels_last(source, file_shape) and not channels_last(source, source)
+    for given in (moved, moved.reshape(3, *source), moved.reshape(3, -1)):  # host, a browser's reshape, flat
+        got = restore_channels_first(Feed({"mask": given}), ["mask"], {"mask": source})["mask"]
+        assert got.shape == want.shape and np.array_equal(got, want)
+    untouched = restore_channels_first(Feed({"other": moved}), ["mask"], {"other": source})["other"]
+    assert untouched is moved or np.array_equal(untouched, moved)
+
+
+def test_a_zipmap_becomes_per_class_scores_in_class_order_and_other_sequences_are_refused():
+    got = as_array("output_probability", [{1: 0.2, 0: 0.8}, {0: 0.1, 1: 0.9}])
+    assert got.dtype == np.float32 and np.allclose(got, [[0.8, 0.2], [0.1, 0.9]])
+    with pytest.raises(StageFailed, match="output 'seq' is a sequence"):
+        as_array("seq", [np.zeros(2), np.zeros(2)])
+
+
+def test_each_task_has_its_own_columns_plot_and_sections():
+    heads = {t: [c.head for c in v.columns] for t, v in VIEWS.items()}
+    assert heads["classification"][:3] == ["accuracy", "Δ pts", "agree"]
+    assert "RMSE" in heads["regression"] and "ΔRMSE" in heads["regression"] and "accuracy" not in heads["regression"]
+    assert heads["raw"][:2] == ["cos min", "rel err"]
+    assert VIEWS["classification"].sections == {"confusion", "gallery"} and not VIEWS["raw"].sections
+    assert (VIEWS["regression"].size_metric, VIEWS["raw"].size_metric) == ("rmse", "cosine_min")
+    from deploytool.report.rows import summary_rows
+
+    comp = factory.comparison()
+    from deploytool.result import OutputComparison
+
+    comp.task, comp.rmse_increase = "regression", 0.2
+    comp.outputs = [OutputComparison("value", (1,), 0.1, 0.05, 0.01, 0.99, 0.995)]
+    inp = type("I", (), {"results": [factory.result(comparison=comp)], "history": {}})
+    (row,) = summary_rows(inp)
+    view = view_of([row])
+    assert view.task == "regression"
+    delta = dict(zip([c.head for c in view.columns], cells(view, row)))["ΔRMSE"]
+    assert delta["text"] == "+20.00%" and delta["cls"] == "n neg"  # worse than the baseline: marked
