@@ -89,7 +89,11 @@ class StageFailed(Exception):
         self.raised = raised
 
     def __reduce__(self):
-        return (StageFailed, (self.status, self.reason, self.raised))
+        # crossing a process boundary drops the cause: its evidence travels as a value instead
+        raised = self.raised
+        if raised is None and self.__cause__ is not None and type(self.__cause__).__name__ != "_RemoteTraceback":
+            raised = Raised.of(self.__cause__)
+        return (StageFailed, (self.status, self.reason, raised))
 
 
 class ToolFailed(Exception):

@@ -302,3 +302,24 @@ def torch_segmenter_pt2(path: Path) -> Path:
     program = torch.export.export(Seg().eval(), (torch.zeros(2, 3, SEG, SEG),), dynamic_shapes={"image": {0: batch}})
     torch.export.save(program, str(path))
     return path
+
+
+def torch_audio_frames_pt2(path: Path) -> Path:
+    """`audio` [N, 1, 800] -> `frames` [N, 4, 198]: per-step features of a 1-D conv (channels-first, NCW), which
+    onnx2tf turns channels-last inside TFLite."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Frames(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv1d(1, 4, 9, stride=4)
+
+        def forward(self, audio: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.conv(audio))
+
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    program = torch.export.export(Frames().eval(), (torch.zeros(2, 1, AUDIO),), dynamic_shapes={"audio": {0: batch}})
+    torch.export.save(program, str(path))
+    return path

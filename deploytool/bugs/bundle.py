@@ -518,8 +518,8 @@ def step_input_of(ctx: "RunContext", result: Result) -> StepInput | None:
     """The input of the step a conversion bundle reproduces: the step's own input when it was not the first (kept
     by deploytool.convert in the artifact folder's failed-step-input/), else the source model; None when the row
     is not a conversion failure or fallback, or its step has no recipe."""
-    if result.status is not Status.CONVERSION_FAILED and fallback_of(result) is None:
-        return None
+    if result.status is not Status.CONVERSION_FAILED:
+        return None  # (a fallback's bundle is written for its derived row, a conversion failure of its own)
     step = failing_step(result)
     src = ctx.sources.get(result.combo.framework)
     if step is None or step.recipe is None or src is None:

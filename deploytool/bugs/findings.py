@@ -227,6 +227,8 @@ def title_of(sig: Signature, example: Result) -> str:
     what = f"{_a(_named(c.framework))} model to {_named(c.format)} ({c.quantize})"
     step = failing_step(example)
     tool = f"{step.converter} {package_version(step.dist) or ''}".strip() if step is not None else sig.converter
+    if step is not None and step.copies:
+        tool = "its own author (the user's file, as given)"
     if sig.stage in ("export", "convert"):
         return f"{tool}: converting {what} fails: {tool_words(example)}"
     env = example.environment

@@ -27,6 +27,7 @@ from deploytool.errors import Frame, Raised
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
+TOOL_WORDS = ("NoConversion", "ToolFailed", "Onnx2tfError")  # deploytool's classes for a failure a tool printed
 
 FLEX_REMEDY = ("convert with converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
                "tf.lite.OpsSet.SELECT_TF_OPS] (and converter._experimental_lower_tensor_list_ops = False for "
@@ -171,8 +172,9 @@ def tool_words(result: Result) -> str:
     r = result.raised
     if r is not None:
         at = raising_frame(r)
-        if r.first_line:
-            return f"{r.name}: {r.first_line}"[:160]
+        if r.first_line:  # deploytool's reading of a tool's failure is in the tool's words already
+            words = r.first_line if r.name in TOOL_WORDS else f"{r.name}: {r.first_line}"
+            return words[:160]
         return r.name + (f" raised at {at.short} in {at.function}" if at is not None else " (no message)")
     reason = (result.reason or "").splitlines()[0] if result.reason else ""
     reason = re.sub(r"^(?:browser|device): ", "", reason)  # where deploytool heard it: the title says where

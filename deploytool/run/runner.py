@@ -262,7 +262,8 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         r.times.runtime = time.perf_counter() - t
     except StageFailed as e:
         r.status, r.reason = Status(e.status), e.reason
-        r.raised = e.raised if e.raised is not None else (Raised.of(e.__cause__) if e.__cause__ else None)
+        cause = e.__cause__ if type(e.__cause__).__name__ != "_RemoteTraceback" else None
+        r.raised = e.raised if e.raised is not None else (Raised.of(cause) if cause is not None else None)
         return r
     except (HarnessMissing, DeviceNotFound, BadModelFile):
         raise  # the machine lacks what every combination needs, or the user's own file does not run: exit 2

@@ -1,7 +1,7 @@
-"""Findings a maintainer acts on, on models of the shapes people ship (tests/shapes.py: a transformer encoder in
-ONNX, a scikit-learn forest, a two-input recurrent SavedModel, named dict outputs in Keras and PyTorch, a text
-CNN over int32 tokens, a per-pixel segmenter, a 1-D audio net through onnx2tf, a fully int8 .tflite), each
-migrated on the host and in Chromium: no row is deploytool's own crash, every failing row carries one triage
+"""Findings a maintainer acts on, on ten models of the shapes people ship (tests/shapes.py: a transformer encoder
+in ONNX, a scikit-learn forest with and without ZipMap, a two-input recurrent SavedModel, named dict outputs in
+Keras and PyTorch, a fully int8 .tflite, an image classifier with an unlabelled test set named after its input,
+a per-pixel NCHW net and a per-step 1-D conv through onnx2tf), each migrated on the host and in Chromium: no row is deploytool's own crash, every failing row carries one triage
 class, every upstream finding is confirmed by its bare reproducer (run again here, in a process that cannot
 import deploytool), the rest are visibly classed (a coverage gap with its ops and remedy, a package outside its
 pins with the requirements it misses), and a documented alternative is tried before blame."""
@@ -24,40 +24,43 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 FAST = ("--latency-samples", "5", "--warmup", "1", "--target", "host,web")
 CASES = {  # name -> (model file, test set, the matrix: small, but every class and alternative is met)
     "encoder": ("encoder.onnx", "encoder.npz", ("--format", "onnx,tflite", "--quantize", "none,dynamic")),
-    "forest": ("forest.onnx", "forest.npz", ("--format", "onnx,tflite", "--quantize", "none,dynamic")),
+    "forest": ("forest.onnx", "forest.npz", ("--format", "onnx,tflite", "--quantize", "none")),
     "recurrent": ("recurrent", "recurrent.npz", ("--format", "tflite,tfjs", "--quantize", "none", "--runtime", "all")),
     "heads": ("heads.keras", "heads.npz", ("--format", "onnx", "--quantize", "none")),
     "theads": ("theads.pt2", "heads.npz", ("--format", "onnx", "--quantize", "none")),
-    "text": ("text.keras", "text.npz", ("--format", "tflite,onnx", "--quantize", "none")),
-    "segmenter": ("seg.keras", "seg.npz", ("--format", "tflite", "--quantize", "none")),
-    "audio": ("audio.pt2", "audio.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
     "int8": ("int8.tflite", "digits.npz", ("--format", "tflite", "--quantize", "none")),
+    "zipmap": ("forest_zipmap.onnx", "forest.npz", ("--format", "onnx", "--quantize", "none")),
+    "unlabelled": ("digits.keras", "unlabelled.npz", ("--format", "tflite", "--quantize", "none")),
+    "perpixel": ("tseg.pt2", "tseg.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
+    "perstep": ("frames.pt2", "audio.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
 }
+SKLEARN_SCORE = "sklearn_score.txt"
 
 
 def _build(d: Path) -> None:
     shapes.torch_encoder_onnx(d / "encoder.onnx")
     ids, y = shapes.encoder_data()
     np.savez(d / "encoder.npz", input_ids=ids, y=y)
-    onx, _ = shapes.sklearn_forest(zipmap=False)
+    onx, score = shapes.sklearn_forest(zipmap=False)
     (d / "forest.onnx").write_bytes(onx)
+    (d / "forest_zipmap.onnx").write_bytes(shapes.sklearn_forest(zipmap=True)[0])
+    (d / SKLEARN_SCORE).write_text(repr(score))  # scikit-learn's own score on the test half
     _, _, xt, yt = shapes.forest_data()
-    np.savez(d / "forest.npz", X=xt[:64], y=yt[:64])
+    np.savez(d / "forest.npz", X=xt, y=yt)
     shapes.recurrent_saved_model(d / "recurrent")
     np.savez(d / "recurrent.npz", **shapes.recurrent_data())
     shapes.keras_dict_outputs(d / "heads.keras")
     shapes.torch_dict_outputs(d / "theads.pt2")
     np.savez(d / "heads.npz", features=shapes.feature_data())
-    shapes.keras_text_cnn(d / "text.keras")
-    ids, y = shapes.token_data(48, seed=11)
-    np.savez(d / "text.npz", tokens=ids, y=y)
-    shapes.keras_segmenter(d / "seg.keras")
-    np.savez(d / "seg.npz", image=shapes.image_data())
-    shapes.torch_audio_pt2(d / "audio.pt2")
     np.savez(d / "audio.npz", audio=shapes.audio_data())
     shapes.int8_tflite(d / "int8.tflite")
     x, y = shapes.digits_images(64, seed=4)
     np.savez(d / "digits.npz", image=x, y=y)
+    shapes.keras_digits_cnn(d / "digits.keras")
+    np.savez(d / "unlabelled.npz", image=x)  # one array named after the model's input, no labels
+    shapes.torch_segmenter_pt2(d / "tseg.pt2")
+    np.savez(d / "tseg.npz", image=shapes.image_data().transpose(0, 3, 1, 2).copy())
+    shapes.torch_audio_frames_pt2(d / "frames.pt2")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,7 @@ def triaged(tmp_path_factory):
     rows = {name: json.loads((ws / "reports" / name / "report.json").read_text())["results"] for name in CASES}
     listed = run_cli("findings", "--format", "json", "--workspace", str(ws), cwd=d)
     assert listed.returncode == 0, listed.stderr
-    return ws, rows, json.loads(listed.stdout)
+    return ws, rows, json.loads(listed.stdout), float((d / SKLEARN_SCORE).read_text())
 
 
 def _row(rows: list[dict], label: str) -> dict:
@@ -83,13 +86,13 @@ def _row(rows: list[dict], label: str) -> dict:
 
 
 def test_no_row_is_deploytools_own_crash_and_every_failing_row_has_one_class(triaged):
-    ws, rows, found = triaged
+    ws, rows, found, _ = triaged
     failing = [r for rs in rows.values() for r in rs if r["failing"]]
     assert failing
     assert all(r["triage"] in ("unsupported", "environment", "upstream") for r in failing), \
         [(r["label"], r["triage"], r["reason"]) for r in failing if r["triage"] not in ("unsupported", "environment",
                                                                                        "upstream")]
-    for name in ("heads", "theads", "text", "segmenter", "audio", "int8"):  # shapes deploytool itself must handle
+    for name in ("heads", "theads", "int8", "unlabelled", "perpixel", "perstep"):
         assert not [r for r in rows[name] if r["failing"]], [(r["label"], r["reason"]) for r in rows[name]]
     assert all(f["owner"] and f["owner"] != "unknown" for f in found), [(f["owner"], f["title"]) for f in found]
     counts = Counter(f"{f['class']} ({f['state']})" for f in found)
@@ -99,7 +102,7 @@ def test_no_row_is_deploytools_own_crash_and_every_failing_row_has_one_class(tri
 def test_every_upstream_finding_is_confirmed_by_its_bare_reproducer(triaged):
     from deploytool.bugs.confirm import confirm
 
-    ws, _, found = triaged
+    ws, _, found, _ = triaged
     upstream = [f for f in found if f["class"] == "upstream"]
     assert {f["state"] for f in upstream} == {"confirmed"}, [(f["title"], f["confirmation"]) for f in upstream]
     for f in upstream:  # the test runs each reproducer again and sees the fault
@@ -111,7 +114,7 @@ def test_every_upstream_finding_is_confirmed_by_its_bare_reproducer(triaged):
 
 
 def test_quant_pre_process_failing_falls_back_to_its_documented_alternative_and_is_filed(triaged):
-    ws, rows, found = triaged
+    ws, rows, found, _ = triaged
     for target in ("host", "web:wasm"):
         row = _row(rows["encoder"], f"onnx->onnx/dynamic on {target}")
         assert row["status"] == "measured", row["reason"]
@@ -126,7 +129,7 @@ def test_quant_pre_process_failing_falls_back_to_its_documented_alternative_and_
 
 
 def test_a_package_outside_its_pins_and_an_op_without_conversion_are_classed_not_filed(triaged):
-    ws, rows, found = triaged
+    ws, rows, found, _ = triaged
     (env,) = [f for f in found if f["class"] == "environment" and f["owner"] == "PINTO0309/onnx2tf"
               and any(e.startswith("encoder:") for e in f["examples"])]
     assert env["state"] == "unconfirmed" and env["title"].startswith("onnx2tf 1.29.24: converting an ONNX model")
@@ -138,7 +141,7 @@ def test_a_package_outside_its_pins_and_an_op_without_conversion_are_classed_not
 
 
 def test_tensorlist_loops_convert_with_select_tf_ops_and_rows_say_they_need_flex(triaged):
-    ws, rows, found = triaged
+    ws, rows, found, _ = triaged
     (conv,) = [f for f in found if f["class"] == "unsupported" and f["signature"]["stage"] == "convert"
                and any(e.startswith("recurrent:") for e in f["examples"])]
     assert "SELECT_TF_OPS" in conv["triage"]["remedy"] and "TensorListReserve" in conv["triage"]["ops"]
@@ -147,7 +150,7 @@ def test_tensorlist_loops_convert_with_select_tf_ops_and_rows_say_they_need_flex
     browser = _row(rows["recurrent"], "saved_model->tflite/none on web:wasm")
     assert browser["triage"] == "unsupported"  # tfjs-tflite has no Flex delegate
     tfjs = _row(rows["recurrent"], "saved_model->tfjs/none on web:wasm")
-    bundle = Path(tfjs["bundle"])
+    bundle = ws / "reports" / "recurrent" / tfjs["bundle"]
     web = json.loads((bundle / "web.json").read_text())
     assert [i["name"] for i in web["inputs"]] == ["static", "sequence"] or len(web["inputs"]) == 2  # every input
     assert all((bundle / i["file"]).stat().st_size > 0 for i in web["inputs"])
@@ -156,7 +159,7 @@ def test_tensorlist_loops_convert_with_select_tf_ops_and_rows_say_they_need_flex
 def test_a_conversion_bundle_pins_every_package_its_reproducer_imports(triaged):
     from importlib import metadata
 
-    ws, _, found = triaged
+    ws, _, found, _ = triaged
     bundles = [Path(f["bundle"]) for f in found if f["signature"]["stage"] == "convert" and f["bundle"]]
     assert bundles
     tops = metadata.packages_distributions()
@@ -170,3 +173,27 @@ def test_a_conversion_bundle_pins_every_package_its_reproducer_imports(triaged):
         for top in imported - set(sys.stdlib_module_names):
             dists = {d.lower() for d in tops.get(top, [top])}
             assert dists & pinned, (bundle.name, top, pinned)
+
+
+def test_shapes_people_ship_are_measured_and_scored_on_the_right_output(triaged):
+    """Named dict outputs (Keras, PyTorch) keep their names on every route; scikit-learn's forest is scored on its
+    probabilities — its PC accuracy is scikit-learn's own score — with and without ZipMap; an int8-I/O file takes
+    float images; an unlabelled image set named after the input is compared with the baseline alone; outputs onnx2tf
+    made channels-last (per-pixel NCHW, per-step NCW) agree with the source on host and in the browser."""
+    ws, rows, _, score = triaged
+    for name in ("heads", "theads"):
+        for r in rows[name]:
+            assert {o["name"] for o in r["outputs"]} == {"kind", "score"}, (name, r["label"])
+    for name in ("forest", "zipmap"):
+        host = _row(rows[name], "onnx->onnx/none on host")
+        assert host["metrics"]["baseline_accuracy"] == pytest.approx(score, abs=1e-9), (name, host["metrics"])
+    zipped = _row(rows["zipmap"], "onnx->onnx/none on web:wasm")
+    assert zipped["triage"] == "unsupported"  # onnxruntime-web returns no sequence of maps: a coverage gap
+    int8 = _row(rows["int8"], "tflite->tflite/none on web:wasm")
+    assert int8["metrics"]["accuracy"] > 0.9 and any("quantized" in n for n in int8["notes"] + _row(
+        rows["int8"], "tflite->tflite/none on host")["notes"])
+    assert all(r["metrics"]["agreement"] == 1.0 and r["metrics"]["accuracy"] is None for r in rows["unlabelled"])
+    for name in ("perpixel", "perstep"):
+        for r in rows[name]:
+            assert r["verdict"] == "pass" and r["metrics"]["cosine_min"] > 0.9999, (name, r["label"], r["reason"])
+            assert any("channels-last" in n for n in r["notes"]), r["notes"]
