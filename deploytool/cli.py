@@ -36,7 +36,7 @@ from deploytool.result import Result
 from deploytool.run.stored import rebuild_report
 from deploytool.spec import load_spec, manifest_paths, parse_spec
 from deploytool.store import open_store
-from deploytool.targets import all_targets
+from deploytool.targets import all_targets, expand, selectable
 from deploytool.train import train
 from deploytool.workspace import Workspace
 
@@ -245,7 +245,26 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_flags_of_other_targets(args: argparse.Namespace) -> None:
+    """A target's own flag (`--backend`, `--device`) with that target not asked for does nothing: a mistake."""
+    asked = set(expand((args.target,), selectable(), "target"))
+    for t in all_targets():
+        given = t.flags_given(args)
+        if given and t.name not in asked:
+            raise UnknownOption(f"{given[0]} applies to --target {t.name}, which this run does not ask for; add "
+                                f"{t.name} to --target or leave {given[0]} out")
+
+
+def _refuse_more_threads_than_cores(threads: int) -> None:
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        raise UnknownOption(f"--threads {threads}: this machine has {cores} CPU(s); ask for at most {cores} "
+                            "(more threads only contend for the same cores)")
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
+    _refuse_flags_of_other_targets(args)
+    _refuse_more_threads_than_cores(args.threads)
     req = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,

@@ -19,7 +19,7 @@ import importlib
 import os
 from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast
 
-from deploytool.errors import UnknownOption
+from deploytool.errors import DeploytoolError, UnknownOption
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -40,6 +40,15 @@ def load_plugins() -> None:
         except ImportError as e:
             raise UnknownOption(f"${PLUGINS_ENV} names {module!r}, which cannot be imported ({e}); "
                                 "fix or unset it") from None
+        except SystemExit as e:  # a plugin must not end deploytool (nor make a failed run look like success)
+            raise UnknownOption(f"${PLUGINS_ENV} module {module!r} called sys.exit({e.code!r}) while loading; "
+                                "a plugin registers what it adds and returns: fix or unset it") from None
+        except DeploytoolError:
+            raise  # what it registered was refused (a name taken, a function for a runtime): its own words
+        except Exception as e:  # its own bug, at import: the user's to fix, said in one line
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            raise UnknownOption(f"${PLUGINS_ENV} module {module!r} failed while loading ({type(e).__name__}"
+                                f"{': ' + first if first else ''}); fix or unset it") from None
 
 
 class Registry(Mapping[str, T], Generic[T]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import difflib
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -147,11 +148,23 @@ TASK_TOLERANCES = {
 }
 
 
+# Metrics that are shares of samples or cosines (at most 1), and the ones that cannot be negative: a limit outside
+# what the metric can be makes even a bit-identical copy fail (or nothing ever fail).
+FRACTION_METRICS = ("agreement", "top5_agreement", "label_agreement")
+COSINE_METRICS = ("cosine_min",)
+NON_NEGATIVE_METRICS = ("max_abs_error", "rel_error")
+
+
 def tolerance_problem(metric: str, limits: tuple[float, ...]) -> str | None:
     """Why a [pass, fail] pair cannot judge anything, or None when it can."""
     if len(limits) != 2 or not all(math.isfinite(v) for v in limits):
         return f"must be two finite numbers [pass, fail], got {list(limits)}"
     pass_limit, fail_limit = limits
+    low, high = {**dict.fromkeys(FRACTION_METRICS, (0.0, 1.0)), **dict.fromkeys(COSINE_METRICS, (-1.0, 1.0)),
+                 **dict.fromkeys(NON_NEGATIVE_METRICS, (0.0, math.inf))}.get(metric, (-math.inf, math.inf))
+    if not all(low <= v <= high for v in limits):
+        span = f"{low:g}..{high:g}" if math.isfinite(high) else f">= {low:g}"
+        return f"must lie in {span} ({metric} can be nothing else), got {list(limits)}"
     if TOLERANCE_METRICS[metric] == "min" and pass_limit < fail_limit:
         return (f"is inverted: {metric} passes at >= {pass_limit:g} and fails below {fail_limit:g}, "
                 f"so the pass limit must be the larger one")
@@ -159,6 +172,10 @@ def tolerance_problem(metric: str, limits: tuple[float, ...]) -> str | None:
         return (f"is inverted: {metric} passes at <= {pass_limit:g} and fails beyond {fail_limit:g}, "
                 f"so the pass limit must be the smaller one")
     return None
+
+
+# The sections a manifest may have (models/*.toml)
+SECTIONS = ("model", "data", "preprocess", "train", "expect", "tolerance")
 
 
 class _Reader:
@@ -218,6 +235,11 @@ def parse_spec(path: Path) -> ModelSpec:
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML ({e}); fix the syntax") from None
     r = _Reader(path, data)
+    unknown = [k for k in data if k not in SECTIONS]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], SECTIONS, n=1)
+        raise r.fail(unknown[0], "is not a section of a manifest" + (f" (did you mean [{near[0]}]?)" if near else "")
+                     + f"; sections are {', '.join(SECTIONS)}")
     name = r.get("model.name", str)
     try:
         check_name(name, "model.name")
@@ -272,6 +294,8 @@ def parse_spec(path: Path) -> ModelSpec:
     for group, metrics in r.get("tolerance", dict, {}).items():
         if group not in TOLERANCE_GROUPS:
             raise r.fail(f"tolerance.{group}", f"is unknown; groups are {', '.join(TOLERANCE_GROUPS)}")
+        if not isinstance(metrics, dict):
+            raise r.fail(f"tolerance.{group}", f"must be a table of metric = [pass, fail], got {metrics!r}")
         for metric in metrics:
             if metric not in TOLERANCE_METRICS:
                 raise r.fail(f"tolerance.{group}.{metric}", f"is unknown; metrics are {', '.join(TOLERANCE_METRICS)}")

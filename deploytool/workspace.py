@@ -29,9 +29,15 @@ NAME_MAX = 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+CACHE_ENV = "DEPLOYTOOL_CACHE"
+
+
 def cache_home() -> Path:
-    """deploytool's per-user cache outside any workspace ($XDG_CACHE_HOME/deploytool, else ~/.cache/deploytool):
-    what is worth keeping between runs but never a result (compiled templates, browser builds)."""
+    """deploytool's per-user cache outside any workspace ($DEPLOYTOOL_CACHE, else $XDG_CACHE_HOME/deploytool, else
+    ~/.cache/deploytool): what is worth keeping between runs but never a result (compiled report templates, the
+    Chromium build seen per binary). Nothing else of deploytool's is written outside the workspace."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool"
 
 

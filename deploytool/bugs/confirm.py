@@ -101,11 +101,12 @@ def confirm(bundle: Path, timeout_s: float = TIMEOUT_S) -> Confirmation:
     command = " ".join(["python", *args[:1]])
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
-               TFDF_DISABLE_WELCOME_MESSAGE="1")
+               TFDF_DISABLE_WELCOME_MESSAGE="1", ORT_DISABLE_TELEMETRY="1", GSETTINGS_BACKEND="memory")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="deploytool-confirm-") as tmp:
         copy = Path(tmp) / bundle.name  # the reproducer writes (converted/, caches): the bundle stays as it was
         shutil.copytree(bundle, copy)
+        env["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")  # a browser's crash database: gone with the copy
         try:
             done = subprocess.run([sys.executable, "-I", "-c", _BLOCK, *args], cwd=copy, env=env,
                                   capture_output=True, text=True, timeout=timeout_s)

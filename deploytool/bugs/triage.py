@@ -27,6 +27,8 @@ from deploytool.errors import Frame, Raised
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
+# the browser could not be started at all (its profile, its sockets, the machine): no library was reached
+BROWSER_DID_NOT_START = ("launch_persistent_context", "BrowserType.launch")
 TOOL_WORDS = ("NoConversion", "ToolFailed", "Onnx2tfError")  # deploytool's classes for a failure a tool printed
 
 FLEX_REMEDY = ("convert with converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, "
@@ -225,6 +227,9 @@ def triage(result: Result, env: Environment, tools: Iterable[str] = ()) -> Triag
         found = rule(result)
         if found is not None:
             return _with_packages(found, packages)
+    if any(w in (result.reason or "") for w in BROWSER_DID_NOT_START):
+        return Triage(ENVIRONMENT, "this machine's browser did not start (not the model's nor a library's fault): "
+                      f"{tool_words(result)[:120]}", packages=packages)
     bad = mismatches(dists, env)
     r = result.raised
     at = raising_frame(r) if r is not None else None

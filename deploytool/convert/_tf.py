@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deploytool.modelfiles.signature import serving_signature
 from deploytool.artifact import Artifact
 
 
@@ -34,9 +35,7 @@ def serving_function(saved_model: Path):
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(saved_model))
-    if "serving_default" not in loaded.signatures:
-        raise ValueError(f"{saved_model} has no serving_default signature; re-export it with model.export()")
-    sig = loaded.signatures["serving_default"]
+    sig = serving_signature(loaded, str(saved_model))
     inputs = sig.structured_input_signature[1]
     if len(inputs) != 1:
         raise ValueError(f"the serving signature has {len(inputs)} inputs; deploytool handles one-input models")

@@ -16,7 +16,7 @@ from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe, check_onnx, dist_version, finish, saved_model_recipe
 from deploytool.convert._tf import saved_model_dir, serving_function
 from deploytool.convert.registry import Route, register_converter
-from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.signature import match_names, serving_signature
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"
@@ -81,7 +81,7 @@ def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
     spec = tuple(tf.TensorSpec((None, *t.sample_shape), tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs)
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx-") as tmp:
         loaded = tf.saved_model.load(str(saved_model_dir(source, Path(tmp))))
-        serving = loaded.signatures["serving_default"]
+        serving = serving_signature(loaded, str(source.path))
         feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
         fetches = match_names(sig.output_names, list(serving.structured_outputs))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deploytool.modelfiles.signature import serving_signature
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tfjs
 from deploytool.convert._common import Recipe, dist_version
@@ -38,7 +39,7 @@ def _serving_output_shapes(saved_model: Path) -> dict[str, tuple[int | None, ...
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(saved_model))
-    outs = loaded.signatures["serving_default"].structured_outputs
+    outs = serving_signature(loaded, str(saved_model)).structured_outputs
     return {n: tuple(None if d is None else int(d) for d in list(s.shape)[1:]) for n, s in outs.items()}
 
 

@@ -19,7 +19,7 @@ from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import Feed
 from deploytool.errors import first_line_of
-from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.signature import SERVING, match_names, serving_signature
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -44,7 +44,7 @@ UNSUPPORTED = {
 def recipe(source: Artifact, quantize: str) -> Recipe:
     """TFLiteConverter.from_saved_model on the source's serving signature with `_configure`'s options."""
     lines = ["import tensorflow as tf", saved_model_recipe(source).rstrip(),
-             "converter = tf.lite.TFLiteConverter.from_saved_model(saved)"]
+             "converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=['serving_default'])"]
     if quantize != "none":
         lines.append("converter.optimizations = [tf.lite.Optimize.DEFAULT]")
     if quantize == "fp16":
@@ -77,8 +77,9 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:
         saved_model = saved_model_dir(source, Path(tmp))
         loaded = tf.saved_model.load(str(saved_model))
-        serving = loaded.signatures["serving_default"]
-        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+        serving = serving_signature(loaded, str(saved_model))
+        # the serving signature only: a SavedModel's other signatures would make a multi-signature file
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[SERVING])
         _configure(converter, quantize, source, calibration, serving, options)
         try:
             flatbuffer = converter.convert()
@@ -110,7 +111,7 @@ def _tensor_list_alternative(e: Exception, source: Artifact, tmp: Path, saved_mo
         return converter.convert(), ("TFLite's converter cannot lower Keras 3's recurrent loop without SELECT_TF_OPS "
                                      f"({first_line_of(str(e))[:140]}); converted with the recurrent layers unrolled "
                                      "over their fixed steps (the same weights, no loop)",)
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[SERVING])
     _configure(converter, quantize, source, calibration, serving, options)
     base = list(converter.target_spec.supported_ops or [tf.lite.OpsSet.TFLITE_BUILTINS])
     converter.target_spec.supported_ops = [*base, tf.lite.OpsSet.SELECT_TF_OPS]

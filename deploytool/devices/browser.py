@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,6 @@ def _known_builds() -> dict[str, str]:
 def _remember_build(stamp: str, build: str) -> None:
     """Best effort (an unwritable cache folder only costs the next run the question), written whole by rename."""
     import json
-    import tempfile
 
     path = _builds_file()
     try:
@@ -183,6 +183,7 @@ class Chromium:
         # that was reused by another process after ours died.
         self._procs: dict[int, Any] = {}
         self._browser_pid: int | None = None
+        self._config_home = ""  # the browser's XDG_CONFIG_HOME, a temporary folder of its own
 
     # life cycle
     def launch(self) -> "Chromium":
@@ -200,11 +201,16 @@ class Chromium:
             # the driver exits because its parent died). A persistent context, not browser.new_context(): an
             # incognito context keeps its HTTP cache in memory (onnxruntime-web's 15 MB wasm did not stay in
             # it) and no code cache at all, and a fresh context per page would throw both away.
+            # Nothing of the browser's outside its own temporary folders: its config home (crashpad's "Crash
+            # Reports" database goes there, not to ~/.config/chromium) and GLib settings in memory (no
+            # ~/.cache/dconf); both removed with the browser.
+            self._config_home = tempfile.mkdtemp(prefix="deploytool-chromium-config-")
             self._context = driver.chromium.launch_persistent_context(
                 "",
                 executable_path=str(self.executable),
                 headless=True,
                 args=list(CHROMIUM_FLAGS + self.extra_args),
+                env={**os.environ, "XDG_CONFIG_HOME": self._config_home, "GSETTINGS_BACKEND": "memory"},
             )
             self._browser = self._context.browser
             for page in list(self._context.pages):  # the blank tab a profile opens with: no renderer idles
@@ -313,14 +319,31 @@ class Chromium:
         # A zombie is dead (no memory, no threads): only its parent, which
         # after the driver exits is init, still has to reap it. Waiting for
         # init would cost a second per run for nothing.
-        if self._wait_all_gone(3.0):
+        if not self._wait_all_gone(3.0):
+            for pid in self.alive_process_ids():
+                try:
+                    self._procs[pid].kill()
+                except psutil.NoSuchProcess:
+                    pass
+            self._wait_all_gone(3.0)
+        self._remove_config_home()  # once nothing of the browser (its crash handler too) can write there
+
+    def _remove_config_home(self) -> None:
+        """Its crash handler (which leaves the browser's process tree, so nothing above reaped it) ended first,
+        else it would write its database there again."""
+        import psutil
+
+        if not self._config_home:
             return
-        for pid in self.alive_process_ids():
+        for p in psutil.process_iter(["cmdline"]):
             try:
-                self._procs[pid].kill()
-            except psutil.NoSuchProcess:
+                if any(self._config_home in a for a in p.info["cmdline"] or ()):
+                    p.kill()
+                    p.wait(3)
+            except (psutil.Error, OSError):
                 pass
-        self._wait_all_gone(3.0)
+        shutil.rmtree(self._config_home, ignore_errors=True)
+        self._config_home = ""
 
     def _wait_all_gone(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -130,6 +130,27 @@ def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
         raise UnknownOption(sorted(reasons)[0])
 
 
+def judged_as(ctx: RunContext) -> str:
+    """What a run's rows are judged against, by content: the model (and its task, tolerances, scored output), the
+    test data, the sources and the request's own tolerances. A run id given again must mean the same."""
+    req = ctx.req
+    sources = {fw: ctx.source_id(fw) for fw in expand(req.frameworks, ctx.spec.frameworks, "framework")}
+    return stable_hash({"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "sources": sources,
+                        "tolerances": ctx.tolerances, "task": req.task, "output": req.output}, 16)
+
+
+def refuse_another_run_under_this_id(store: ResultStore, run_id: str, ctx: RunContext) -> None:
+    """`--run-id` naming a stored run of another model, data or judgement (task, tolerances): its rows would be
+    mixed with this one's, or kept under verdicts this request does not ask for."""
+    before = store.get_run(run_id)
+    if before is None or before.run_id != run_id:
+        return
+    stored = before.request.get("judged_as")
+    if stored is not None and stored != judged_as(ctx):
+        raise UnknownOption(f"--run-id {run_id} holds a run of {before.model or 'another model'} judged otherwise "
+                            "(another model, test set, task, output or tolerances); give this run another --run-id")
+
+
 def run_id_for(ctx: RunContext, host_id: str) -> str:
     req = ctx.req
     if req.run_id:
@@ -168,7 +189,7 @@ class _Run:
         untouched = folded_before and not todo and not ctx.req.localize
         if not untouched:
             store.start_run(run_id, ctx.spec.name, {
-                **ctx.req.to_json(), "host": host_facts(), "combos": len(combos),
+                **ctx.req.to_json(), "host": host_facts(), "combos": len(combos), "judged_as": judged_as(ctx),
                 "planned_targets": sorted(ctx.preflight), "identity": {t: ctx.identity(t) for t in sorted(ctx.preflight)}})
         reused = len(combos) - len(todo)
         if reused:
@@ -325,6 +346,8 @@ def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: st
     ws = Workspace.open(workspace)
     store = open_store(db_url, ws.default_db_url)
     ctx, combos, run_id, keys = prepare(req, ws, progress)
+    if req.run_id:
+        refuse_another_run_under_this_id(store, run_id, ctx)
     for line in ctx.dataset.warnings:
         warn(line)
     return _Run(ctx, store, log).run(combos, run_id, keys)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_proto, pt2
-from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_name, output_spec, spec_of
+from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_name, output_spec, serving_signature, spec_of
 from deploytool.proc.quiet import import_tensorflow
 
 __all__ = ["canonical_name", "read_signature", "keras_signature"]
@@ -92,7 +92,7 @@ def _keras_name(t: Any) -> str:
 def _saved_model(path: Path) -> Signature:
     tf = import_tensorflow()
     loaded = tf.saved_model.load(str(path))
-    sig = loaded.signatures["serving_default"]
+    sig = serving_signature(loaded, str(path))
     ins = sig.structured_input_signature[1]
     outs = sig.structured_outputs
     return Signature(tuple(spec_of(n, s.dtype.name, [None, *list(s.shape)[1:]]) for n, s in ins.items()),

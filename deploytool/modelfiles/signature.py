@@ -214,3 +214,19 @@ def flat_named(out: Any, prefix: str) -> list[tuple[str, Any]]:
     if isinstance(out, (list, tuple)):
         return [kv for i, v in enumerate(out) for kv in flat_named(v, f"{prefix}{i}" if not prefix else f"{prefix}.{i}")]
     return [(prefix, out)]
+
+
+SERVING = "serving_default"
+
+
+def serving_signature(loaded: Any, where: str) -> Any:
+    """A loaded SavedModel's `serving_default` signature — the one every route runs (the baseline, each converter),
+    whatever other signatures it has — or BadModelFile naming the ones it has and the fix."""
+    from deploytool.errors import BadModelFile
+
+    sigs = getattr(loaded, "signatures", {}) or {}
+    if SERVING not in sigs:
+        have = ", ".join(sorted(sigs)) or "none"
+        raise BadModelFile(f"{where}: the SavedModel has no '{SERVING}' signature (it has: {have}); save it with "
+                           f"tf.saved_model.save(model, path, signatures={{'{SERVING}': f}}) or model.export(path)")
+    return sigs[SERVING]

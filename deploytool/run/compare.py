@@ -233,6 +233,8 @@ def parse_tolerance_overrides(items: list[str]) -> dict[str, tuple[float, float]
     out: dict[str, tuple[float, float]] = {}
     for item in items:
         name, _, value = item.partition("=")
+        if name in out:
+            raise UnknownOption(f"--tolerance {name} is given twice; give each metric once")
         if name not in TOLERANCE_METRICS or not value:
             raise UnknownOption(f"--tolerance {item!r}: expected METRIC=PASS[,FAIL] with METRIC one of "
                                 f"{', '.join(TOLERANCE_METRICS)}")

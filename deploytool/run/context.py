@@ -24,6 +24,7 @@ from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
 from deploytool.run.compare import infer_task
 from deploytool.run.request import MigrateRequest
+from deploytool.runtimes import runtime_implementation
 from deploytool.runtimes.isolated import runtime_workers
 from deploytool.spec import TASK_TOLERANCES, ModelSpec, load_spec
 from deploytool.targets import Position, Preflight, RunSettings, get_target
@@ -205,6 +206,10 @@ class RunContext:
         from dataclasses import asdict
 
         combo_fields = {k: v for k, v in asdict(combo).items() if v or k != "runtime"}
+        ref = runtime_implementation(combo.target, combo.runtime) if combo.runtime else ""
+        if ref and not ref.startswith("deploytool."):
+            # which implementation measures: a plugin's runtime of this name in another run may be another one
+            combo_fields["runtime_implementation"] = ref
         identity = get_target(combo.target).row_identity(self.identity(combo.target), self.position(combo))
         return stable_hash({"model": self.spec.name, "data": self.dataset.sha256,
                             "source": self.source_id(combo.framework), "calibration": self.calibration_sha256,

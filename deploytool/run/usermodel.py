@@ -179,6 +179,12 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     path = Path(path)
     fmt = source_format(path)
     signature = _signature(path, fmt)
+    if opts.output:
+        try:
+            signature.scored_output(opts.output)
+        except KeyError:
+            raise DataError(f"--output {opts.output}: {path} has no such output; its outputs are "
+                            + ", ".join(t.describe() for t in signature.outputs)) from None
     if not _image_classifier(signature, opts):
         return _resolve_any(path, fmt, signature, opts, ws)
     dims = [None, *signature.inputs[0].sample_shape]

@@ -18,8 +18,22 @@ from deploytool.runtimes.base import Outputs, Runtime
 REGISTRY: dict[tuple[str, str, str], str | type[Runtime]] = {}
 
 
+def implementation(runtime: str | type[Runtime]) -> str:
+    """"module:Class" of a registered runtime (a class or its string reference)."""
+    return runtime if isinstance(runtime, str) else f"{runtime.__module__}:{runtime.__qualname__}"
+
+
 def register(target: str, fmt: str, name: str, runtime: str | type[Runtime]) -> None:
-    """Offer `runtime` for `fmt` artifacts on `target` under `name`; the first one per (target, fmt) is the default."""
+    """Offer `runtime` for `fmt` artifacts on `target` under `name`; the first one per (target, fmt) is the default.
+    A name is one implementation: registering another under a name taken (a plugin's `onnxruntime`) is refused,
+    else rows measured by one would be taken for the other's; so is anything but a Runtime subclass."""
+    if not isinstance(runtime, str) and not (isinstance(runtime, type) and issubclass(runtime, Runtime)):
+        raise UnknownOption(f"a plugin registers {runtime!r} as runtime {name!r}: a runtime is a subclass of "
+                            "deploytool.runtimes.base.Runtime (see tests/fake_runtime.py)")
+    held = REGISTRY.get((target, fmt, name))
+    if held is not None and implementation(held) != implementation(runtime):
+        raise UnknownOption(f"runtime {name!r} for {fmt} on {target} is {implementation(held)} already; "
+                            f"{implementation(runtime)} must register under a name of its own")
     REGISTRY[(target, fmt, name)] = runtime
 
 
@@ -32,6 +46,12 @@ def register_runtime(target: str, fmt: str, name: str) -> Callable[[type[Runtime
         return cls
 
     return add
+
+
+def runtime_implementation(target: str, name: str) -> str:
+    """"module:Class" of the runtime registered as `name` on `target` ("" when there is none)."""
+    load_plugins()
+    return next((implementation(v) for (t, _, n), v in REGISTRY.items() if t == target and n == name), "")
 
 
 def unregister(target: str, fmt: str | None = None, name: str | None = None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import BadModelFile
-from deploytool.modelfiles.signature import flatten_outputs, match_names
+from deploytool.modelfiles.signature import flatten_outputs, match_names, serving_signature
 from deploytool.modelfiles.tf_graph import check_graph_def
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
@@ -51,7 +51,7 @@ class KerasRuntime(Runtime):
                 # Kept for the runtime's life: the signature only holds weak references to the
                 # variables, which the loaded object owns; once it is collected, every call fails.
                 self._loaded = tf.saved_model.load(str(artifact.path))
-                sig = self._loaded.signatures["serving_default"]
+                sig = serving_signature(self._loaded, str(artifact.path))
                 key = next(iter(sig.structured_outputs))
                 call = lambda x: sig(x)[key]
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
@@ -81,7 +81,7 @@ class KerasRuntime(Runtime):
                 out = model([x[n] for n in order] if len(order) > 1 else x[order[0]], training=False)
                 return dict(zip(names, flatten_outputs(out, names)))  # a dict, a list or one tensor
         else:
-            serving = self._loaded.signatures["serving_default"]
+            serving = serving_signature(self._loaded, str(artifact.path))
             feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
             fetches = match_names(sig.output_names, list(serving.structured_outputs))
 

@@ -48,6 +48,10 @@ class AndroidTarget(Target):
         parser.add_argument("--benchmark-model", type=Path, default=None,
                             help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
 
+    def flags_given(self, args: argparse.Namespace) -> list[str]:
+        return [f for f, given in (("--device", getattr(args, "device", None)),
+                                   ("--benchmark-model", getattr(args, "benchmark_model", None))) if given]
+
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
         return {"devices": tuple(args.device), "delegate": args.delegate,
                 "benchmark_binary": str(args.benchmark_model) if args.benchmark_model else None}

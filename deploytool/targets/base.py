@@ -94,6 +94,10 @@ class Target:
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         """Flags this target adds to `deploytool migrate`."""
 
+    def flags_given(self, args: argparse.Namespace) -> list[str]:
+        """This target's own flags the user gave (a flag of a target not asked for is a mistake)."""
+        return []
+
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
         """This target's options from parsed flags (only what the user can set)."""
         return {}

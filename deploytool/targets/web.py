@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from deploytool.errors import UnknownOption
 from deploytool.devices.browser import chromium_build, find_chromium
 from deploytool.devices.web_harness import check_harness
 from deploytool.runtimes.web import BACKENDS, FORMAT_BACKENDS
@@ -59,13 +60,18 @@ class WebTarget(Target):
     Options = WebOptions
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--backend", default="wasm",
+        parser.add_argument("--backend", default=None,
                             help=f"web: backends {', '.join(BACKENDS)} (TF.js: all of them; onnxruntime-web: "
                                  f"{', '.join(FORMAT_BACKENDS['onnx'])}; tfjs-tflite: wasm), or one library's: "
-                                 "tfjs:webgpu, ort:webgpu (comma-separated or all; default: %(default)s)")
+                                 "tfjs:webgpu, ort:webgpu (comma-separated or all; default: wasm)")
 
     def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"backends": (args.backend,)}
+        if args.backend is not None and not args.backend.strip():
+            raise UnknownOption("--backend is empty; name a backend (wasm, cpu, webgl, webgpu) or leave the flag out")
+        return {"backends": (args.backend,)} if args.backend is not None else {}
+
+    def flags_given(self, args: argparse.Namespace) -> list[str]:
+        return ["--backend"] if getattr(args, "backend", None) is not None else []
 
     def positions(self, options: Any, preflight: Preflight, artifact_format: str) -> list[Position]:
         return [Position(backend=b) for b in backends_for(options.backends, artifact_format)]

@@ -78,6 +78,13 @@ def _manifest(path: Path, **override) -> Path:
     return path
 
 
+def _section(path: Path, name: str) -> Path:
+    """lenet1's manifest with one more section, `name` (a typo of a real one)."""
+    text = _manifest(path).read_text()
+    path.write_text(text + f"\n[{name}.none]\nagreement = [1.0, 0.99]\n")
+    return path
+
+
 def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], str]]:
     bad = root / "bad"
     bad.mkdir(exist_ok=True)
@@ -146,6 +153,19 @@ def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], st
         ("mean nan", [*user, "--mean", "nan"], "--mean"),
         ("duplicate --labels", [*user, "--labels", "a,b,c,d,e,f,g,h,i,a"], "class names must differ"),
         ("unwritable workspace", [*user, "--workspace", str(data / "ws")], "not writable"),
+        # round 4
+        ("threads beyond the cores", [*user, "--threads", "100000"], "CPU(s)"),
+        ("--backend with --target host", [*user, "--target", "host", "--backend", "webgpu"], "applies to --target web"),
+        ("--backend empty", [*user, "--target", "host,web", "--backend", ""], "--backend is empty"),
+        ("--tolerance twice", [*user, "--tolerance", "agreement=1,0.9", "--tolerance", "agreement=0.9,0.8"],
+         "given twice"),
+        ("agreement above 1", [*user, "--tolerance", "agreement=1.5,1.2"], "must lie in 0..1"),
+        ("negative max error", [*user, "--tolerance", "max_abs_error=-1,-0.5"], "must lie in >= 0"),
+        ("tolerance none = 5", ["migrate", "--model", str(_manifest(bad / "none5.toml", tolerance__none=5))],
+         "must be a table"),
+        ("unknown manifest section", ["migrate", "--model", str(_section(bad / "sect.toml", "tolerances"))],
+         "did you mean [tolerance]"),
+        ("no --output of that name", [*user, "--output", "nope"], "--output nope"),
     ]
 
 
@@ -431,3 +451,50 @@ def test_a_savedmodel_whose_graph_writes_files_is_refused_before_anything_runs_i
 
     with pytest.raises(BadModelFile, match="ReadFile"):
         check_graph_def(reads.get_concrete_function().graph.as_graph_def(), "traced")
+
+
+def _plugin(tmp_path: Path, name: str, body: str) -> dict[str, str]:
+    (tmp_path / f"{name}.py").write_text(body)
+    return {"DEPLOYTOOL_PLUGINS": name, "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"}
+
+
+@pytest.mark.parametrize("name, body, needle", [
+    ("raises", "raise RuntimeError('boom')\n", "failed while loading (RuntimeError: boom)"),
+    ("exits", "import sys\nsys.exit(0)\n", "called sys.exit(0)"),
+    ("function", "from deploytool.runtimes import register_runtime\n"
+                 "register_runtime('host', 'onnx', 'mine')(lambda: None)\n", "a runtime is a subclass"),
+    ("clash", "from deploytool.runtimes import register_runtime\nfrom deploytool.runtimes.onnxrt import OnnxRuntime\n"
+              "@register_runtime('host', 'onnx', 'onnxruntime')\nclass Mine(OnnxRuntime):\n    pass\n",
+     "must register under a name of its own"),
+])
+def test_a_plugin_that_fails_exits_or_takes_a_name_is_one_line(tmp_path, name, body, needle):
+    for args in (["--help"], ["models"]):
+        r = run_cli(*args, env=_plugin(tmp_path, f"plugin_{name}", body), cwd=tmp_path, timeout=120)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, \
+            (args, r.returncode, r.stderr)
+
+
+def test_a_run_id_given_again_with_another_judgement_is_refused_and_nothing_is_written_outside(sandbox, tmp_path):
+    """--run-id reused with another tolerance would keep the first run's verdicts: one line. A run writes nothing in
+    HOME or TMPDIR but deploytool's documented cache, which DEPLOYTOOL_CACHE moves (here into the workspace):
+    onnxruntime's telemetry, Chromium's crash database and dconf stay out."""
+    import tempfile
+
+    _, model, data = sandbox
+    home = tmp_path / "home"
+    home.mkdir()
+    # a short TMPDIR: Chromium's sockets live there, and a Unix socket path holds at most 107 bytes
+    tmp = Path(tempfile.mkdtemp(prefix="dt-tmp-", dir="/tmp"))
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "DEPLOYTOOL_CACHE": str(tmp_path / "ws" / ".cache")}
+    base = ["migrate", "--model", str(model), "--data", str(data), "--format", "onnx", "--quantize", "none",
+            "--target", "host,web", "--latency-samples", "5", "--warmup", "1", "--workspace", str(tmp_path / "ws"),
+            "--quiet", "--run-id", "mine"]
+    r = run_cli(*base, env=env, cwd=tmp_path, timeout=600)
+    assert r.returncode in (0, 1), r.stderr
+    assert not [p for p in (*home.rglob("*"), *tmp.rglob("*"))], sorted(map(str, (*home.rglob("*"), *tmp.rglob("*"))))
+    assert "web:wasm" in r.stdout and "browser:" not in r.stdout, r.stdout  # the browser ran
+    shutil.rmtree(tmp)
+    r = run_cli(*base, "--tolerance", "agreement=0.5,0.4", env=env, cwd=tmp_path, timeout=600)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--run-id mine holds a run" in lines[0], r.stderr
