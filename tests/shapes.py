@@ -323,3 +323,28 @@ def torch_audio_frames_pt2(path: Path) -> Path:
     program = torch.export.export(Frames().eval(), (torch.zeros(2, 1, AUDIO),), dynamic_shapes={"audio": {0: batch}})
     torch.export.save(program, str(path))
     return path
+
+
+def torch_channels_first_pt2(path: Path) -> Path:
+    """Two channels-first inputs and outputs in one model (one conversion covers both ranks): `image` [N, 3, 16,
+    16] -> `mask` [N, 2, 16, 16] per-pixel scores, and `audio` [N, 1, 800] -> `frames` [N, 4, 198] per-step
+    features; returned as a dict. onnx2tf makes both outputs channels-last inside TFLite."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class ChannelsFirst(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.conv2 = torch.nn.Conv2d(4, 2, 1)
+            self.conv1d = torch.nn.Conv1d(1, 4, 9, stride=4)
+
+        def forward(self, image: torch.Tensor, audio: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"mask": self.conv2(torch.relu(self.conv1(image))), "frames": torch.tanh(self.conv1d(audio))}
+
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    program = torch.export.export(ChannelsFirst().eval(), (torch.zeros(2, 3, SEG, SEG), torch.zeros(2, 1, AUDIO)),
+                                  dynamic_shapes={"image": {0: batch}, "audio": {0: batch}})
+    torch.export.save(program, str(path))
+    return path

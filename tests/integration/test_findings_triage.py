@@ -1,7 +1,7 @@
 """Findings a maintainer acts on, on ten models of the shapes people ship (tests/shapes.py: a transformer encoder
 in ONNX, a scikit-learn forest with and without ZipMap, a two-input recurrent SavedModel, named dict outputs in
 Keras and PyTorch, a fully int8 .tflite, an image classifier with an unlabelled test set named after its input,
-a per-pixel NCHW net and a per-step 1-D conv through onnx2tf), each migrated on the host and in Chromium: no row is deploytool's own crash, every failing row carries one triage
+a model with a per-pixel NCHW output and a per-step NCW one through onnx2tf, a regressor), each migrated on the host and in Chromium: no row is deploytool's own crash, every failing row carries one triage
 class, every upstream finding is confirmed by its bare reproducer (run again here, in a process that cannot
 import deploytool), the rest are visibly classed (a coverage gap with its ops and remedy, a package outside its
 pins with the requirements it misses), and a documented alternative is tried before blame."""
@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests import shapes
+from tests import anymodels, shapes
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-FAST = ("--latency-samples", "5", "--warmup", "1", "--target", "host,web")
 CASES = {  # name -> (model file, test set, the matrix: small, but every class and alternative is met)
     "encoder": ("encoder.onnx", "encoder.npz", ("--format", "onnx,tflite", "--quantize", "none,dynamic")),
     "forest": ("forest.onnx", "forest.npz", ("--format", "onnx,tflite", "--quantize", "none")),
@@ -31,8 +30,9 @@ CASES = {  # name -> (model file, test set, the matrix: small, but every class a
     "int8": ("int8.tflite", "digits.npz", ("--format", "tflite", "--quantize", "none")),
     "zipmap": ("forest_zipmap.onnx", "forest.npz", ("--format", "onnx", "--quantize", "none")),
     "unlabelled": ("digits.keras", "unlabelled.npz", ("--format", "tflite", "--quantize", "none")),
-    "perpixel": ("tseg.pt2", "tseg.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
-    "perstep": ("frames.pt2", "audio.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
+    "channels": ("channels.pt2", "channels.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
+    "regression": ("price.keras", "price.npz", ("--format", "tflite,onnx", "--quantize", "none", "--task",
+                                                "regression")),
 }
 SKLEARN_SCORE = "sklearn_score.txt"
 
@@ -52,28 +52,43 @@ def _build(d: Path) -> None:
     shapes.keras_dict_outputs(d / "heads.keras")
     shapes.torch_dict_outputs(d / "theads.pt2")
     np.savez(d / "heads.npz", features=shapes.feature_data())
-    np.savez(d / "audio.npz", audio=shapes.audio_data())
     shapes.int8_tflite(d / "int8.tflite")
     x, y = shapes.digits_images(64, seed=4)
     np.savez(d / "digits.npz", image=x, y=y)
     shapes.keras_digits_cnn(d / "digits.keras")
     np.savez(d / "unlabelled.npz", image=x)  # one array named after the model's input, no labels
-    shapes.torch_segmenter_pt2(d / "tseg.pt2")
-    np.savez(d / "tseg.npz", image=shapes.image_data().transpose(0, 3, 1, 2).copy())
-    shapes.torch_audio_frames_pt2(d / "frames.pt2")
+    shapes.torch_channels_first_pt2(d / "channels.pt2")
+    np.savez(d / "channels.npz", image=shapes.image_data().transpose(0, 3, 1, 2).copy(), audio=shapes.audio_data())
+    anymodels.keras_regression_mlp(d / "price.keras", epochs=5)
+    x, y = anymodels.tabular_data(64, seed=9)
+    np.savez(d / "price.npz", features=x, y=y)
+
+
+def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...]):
+    from deploytool.migrate import MigrateRequest
+
+    flags = dict(zip(matrix[::2], matrix[1::2]))
+    return MigrateRequest(model=str(d / model), test_npz=d / data, formats=(flags["--format"],),
+                          quantize=(flags["--quantize"],), targets=("host", "web"),
+                          runtimes=(flags["--runtime"],) if "--runtime" in flags else (), latency_samples=5,
+                          warmup_runs=1, run_id=name, task=flags.get("--task"))
 
 
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
+    """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime
+    workers (each framework imported once); `deploytool findings` through the CLI."""
+    from deploytool.migrate import migrate
+    from deploytool.runtimes.isolated import runtime_workers
     from tests.conftest import run_cli
 
     d = tmp_path_factory.mktemp("shapes")
     _build(d)
     ws = d / "ws"
-    for name, (model, data, matrix) in CASES.items():
-        r = run_cli("migrate", "--model", str(d / model), "--data", str(d / data), *FAST, *matrix, "--workspace",
-                    str(ws), "--quiet", "--run-id", name, cwd=d, timeout=900)
-        assert r.returncode in (0, 1) and "Traceback" not in r.stderr, (name, r.stdout + r.stderr)
+    with runtime_workers():
+        for name, (model, data, matrix) in CASES.items():
+            migrate(_request(d, name, model, data, matrix), ws, progress=False, log=lambda s: None,
+                    warn=lambda s: None)
     rows = {name: json.loads((ws / "reports" / name / "report.json").read_text())["results"] for name in CASES}
     listed = run_cli("findings", "--format", "json", "--workspace", str(ws), cwd=d)
     assert listed.returncode == 0, listed.stderr
@@ -92,7 +107,7 @@ def test_no_row_is_deploytools_own_crash_and_every_failing_row_has_one_class(tri
     assert all(r["triage"] in ("unsupported", "environment", "upstream") for r in failing), \
         [(r["label"], r["triage"], r["reason"]) for r in failing if r["triage"] not in ("unsupported", "environment",
                                                                                        "upstream")]
-    for name in ("heads", "theads", "int8", "unlabelled", "perpixel", "perstep"):
+    for name in ("heads", "theads", "int8", "unlabelled", "channels", "regression"):
         assert not [r for r in rows[name] if r["failing"]], [(r["label"], r["reason"]) for r in rows[name]]
     assert all(f["owner"] and f["owner"] != "unknown" for f in found), [(f["owner"], f["title"]) for f in found]
     counts = Counter(f"{f['class']} ({f['state']})" for f in found)
@@ -193,7 +208,50 @@ def test_shapes_people_ship_are_measured_and_scored_on_the_right_output(triaged)
     assert int8["metrics"]["accuracy"] > 0.9 and any("quantized" in n for n in int8["notes"] + _row(
         rows["int8"], "tflite->tflite/none on host")["notes"])
     assert all(r["metrics"]["agreement"] == 1.0 and r["metrics"]["accuracy"] is None for r in rows["unlabelled"])
-    for name in ("perpixel", "perstep"):
-        for r in rows[name]:
-            assert r["verdict"] == "pass" and r["metrics"]["cosine_min"] > 0.9999, (name, r["label"], r["reason"])
-            assert any("channels-last" in n for n in r["notes"]), r["notes"]
+    for r in rows["channels"]:  # a per-pixel NCHW output and a per-step NCW one, each restored
+        assert r["verdict"] == "pass" and r["metrics"]["cosine_min"] > 0.9999, (r["label"], r["reason"])
+        assert any("output(s) mask, frames come channels-last" in n or "output(s) frames, mask come channels-last"
+                   in n for n in r["notes"]), r["notes"]
+
+
+def _page_facts(path: Path) -> dict:
+    """What a person sees of a report in headless Chromium: the summary's columns and task, the sections, the
+    plots (titles, drawn points) and the outputs table's output names."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.test_report_browser import CHROMIUM_ARGS, _chromium
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(path.as_uri())
+            return page.evaluate("""() => ({
+                heads: [...document.querySelectorAll('table.summary thead th')].map(t => t.textContent.trim()),
+                task: document.querySelector('table.summary').dataset.task,
+                sections: [...document.querySelectorAll('section')].map(s => s.id),
+                plots: [...document.querySelectorAll('#plots svg, #outputs svg')].map(s => ({
+                    title: (s.querySelector('title') || {}).textContent || '',
+                    points: s.querySelectorAll('circle, path, rect').length})),
+                outputs: [...document.querySelectorAll('#outputs table tbody tr td:nth-child(2)')]
+                    .map(t => t.textContent.replace(' (scored)', '').trim()),
+                text: document.body.innerText})""")
+        finally:
+            browser.close()
+
+
+def test_a_report_speaks_its_task_in_chromium(triaged):
+    """A regressor's report: MAE/RMSE/ΔRMSE/cosine columns, an RMSE-vs-size plot with points, no confusion or
+    flipped samples; a two-output model without labels (raw): cosine/error columns, each output in the outputs
+    table and a per-output error plot."""
+    ws = triaged[0]
+    reg = _page_facts(ws / "reports" / "regression" / "report.html")
+    assert reg["task"] == "regression" and {"MAE", "RMSE", "ΔRMSE", "cos min"} <= set(reg["heads"])
+    assert "accuracy" not in reg["heads"] and not {"confusion", "gallery"} & set(reg["sections"])
+    assert any("RMSE" in p["title"] and p["points"] >= 4 for p in reg["plots"]), reg["plots"]  # 4 rows + baseline
+    assert "no measured points" not in reg["text"]
+    raw = _page_facts(ws / "reports" / "channels" / "report.html")
+    assert raw["task"] == "raw" and {"cos min", "rel err", "max err"} <= set(raw["heads"])
+    assert "outputs" in raw["sections"] and not {"confusion", "gallery"} & set(raw["sections"])
+    assert {"mask", "frames"} <= set(raw["outputs"])
+    assert any("per-output error" in p["title"] for p in raw["plots"]), raw["plots"]

@@ -257,7 +257,7 @@ def test_a_bundled_command_is_quoted_complete_and_reproduces_the_verdict(tmp_pat
     assert not (shell_cwd / "x").exists() and not (shell_cwd / "x.onnx").exists(), "the command ran `touch`"
     assert r.returncode == 1, r.stderr
     row = [ln for ln in r.stdout.splitlines() if ln.startswith("onnx ")]
-    assert row and row[0].split()[-1] == "fail", r.stdout
+    assert row and "fail" in row[0].split(), r.stdout
 
 
 def test_two_fresh_runs_get_different_ids_and_a_changed_model_is_measured_again(sandbox, tmp_path):
@@ -362,7 +362,9 @@ def test_findings_export_into_a_file_or_a_system_folder_is_one_line(tmp_path):
         r = run_cli("findings", "export", f.id, str(dest), "--workspace", str(ws.root), cwd=tmp_path)
         assert _one_line(r, needle) is None, (dest, r.stderr)
     r = run_cli("findings", "export", f.id, str(tmp_path / "out"), "--workspace", str(ws.root), cwd=tmp_path)
-    assert r.returncode == 0 and (tmp_path / "out" / "issue.md").is_file(), r.stderr
+    # an unconfirmed candidate: what deploytool concluded, no issue addressed upstream
+    assert r.returncode == 0 and (tmp_path / "out" / "finding.md").is_file(), r.stderr
+    assert not (tmp_path / "out" / "issue.md").exists()
 
 
 def _custom_op_onnx(path: Path) -> Path:

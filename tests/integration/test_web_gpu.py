@@ -113,9 +113,11 @@ def test_onnxruntime_web_on_webgpu_names_the_nodes_that_fell_back_to_wasm(models
         shutil.copy2(art.path, tmp_path / "model" / "model.onnx")
         shutil.copy2(WEB_REPRODUCER, tmp_path / "reproduce_web.html")
         (tmp_path / "web.json").write_text(json.dumps({
-            "library": "onnxruntime-web", "backend": "webgpu", "input_shape": list(x.shape[1:]),
-            "model_file": "model.onnx", "max_abs_error_limit": 1e-4}))
-        x[:8].astype(np.float32).tofile(tmp_path / "inputs.bin")
+            "library": "onnxruntime-web", "backend": "webgpu", "samples": 8, "model_file": "model.onnx",
+            "inputs": [{"name": None, "file": "input_0.bin", "dtype": "float32", "shape": list(x.shape[1:])}],
+            "outputs": [{"name": None, "size": 10, "scale": 0.0, "zero_point": 0}],
+            "fault": {"stage": "accuracy", "reason": ""}, "limits": {"agreement": 1.0, "max_abs_error": 1e-4}}))
+        x[:8].astype(np.float32).tofile(tmp_path / "input_0.bin")
         wasm.outputs[:8].astype(np.float32).tofile(tmp_path / "expected.bin")
         shown = _reproduce(session, tmp_path)
     assert shown["backends"]["wasm"]["max_abs_error"] < 1e-5, shown  # wasm against its own outputs
