@@ -59,9 +59,15 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
         raise DataError(f"{path}: not a readable .npz ({text})") from None
 
 
+def _key_for(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature) -> str:
+    """Which name holds input `t`: a single input's `x` when the file has one (the documented convention, even for
+    an input its exporter named `x_train`), else the input's own name."""
+    return "x" if len(sig.inputs) == 1 and "x" in arrays else t.name
+
+
 def _array_for(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature, path: Path, split: str) -> np.ndarray | None:
     """The array feeding input `t` in `split` ("" test, "_train" calibration); None for a missing train split."""
-    names = [t.name + split] + ([f"x{split}"] if len(sig.inputs) == 1 else [])
+    names = [_key_for(arrays, t, sig) + split]
     for name in names:
         if name in arrays:
             return arrays[name]
@@ -131,18 +137,48 @@ def _labels(arrays: dict[str, np.ndarray], name: str, n: int, path: Path) -> np.
     if len(y) != n:
         raise ShapeError(f"{path}: {n} samples but {len(y)} labels in {name}")
     if np.issubdtype(y.dtype, np.integer):
-        return y.astype(np.int64).reshape(n) if y.ndim == 1 else y.astype(np.int64)
+        if y.ndim != 1:
+            raise DataError(f"{path}: {name} holds integers of shape {list(y.shape)}: a classifier's labels are one "
+                            "class index per sample (N,); store float targets for a regressor")
+        if y.size and (int(y.max()) > np.iinfo(np.int64).max or int(y.min()) < 0):
+            raise DataError(f"{path}: {name} holds class indices {y.min()}..{y.max()}; labels are 0..classes-1")
+        return y.astype(np.int64)
     if np.issubdtype(y.dtype, np.floating):
-        if not np.isfinite(y).all():
-            raise DataError(f"{path}: {name} holds NaN or infinity; regression targets must be finite numbers")
+        if not np.isfinite(y).all() or not np.isfinite(y.astype(np.float32)).all():
+            raise DataError(f"{path}: {name} holds NaN, infinity or values beyond float32 (±3.4e38); regression "
+                            "targets must be finite float32 numbers")
         return y.astype(np.float32)
     raise DataError(f"{path}: {name} holds {y.dtype}; labels are integers (classes) or floats (regression targets)")
 
 
+def _refuse_unknown_arrays(arrays: dict[str, np.ndarray], sig: Signature, path: Path) -> None:
+    """An array no input, label or calibration split takes (a typo: `labels` for `y`) would be ignored in silence;
+    and an input named `y` would be read as the labels too."""
+    if "y" in sig.input_names or "y_train" in sig.input_names:
+        raise DataError(f"{path}: the model has an input named 'y', which a test .npz keeps for the labels; export the "
+                        "model with another input name")
+    keys = {_key_for(arrays, t, sig) for t in sig.inputs}
+    known = keys | {k + "_train" for k in keys} | set(LABELS)
+    extra = sorted(set(arrays) - known)
+    if extra:
+        near = (["y"] if extra[0].lower() in ("labels", "label", "targets", "target") else
+                difflib.get_close_matches(extra[0], sorted(known), n=1, cutoff=0.5))
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise DataError(f"{path}: array {extra[0]!r}{hint} is none of the model's inputs, their _train splits or the "
+                        f"labels y/y_train; {_how(sig)}")
+
+
 def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndarray, Feed | None, np.ndarray]:
-    """(test inputs, test labels, calibration inputs or None, their labels) of a signature's model."""
+    """(test inputs, test labels, calibration inputs or None, their labels) of a signature's model. numpy's own
+    warnings (an overflow in a cast) stay quiet: what they would say is checked and said in one line."""
+    with np.errstate(all="ignore"):
+        return _load_feeds(path, sig, p)
+
+
+def _load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndarray, Feed | None, np.ndarray]:
     arrays = load_arrays(path)
     test = {t.name: _checked(_test_array(arrays, t, sig, path), t, path, t.name) for t in sig.inputs}
+    _refuse_unknown_arrays(arrays, sig, path)
     sizes = {n: len(a) for n, a in test.items()}
     if len(set(sizes.values())) > 1:
         raise ShapeError(f"{path}: the inputs hold different numbers of samples {sizes}; give every input the "
@@ -153,11 +189,17 @@ def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndar
     train_arrays = {t.name: a for t in sig.inputs if (a := _array_for(arrays, t, sig, path, "_train")) is not None}
     train = None
     if len(train_arrays) == len(sig.inputs):
+        lengths = {f"{t.name}_train": len(a) for t, a in zip(sig.inputs, train_arrays.values())}
+        if len(set(lengths.values())) > 1:
+            raise ShapeError(f"{path}: the calibration arrays hold different numbers of samples {lengths}; give every "
+                             "input the same samples, in the same order")
         train = Feed({t.name: _preprocessed(_checked(train_arrays[t.name], t, path, f"{t.name}_train"), t, p)
                       for t in sig.inputs})
     feed = Feed({t.name: _preprocessed(test[t.name], t, p) for t in sig.inputs})
-    for name, a in feed.items():
-        if a.dtype.kind == "f" and not np.isfinite(a).all():
-            raise DataError(f"{path}: input {name} is not finite after preprocessing; check --scale/--mean/--std")
+    for part, f in (("", feed), ("_train", train)):
+        for name, a in (f.items() if f is not None else ()):
+            if a.dtype.kind == "f" and not np.isfinite(a).all():  # float64 beyond float32, or scaled past it
+                raise DataError(f"{path}: input {name}{part} is not finite as float32 (values beyond ±3.4e38, or "
+                                "after --scale/--mean/--std); store values a float32 model can take")
     return (feed, _labels(arrays, "y", n, path), train,
             _labels(arrays, "y_train", len(train), path) if train is not None else np.zeros(0, np.int64))

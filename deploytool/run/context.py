@@ -41,6 +41,26 @@ class Source:
     baseline: Baseline
 
 
+def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], where: str) -> None:
+    """Labels that cannot mean what the task does (float labels for a classifier, a classifier of one value,
+    regression targets of another width than the output) would judge every row wrongly: one line instead."""
+    if any(d <= 0 for d in scored_shape):
+        return  # a dimension the signature leaves open: the rows' own shape checks judge it
+    values = int(np.prod(scored_shape)) if scored_shape else 1
+    if task == "classification":
+        if len(y) and y.dtype.kind == "f":
+            raise DataError(f"{where}: --task classification, but y holds floats (regression targets); store integer "
+                            "class indices, or use --task regression")
+        if values < 2:
+            raise DataError(f"{where}: --task classification, but the scored output holds {values} value per sample; "
+                            "a classifier gives one score per class (use --task regression or raw, or --output)")
+    if task == "regression" and len(y):
+        width = int(np.prod(y.shape[1:])) if y.ndim > 1 else 1
+        if width != values:
+            raise DataError(f"{where}: the regression targets y hold {width} value(s) per sample, the scored output "
+                            f"{values}; store targets of the output's shape")
+
+
 @dataclass
 class RunContext:
     req: MigrateRequest
@@ -96,6 +116,7 @@ class RunContext:
             first = spec.signature.scored_output(spec.scored_output or None).sample_shape
             task = req.task or spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None,
                                                         tuple(d or 0 for d in first))
+            check_labels_fit(task, dataset.y_test, tuple(d or 0 for d in first), str(req.test_npz))
             spec = replace(spec, task=task, tolerances=spec.tolerances or {
                 g: dict(v) for g, v in TASK_TOLERANCES[task].items()})
             note = note.replace("x_train/y_train", "<input>_train arrays (or x_train)")

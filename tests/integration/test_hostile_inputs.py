@@ -166,6 +166,10 @@ def _cases(root: Path, model: Path, data: Path) -> list[tuple[str, list[str], st
         ("unknown manifest section", ["migrate", "--model", str(_section(bad / "sect.toml", "tolerances"))],
          "did you mean [tolerance]"),
         ("no --output of that name", [*user, "--output", "nope"], "--output nope"),
+        ("float labels on a classifier", ["migrate", "--model", str(model), "--data", str(_npz(
+            bad / "yf.npz", x=x, y=y.astype(np.float32) + 0.5)), "--task", "classification"], "y holds floats"),
+        ("regression targets of another width", ["migrate", "--model", str(model), "--data", str(_npz(
+            bad / "yw.npz", x=x, y=np.zeros((16, 3), np.float32))), "--task", "regression"], "3 value(s) per sample"),
     ]
 
 

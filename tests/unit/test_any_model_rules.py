@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from deploytool.data.feed import Feed, channels_last, restore_channels_first
-from deploytool.errors import StageFailed
+from deploytool.errors import DataError, StageFailed
 from deploytool.modelfiles.signature import Signature, TensorSpec, flatten_outputs, spec_of
 from deploytool.report.tasks import VIEWS, cells, view_of
 from deploytool.run.compare import compare_outputs
+from deploytool.run.context import check_labels_fit
 from deploytool.runtimes.onnxrt import as_array
 from tests import results as factory
 
@@ -101,3 +102,24 @@ def test_each_task_has_its_own_columns_plot_and_sections():
     assert view.task == "regression"
     delta = dict(zip([c.head for c in view.columns], cells(view, row)))["ΔRMSE"]
     assert delta["text"] == "+20.00%" and delta["cls"] == "n neg"  # worse than the baseline: marked
+
+
+@pytest.mark.parametrize("task, y, shape, words", [
+    ("classification", np.array([0.5, 1.5], np.float32), (10,), "y holds floats"),
+    ("classification", np.array([0, 1]), (1,), "1 value per sample"),
+    ("classification", np.array([0, 1]), (), "1 value per sample"),
+    ("regression", np.zeros((2, 3), np.float32), (10,), "hold 3 value(s) per sample, the scored output 10"),
+])
+def test_labels_that_cannot_mean_the_task_are_one_line(task, y, shape, words):
+    with pytest.raises(DataError) as e:
+        check_labels_fit(task, y, shape, "t.npz")
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("task, y, shape", [
+    ("classification", np.array([0, 1]), (10,)), ("classification", np.zeros(0, np.int64), (0,)),
+    ("regression", np.zeros((2, 3), np.float32), (3,)), ("regression", np.zeros(2, np.float32), (1,)),
+    ("raw", np.zeros(0, np.int64), (7,)),
+])
+def test_labels_that_fit_their_task_pass(task, y, shape):
+    check_labels_fit(task, y, shape, "t.npz")

@@ -52,6 +52,18 @@ def test_one_input_may_be_called_x_and_float_labels_mean_regression(tmp_path):
      "different numbers of samples"),
     ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
       "y": np.zeros(3, np.int64)}, ShapeError, "2 samples but 3 labels"),
+    # hostile inputs, round 4
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "labels": np.zeros(2, np.int64)}, DataError, "array 'labels' (did you mean 'y'?) is none of the model's inputs"),
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "y": np.zeros((2, 3), np.int64)}, DataError, "one class index per sample (N,)"),
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "y": np.array([0, -1])}, DataError, "labels are 0..classes-1"),
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "y": np.array([0.5, 1e300])}, DataError, "values beyond float32"),
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "input_ids_train": np.zeros((4, 6), np.int64), "attention_mask_train": np.zeros((3, 6), np.int64)},
+     ShapeError, "calibration arrays hold different numbers of samples"),
 ])
 def test_an_array_that_cannot_feed_its_input_is_one_line_naming_it(tmp_path, arrays, error, words):
     with pytest.raises(error) as e:
@@ -70,3 +82,20 @@ def test_ragged_and_non_finite_arrays_are_refused(tmp_path):
     x[1, 0, 0] = np.nan
     with pytest.raises(DataError, match=r"1 sample\(s\) contain NaN or infinity \(first: \[1\]\)"):
         load_feeds(_npz(tmp_path, x=x), SEQ, Preprocess())
+
+
+def test_float64_inputs_beyond_float32_are_refused_in_test_and_calibration_splits(tmp_path):
+    x = np.ones((3, 5, 4))
+    for bad in ({"x": x * 1e300}, {"x": x, "x_train": x * 1e300}):
+        with pytest.raises(DataError, match="not finite as float32"):
+            load_feeds(_npz(tmp_path, **bad), SEQ, Preprocess())
+
+
+def test_an_input_named_y_is_refused_and_a_single_inputs_x_wins_over_its_own_name(tmp_path):
+    takes_y = Signature((spec_of("y", "float32", [None, 4]),), (spec_of("out", "float32", [None, 2], kind=""),))
+    with pytest.raises(DataError, match="input named 'y'"):
+        load_feeds(_npz(tmp_path, y=np.ones((2, 4), np.float32)), takes_y, Preprocess())
+    named_x_train = Signature((spec_of("x_train", "float32", [None, 4]),), (spec_of("o", "float32", [None, 2], kind=""),))
+    x, cal = np.zeros((2, 4), np.float32), np.ones((5, 4), np.float32)
+    feed, _, train, _ = load_feeds(_npz(tmp_path, x=x, x_train=cal), named_x_train, Preprocess())
+    assert np.array_equal(feed["x_train"], x) and train is not None and np.array_equal(train["x_train"], cal)
