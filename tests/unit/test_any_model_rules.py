@@ -87,7 +87,7 @@ def test_each_task_has_its_own_columns_plot_and_sections():
     assert "RMSE" in heads["regression"] and "ΔRMSE" in heads["regression"] and "accuracy" not in heads["regression"]
     assert heads["raw"][:2] == ["cos min", "rel err"]
     assert VIEWS["classification"].sections == {"confusion", "gallery"} and not VIEWS["raw"].sections
-    assert (VIEWS["regression"].size_metric, VIEWS["raw"].size_metric) == ("rmse", "cosine_min")
+    assert (VIEWS["regression"].size.attr, VIEWS["raw"].size.attr) == ("rmse", "cosine_min")
     from deploytool.report.rows import summary_rows
 
     comp = factory.comparison()
