@@ -1,7 +1,8 @@
 """The rules that let any model through, pinned: outputs of any structure flatten by name the same way
 everywhere; the scored output is the per-class float scores beside an integer label (or the one named); a
 quantized integer tensor takes floats; a channels-last output of a channels-first source is laid out back the
-same way whatever shape a runtime gave it; a ZipMap's maps become per-class scores in class order. (Each task's report view: test_report_tasks.py.)"""
+same way whatever shape a runtime gave it; a ZipMap's maps become per-class scores in class order. (Each
+task's report view: test_task_views.py.)"""
 
 from __future__ import annotations
 
