@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from deploytool.report import tasks
 from deploytool.report.markdown import prose
-from deploytool.report.numbers import fmt_bytes, fmt_ms, fmt_pct, fmt_points, fmt_ratio, num
+from deploytool.report.numbers import fmt_bytes, fmt_ms, fmt_ratio, num
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
@@ -223,22 +223,21 @@ def junit_xml(inp: "ReportInput", rows: list["ReportRow"]) -> str:
 
 
 # ---------------------------------------------------------------- terminal
-TERMINAL_COLUMNS: tuple[tuple[str, Callable[["ReportRow"], str]], ...] = (
-    ("combination", lambda r: r.label),
-    ("acc", lambda r: fmt_pct(r.accuracy)),
-    ("Δpts", lambda r: fmt_points(r.accuracy_delta_points)),
-    ("agree", lambda r: fmt_pct(r.agreement)),
-    ("p50 ms", lambda r: fmt_ms(r.p50_ms)),
-    ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
-    ("size", lambda r: fmt_bytes(r.size_bytes)),
-    ("result", lambda r: r.outcome + (" ↓" if r.regression else "")),
-)
+def terminal_columns(rows: list["ReportRow"]) -> list[tuple[str, Callable[["ReportRow"], str]]]:
+    """The plain table's columns: the combination, the run's task's brief columns (deploytool.report.tasks, as
+    in summary.md), latency, size and the result."""
+    view = tasks.view_of(rows)
+    return [("combination", lambda r: r.label),
+            *((c.head, lambda r, c=c: c.fmt(num(getattr(r, c.attr, None)))) for c in view.brief),
+            ("p50 ms", lambda r: fmt_ms(r.p50_ms)), ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
+            ("size", lambda r: fmt_bytes(r.size_bytes)), ("result", lambda r: r.outcome + (" ↓" if r.regression else ""))]
 
 
 def plain_table(rows: list["ReportRow"]) -> str:
     """The summary as a fixed-width table for a terminal (no colours: the CLI may add them)."""
-    cells = [[h for h, _ in TERMINAL_COLUMNS]] + [[f(r) for _, f in TERMINAL_COLUMNS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TERMINAL_COLUMNS))]
+    columns = terminal_columns(rows)
+    cells = [[h for h, _ in columns]] + [[f(r) for _, f in columns] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = []
     for n, c in enumerate(cells):
         lines.append("  ".join(v.ljust(w) if i in (0, len(c) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))).rstrip())

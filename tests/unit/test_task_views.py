@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from deploytool import cli
-from deploytool.report import ReportInput, summary_rows, write_report
+from deploytool.report import ReportInput, summary_rows, text, write_report
 from deploytool.report.tasks import VIEWS, cells, view_for, view_of
 from deploytool.result import Combo, Result
 from deploytool.run.compare import compare_outputs
@@ -186,7 +186,7 @@ def test_raw_outputs_show_each_output_by_name_escaped(tmp_path):
 @pytest.mark.parametrize("make, heads", [(classifier, ("acc", "Δ pts", "agree", "flips")),
                                          (regressor, ("RMSE", "ΔRMSE", "MAE", "cos min")),
                                          (raw_two_outputs, ("cos min", "rel err", "max err"))])
-def test_the_terminal_shows_the_same_brief_columns_as_summary_md(make, heads):
+def test_the_terminal_tables_show_the_same_brief_columns_as_summary_md(make, heads):
     inp = make()
     with contextlib.redirect_stdout(io.StringIO()) as shown:
         cli._print_results(inp.results)
@@ -196,3 +196,5 @@ def test_the_terminal_shows_the_same_brief_columns_as_summary_md(make, heads):
     view = view_of(rows)
     first = shown.getvalue().splitlines()[1]
     assert all(c.fmt(getattr(rows[0], c.attr)) in first for c in view.brief), first
+    plain = text.plain_table(rows).splitlines()
+    assert re.match(r"combination\s+" + r"\s+".join(map(re.escape, heads)) + r"\s+p50 ms", plain[0]), plain[0]
