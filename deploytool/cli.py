@@ -20,6 +20,8 @@ from deploytool.commands.common import common_args, examples, model_args, print_
 from deploytool.data import load_dataset
 from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.migrate import MigrateRequest, migrate
+from deploytool.report import tasks
+from deploytool.report.numbers import num
 from deploytool.run.baseline import run_baseline
 from deploytool.run.compare import parse_tolerance_overrides
 from deploytool.run.flags import (
@@ -288,27 +290,23 @@ def _fmt(v, spec: str, scale: float = 1.0) -> str:
     return "-" if v is None else format(v * scale, spec)
 
 
-def _print_results(results) -> None:
-    """One line per row: a classifier's accuracy, its change and the agreement; a regressor's RMSE, its relative
-    change against the PC baseline and the output's cosine; raw outputs' cosine and range-relative error."""
-    tasks = {r.comparison.task for r in results if r.comparison is not None} or {"classification"}
-    task = tasks.pop() if len(tasks) == 1 else "classification"
-    columns = {"classification": (("accuracy", "accuracy", ".2%"), ("delta", "accuracy_delta_points", "+.2f"),
-                                  ("agree", "agreement", ".2%")),
-               "regression": (("rmse", "rmse", ".4g"), ("Δrmse", "rmse_increase", "+.2%"),
-                              ("cos min", "cosine_min", ".5f")),
-               "raw": (("cos min", "cosine_min", ".5f"), ("rel err", "rel_error", ".2e"),
-                       ("max err", "max_abs_error", ".2e"))}[task]
+def _print_results(results: list[Result]) -> None:
+    """One line per row with its task's brief columns (deploytool.report.tasks, as in summary.md): a
+    classifier's accuracy, its change, agreement and flips; a regressor's RMSE, its change against the PC
+    baseline, MAE and cosine; raw outputs' cosine and errors."""
+    compared = [r.comparison for r in results if r.comparison is not None]
+    view = tasks.view_for(compared[0].task if compared else "classification",
+                          not compared or any(num(c.accuracy) is not None for c in compared))
     rows = []
     for r in results:
         m = r.metrics
         rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
-                     *(_fmt(m.get(key), spec) for _, key, spec in columns),
+                     *(c.fmt(num(m.get(c.attr))) for c in view.brief),
                      _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"), _ratio_ci(r),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
                      (str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}")
                      + (f" [{r.triage.klass}]" if r.triage is not None else "")))
-    print_table(("framework", "format", "quantize", "target", *(name for name, _, _ in columns), "p50 ms", "p90 ms",
+    print_table(("framework", "format", "quantize", "target", *(c.head for c in view.brief), "p50 ms", "p90 ms",
                   "×p50", "KiB", "verdict"), rows)
     how = [(r.combo, r.latency_how) for r in results if r.latency_how]
     if how:

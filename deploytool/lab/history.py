@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.report.text import num
+from deploytool.report.numbers import num
 from deploytool.result import Result
 from deploytool.run import stored
 from deploytool.store import ResultStore, RunRecord

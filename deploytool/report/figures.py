@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from deploytool.report import png, svg, tasks
-
-from deploytool.report.text import first_line, fmt_bytes, fmt_pct, fmt_points, num
+from deploytool.report.numbers import fmt_bytes, num
+from deploytool.report.text import first_line
 
 if TYPE_CHECKING:
-    from deploytool.report.tasks import TaskView
     from deploytool.report import ReportInput
     from deploytool.report.rows import ReportRow
+    from deploytool.report.tasks import Column, TaskView
 
 GALLERY_PER_ROW = 24
 CONFUSION_TABLES_MAX = 12
@@ -43,8 +43,10 @@ def _short(row: "ReportRow", with_fw: bool) -> str:
 
 
 # ---------------------------------------------------------------- verdict matrix and plots
-def matrix(rows: list["ReportRow"]) -> str:
-    """SVG heatmap, one cell per (conversion, place it ran): accuracy change or why it did not run; "" if one column."""
+def matrix(rows: list["ReportRow"], view: "TaskView | None" = None) -> str:
+    """SVG heatmap, one cell per (conversion, place it ran): the task's headline number (a classifier's accuracy
+    change, a regressor's RMSE change, raw outputs' smallest cosine) or why it did not run; "" if one column."""
+    headline = (view or tasks.view_of(rows)).headline
     cols = list(dict.fromkeys(v.where for v in rows))
     if len(cols) < 2:
         return ""
@@ -53,7 +55,7 @@ def matrix(rows: list["ReportRow"]) -> str:
     for v in rows:
         i, j = names.index(f"{v.framework}→{v.format}/{v.quantize}"), cols.index(v.where)
         if v.status == "measured":
-            text, fill = fmt_points(v.accuracy_delta_points), _OUTCOME_FILL.get(v.outcome, "#e6e8eb")
+            text, fill = headline.fmt(num(getattr(v, headline.attr, None))), _OUTCOME_FILL.get(v.outcome, "#e6e8eb")
         else:
             text, fill = _STATUS_SHORT.get(v.status, v.status[:8]), "#e0736f" if v.failing else "#e6e8eb"
         tip = f"{v.label}: {v.outcome}" + (f" — {first_line(v.reason, 300)}" if v.reason else "")
@@ -71,11 +73,18 @@ def _load_samples(path: str | None) -> np.ndarray | None:
 
 
 def plots(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView | None" = None) -> dict[str, str]:
-    """SVG of the task's quality metric against size ("scatter": accuracy for a classifier, RMSE for a
-    regressor, the smallest cosine for raw outputs; deploytool.report.tasks) and of per-sample latency per row
-    ("box")."""
+    """The Plots section's SVGs, by the run's task (deploytool.report.tasks): its quality metric against size
+    ("scatter": accuracy for a classifier, RMSE for a regressor, the smallest cosine for raw outputs), per-sample
+    latency per row ("box"), and where the view has one its per-row metric ("rows": a regressor's RMSE change)."""
     view = view or tasks.view_of(rows)
-    scale = 100.0 if view.size_percent else 1.0
+    out = {"scatter": _size_scatter(inp, rows, view), "box": _latency_box(inp, rows)}
+    if view.row_metric is not None:
+        out["rows"] = row_metric(rows, view.row_metric)
+    return out
+
+
+def _size_scatter(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView") -> str:
+    scale = 100.0 if view.size.percent else 1.0
     measured = [v for v in rows if v.status == "measured"]
     with_fw = len({v.framework for v in rows}) > 1
     formats = list(dict.fromkeys(v.format for v in measured))
@@ -85,37 +94,42 @@ def plots(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView | None" =
     groups: Counter[tuple[float, float]] = Counter()
     pts: list[tuple[tuple[float, float], "ReportRow", float, float]] = []
     for v in measured:
-        metric = num(getattr(v, view.size_metric, None))
+        metric = num(getattr(v, view.size.attr, None))
         if metric is None or not v.size_bytes:
             continue
         key: tuple[float, float] = (round(v.size_bytes), round(scale * metric, 6))
         groups[key] += 1
         pts.append((key, v, v.size_bytes, metric))
-    sizes = [size for _, _, size, _ in pts] + [num(b.get("size_bytes")) or 0 for b in inp.baselines.values()]
+    baselines = [(fw, value, size) for fw, b in sorted(inp.baselines.items())
+                 if (size := num(b.get("size_bytes"))) and (value := tasks.baseline_value(view, fw, b, rows)) is not None]
+    sizes = [size for _, _, size, _ in pts] + [size for _, _, size in baselines]
     unit, div = next(((u, d) for u, d in (("MiB", 1 << 20), ("KiB", 1 << 10)) if max(sizes, default=0) >= 2 * d),
                      ("B", 1))
     points, labelled = [], set()
-    for key, v, size, accuracy in pts:
+    for key, v, size, metric in pts:
         label = ""
         if key not in labelled:
             labelled.add(key)
             extra = groups[key] - 1
             label = (f"{v.framework}→" if with_fw else "") + f"{v.format}/{v.quantize}" + (
                 f" +{extra}" if extra else "")
-        shown = fmt_pct(accuracy) if view.size_percent else f"{accuracy:.6g}"
-        points.append(svg.Point(size / div, scale * accuracy, label,
-                                f"{v.label}: {view.size_metric} {shown}, {fmt_bytes(size)}, {v.outcome}",
+        points.append(svg.Point(size / div, scale * metric, label,
+                                f"{v.label}: {view.size.head} {view.size.fmt(metric)}, {fmt_bytes(size)}, {v.outcome}",
                                 fcol[v.format], tshape[v.where], alert=v.failing))
-    for fw, value, size in _baseline_points(inp, rows, view):
+    for fw, value, size in baselines:
         points.append(svg.Point(size / div, scale * value, f"{fw} baseline",
-                                f"{fw} baseline (PC): {view.size_metric} {value:.6g}, {fmt_bytes(size)}",
+                                f"{fw} baseline (PC): {view.size.head} {view.size.fmt(value)}, {fmt_bytes(size)}",
                                 baseline=True))
     legend = ([("format", "", "none")] + [(f, fcol[f], "circle") for f in formats] + [("target", "", "none")]
-              + [(t, "#666", tshape[t]) for t in targets]
-              + ([("PC baseline", "#111", "diamond")] if view.baseline_metric else []))
-    scatter = svg.scatter(points, title=f"{view.size_label} vs model size", x_label=f"model size on disk ({unit})",
-                          y_label=view.size_label, y_fmt=lambda v: f"{v:.4g}", legend=legend)
+              + [(t, "#666", tshape[t]) for t in targets] + ([("PC baseline", "#111", "diamond")] if baselines else []))
+    return svg.scatter(points, title=f"{view.size.head} vs model size", x_label=f"model size on disk ({unit})",
+                       y_label=view.size_axis, y_fmt=lambda v: f"{v:.4g}", legend=legend)
 
+
+def _latency_box(inp: "ReportInput", rows: list["ReportRow"]) -> str:
+    measured = [v for v in rows if v.status == "measured"]
+    with_fw = len({v.framework for v in rows}) > 1
+    targets = list(dict.fromkeys(v.where for v in measured))
     tcol = {t: svg.PALETTE[i % len(svg.PALETTE)] for i, t in enumerate(targets)}
     dists = []
     for fw, b in sorted(inp.baselines.items()):
@@ -126,40 +140,37 @@ def plots(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView | None" =
         stats = _stats(_load_samples(v.latency_path), {"p50_ms": v.p50_ms, "p90_ms": v.p90_ms, "p99_ms": v.p99_ms})
         if stats:
             dists.append(svg.Distribution(_short(v, with_fw), stats[0], tcol[v.where], note=stats[1]))
-    box = svg.boxplot(dists, title="latency distribution per row", x_label="latency per sample at batch 1 (ms)")
-    return {"scatter": scatter, "box": box}
+    return svg.boxplot(dists, title="latency distribution per row", x_label="latency per sample at batch 1 (ms)")
 
 
-def _baseline_points(inp: "ReportInput", rows: list["ReportRow"],
-                     view: "TaskView") -> list[tuple[str, float, float]]:
-    """(framework, the baseline's value of the plotted metric, its size) for each baseline that has one: its
-    accuracy (baseline.json), its RMSE (each row carries its baseline's), none for raw outputs."""
-    out = []
-    for fw, b in sorted(inp.baselines.items()):
-        size = num(b.get("size_bytes"))
-        if not size or not view.baseline_metric:
-            continue
-        value = num(b.get(view.baseline_metric))
-        if value is None and view.baseline_metric == "rmse":
-            value = next((num(r.baseline_rmse) for r in rows if r.framework == fw and num(r.baseline_rmse) is not None),
-                         None)
-        if value is not None:
-            out.append((fw, value, size))
-    return out
+def row_metric(rows: list["ReportRow"], column: "Column") -> str:
+    """SVG: one measured row's value of `column` (a regressor's RMSE change against the baseline) per point, at
+    its # in the summary table, coloured by format; a percentage change is drawn in percent."""
+    measured = [(i, v, x) for i, v in enumerate(rows, 1)
+                if v.status == "measured" and (x := num(getattr(v, column.attr, None))) is not None]
+    formats = list(dict.fromkeys(v.format for _, v, _ in measured))
+    col = {f: svg.PALETTE[i % len(svg.PALETTE)] for i, f in enumerate(formats)}
+    scale = 100.0 if column.percent else 1.0
+    points = [svg.Point(float(i), scale * x, f"#{i}", f"#{i} {v.label}: {column.head} {column.fmt(x)}",
+                        col[v.format], alert=v.failing) for i, v, x in measured]
+    return svg.scatter(points, title=f"{column.head} per row", x_label="row (# in the summary table)",
+                       y_label=column.head + (" (%)" if scale != 1.0 else ""), x_log=False,
+                       x_fmt=lambda x: f"{x:.0f}", y_fmt=lambda y: f"{y:.4g}",
+                       legend=[("format", "", "none")] + [(f, col[f], "circle") for f in formats])
 
 
 def output_errors(rows: list["ReportRow"]) -> str:
-    """SVG: each output's error over its range per measured row, for a model of several outputs ("" else)."""
-    measured = [v for v in rows if v.status == "measured" and len(v.outputs) > 1]
+    """SVG: each output's largest error over its range, per measured row at its # in the summary table."""
+    measured = [(i, v) for i, v in enumerate(rows, 1) if v.status == "measured" and v.outputs]
     if not measured:
         return ""
-    names = list(dict.fromkeys(o.name for v in measured for o in v.outputs))
+    names = list(dict.fromkeys(o.name for _, v in measured for o in v.outputs))
     col = {n: svg.PALETTE[i % len(svg.PALETTE)] for i, n in enumerate(names)}
     points = [svg.Point(float(i), max(float(o.rel_error), 1e-12), "",
-                        f"{v.label} · {o.name}: error / range {o.rel_error:.3g}", col[o.name], "circle")
-              for i, v in enumerate(measured, 1) for o in v.outputs]
-    return svg.scatter(points, title="per-output error", x_label="measured row (# in the table's order)",
-                       y_label="max |error| / output range", x_log=False,
+                        f"#{i} {v.label} · {o.name}: error / range {o.rel_error:.3g}", col[o.name], "circle")
+              for i, v in measured for o in v.outputs]
+    return svg.scatter(points, title="per-output error", x_label="row (# in the summary table)",
+                       y_label="max |error| / output range", x_log=False, x_fmt=lambda x: f"{x:.0f}",
                        legend=[("output", "", "none")] + [(n, col[n], "circle") for n in names])
 
 
@@ -249,22 +260,19 @@ def _values(inputs: Any, index: int, shown: int = 8) -> str:
 
 
 def outputs_table(rows: list["ReportRow"]) -> list[dict[str, Any]]:
-    """Every output of every measured row against the baseline's, for a model with several outputs or a task
-    other than classification ([] otherwise: the summary says it all)."""
-    measured = [v for v in rows if v.status == "measured" and v.outputs]
-    if not measured or all(v.task == "classification" and len(v.outputs) == 1 for v in measured):
-        return []
+    """Every output of every measured row against the baseline's (the view says when it is shown)."""
     return [{"row": v, "name": o.name, "shape": "×".join(str(d) for d in o.shape) or "1",
              "max_abs_error": o.max_abs_error, "rel_error": o.rel_error, "cosine_min": o.cosine_min,
              "cosine_mean": o.cosine_mean, "exact_match": o.exact_match,
-             "scored": bool(v.scored_output) and o.name == v.scored_output} for v in measured for o in v.outputs]
+             "scored": bool(v.scored_output) and o.name == v.scored_output}
+            for v in rows if v.status == "measured" for o in v.outputs]
 
 
 def regression_scatters(inp: "ReportInput", rows: list["ReportRow"], most: int = 12, points: int = 400) -> list[str]:
-    """For a regressor, one scatter per measured row: the row's first output value against the PC baseline's
-    on the same samples (on the diagonal when they agree)."""
+    """One scatter per measured row (a regressor's: the view says when): the row's first output value against the
+    PC baseline's on the same samples (on the diagonal when they agree)."""
     out = []
-    for v in [r for r in rows if r.status == "measured" and r.task == "regression"][:most]:
+    for v in [r for r in rows if r.status == "measured"][:most]:
         base = (inp.baselines.get(v.framework) or {}).get("outputs_path")
         got, ref = _load_samples(v.outputs_path), _load_samples(base)
         if got is None or ref is None or len(got) != len(ref):
@@ -296,7 +304,8 @@ def gallery(inp: "ReportInput", flipped_rows: list["ReportRow"]) -> list[dict[st
             figs.append({"index": idx, "thumb": cache[idx], "values": _values(inp.inputs, idx),
                          "kind": ("broke" if f.baseline_pred == f.true_label else
                                   "fixed" if f.target_pred == f.true_label else "changed"),
-                         "true": _class_name(inp.labels, f.true_label),
+                         # a test set without labels has no true class (-1)
+                         "true": _class_name(inp.labels, f.true_label) if f.true_label >= 0 else "",
                          "base": _class_name(inp.labels, f.baseline_pred),
                          "target": _class_name(inp.labels, f.target_pred)})
         out.append({"row": v, "flips": len(v.flipped), "figs": figs})

@@ -20,14 +20,10 @@ from markupsafe import Markup
 
 from deploytool import __version__
 from deploytool.report import figures, tasks
-from deploytool.report.pairs import backend_of, backend_pairs, converter_pairs
-from deploytool.report.text import (
+from deploytool.report.numbers import (
     MISSING,
-    SCHEMA_VERSION,
-    clean,
-    counts_of,
-    first_line,
     fmt_bytes,
+    fmt_cosine,
     fmt_count,
     fmt_float,
     fmt_ms,
@@ -35,8 +31,9 @@ from deploytool.report.text import (
     fmt_points,
     fmt_ratio,
     num,
-    overall,
 )
+from deploytool.report.pairs import backend_of, backend_pairs, converter_pairs
+from deploytool.report.text import SCHEMA_VERSION, clean, counts_of, first_line, overall
 from deploytool.result import FAILING_STATUSES, MEMORY_MEANING, Check, format_tolerance
 from deploytool.workspace import cache_home
 
@@ -67,7 +64,8 @@ def _environment() -> Any:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              finalize=_finalize, keep_trailing_newline=True, bytecode_cache=_bytecode_cache(jinja2))
     env.filters.update(fmt_pct=fmt_pct, fmt_points=fmt_points, fmt_ratio=fmt_ratio, fmt_ms=fmt_ms,
-                       fmt_bytes=fmt_bytes, fmt_float=fmt_float, fmt_count=fmt_count, first_line=first_line,
+                       fmt_bytes=fmt_bytes, fmt_float=fmt_float, fmt_count=fmt_count, fmt_cosine=fmt_cosine,
+                       first_line=first_line,
                        sort_value=_sort_value, value=_value, g4=_g4, pill_class=_pill)
     return env
 
@@ -190,22 +188,33 @@ def _host_text(inp: "ReportInput") -> str:
     return " · ".join(str(p) for p in parts if p) or "—"
 
 
-def _header(inp: "ReportInput", counts: dict[str, Any], versions: dict[str, str]) -> dict[str, Any]:
+def _header(inp: "ReportInput", counts: dict[str, Any], versions: dict[str, str],
+            view: "tasks.TaskView", rows: list["ReportRow"]) -> dict[str, Any]:
+    """The header's facts; what it says of the test set and of each baseline's quality is the task's."""
     ov = overall(counts)
     req = inp.run_info.get("request") or inp.run_info
+    # a test set without labels has no y_true: its size is the baselines' sample count
+    samples = len(inp.y_true) or max((int(n) for b in inp.baselines.values() if (n := num(b.get("num_samples")))),
+                                     default=0)
     return {
         "model": inp.model, "dataset": inp.dataset, "overall": ov,
         "overall_pill": ov if ov in ("pass", "degraded", "fail") else "skip",
         "run_id": inp.run_id, "created_at": inp.run_info.get("created_at") or "—", "host": _host_text(inp),
-        "samples": len(inp.y_true), "classes": len(inp.labels),
+        "samples": tasks.dataset_words(view, samples, len(inp.labels)),
         "request": [(k, _value(v, 120)) for k, v in req.items()
                     if k in _REQUEST_KEYS and v not in (None, "", [], ())],
-        "baselines": [{"framework": fw, "accuracy": fmt_pct(b.get("accuracy")),
+        "baselines": [{"framework": fw, "quality": _baseline_quality(view, fw, b, rows),
                        "p50_ms": fmt_ms((b.get("latency") or {}).get("p50_ms")), "size": fmt_bytes(b.get("size_bytes"))}
                       for fw, b in sorted(inp.baselines.items())],
         "versions": [(k, versions[k]) for k in _KEY_VERSIONS if k in versions],
         "data_warnings": [str(w) for w in inp.run_info.get("data_warnings") or []],
     }
+
+
+def _baseline_quality(view: "tasks.TaskView", fw: str, baseline: dict[str, Any], rows: list["ReportRow"]) -> str:
+    """`accuracy 98.40%`, `RMSE 0.3444`, or "" where the task has no baseline figure (raw outputs, no labels)."""
+    value = tasks.baseline_value(view, fw, baseline, rows)
+    return "" if value is None else f"{view.size.head} {view.size.fmt(value)}"
 
 
 def _provenance(inp: "ReportInput", rows: list["ReportRow"], versions: dict[str, str]) -> dict[str, Any]:
@@ -216,7 +225,8 @@ def _provenance(inp: "ReportInput", rows: list["ReportRow"], versions: dict[str,
                       else {"host": host}))
     cards.append(("Versions", dict(sorted(versions.items()))))
     for fw, b in sorted(inp.baselines.items()):
-        facts = {"accuracy": fmt_pct(b.get("accuracy")), "samples": b.get("num_samples"),
+        facts = {"accuracy": fmt_pct(b["accuracy"]) if num(b.get("accuracy")) is not None else None,
+                 "samples": b.get("num_samples"),
                  "latency": b.get("latency"), "memory_bytes": b.get("memory_bytes"),
                  "size_bytes": b.get("size_bytes"), "artifact_sha256": b.get("artifact_sha256"),
                  **{k: v for k, v in (b.get("provenance") or {}).items() if k != "versions"}}
@@ -236,12 +246,12 @@ def _provenance(inp: "ReportInput", rows: list["ReportRow"], versions: dict[str,
 
 
 # ---------------------------------------------------------------- summary
-def _summary(rows: list["ReportRow"], counts: dict[str, Any]) -> dict[str, Any]:
+def _summary(rows: list["ReportRow"], counts: dict[str, Any], view: "tasks.TaskView") -> dict[str, Any]:
     attention = [{"row": v, "regression": "; ".join(v.regression),
                   "why": "; ".join(v.broken) if v.status == "measured" else first_line(v.reason, 300)}
                  for v in rows if v.failing or v.regression]
-    return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(rows)),
-            "table": _summary_table(rows), "pairs": _pairs(rows), "backend_pairs": _backend_pairs(rows),
+    return {"counts": counts, "attention": attention, "matrix": Markup(figures.matrix(rows, view)),
+            "matrix_shows": view.headline.title, "table": _summary_table(rows, view), "pairs": _pairs(rows), "backend_pairs": _backend_pairs(rows),
             "statuses": [(s, n, "failing" if s in FAILING_STATUSES else "skip")
                          for s, n in counts["statuses"].items() if s != "measured"]}
 
@@ -266,22 +276,19 @@ def _backend_pairs(rows: list["ReportRow"]) -> list[dict[str, Any]]:
     return out
 
 
-def _summary_table(rows: list["ReportRow"]) -> Markup:
+def _summary_table(rows: list["ReportRow"], view: "tasks.TaskView | None" = None) -> Markup:
     """The sortable table of every row plus its footnotes (memory figures, tolerances used, notes); its quality
-    columns are the run's task's (deploytool.report.tasks)."""
-    view = tasks.view_of(rows)
+    columns and their legend are the run's task's (deploytool.report.tasks)."""
+    view = view or tasks.view_of(rows)
     notes: dict[str, int] = {}
     mem_names: dict[str, str] = {}
     tolerance_sets: dict[str, list[str]] = {}
     lines = []
     for i, v in enumerate(rows, 1):
-        d = v.accuracy_delta_points
         line: dict[str, Any] = {
             "i": i, "row": v, "mem_letter": "", "mem_title": "", "ratio_title": "", "unlike": False,
             "cls": ("failing" if v.failing else "degraded" if v.verdict == "degraded"
                     else "skipped" if v.status != "measured" else ""),
-            "delta_cls": "n neg" if d is not None and d <= -0.005 else "n pos" if d is not None and d >= 0.005
-            else "n",
             "broken": [_check_view(c) for c in v.checks if c.outcome != "pass"],
             "quality": tasks.cells(view, v),
             "marks": [notes.setdefault(n, len(notes) + 1) for n in v.notes]}
@@ -306,7 +313,7 @@ def _summary_table(rows: list["ReportRow"]) -> Markup:
                   for key, labels in tolerance_sets.items()]
     mem_meanings = {pair: MEMORY_MEANING.get(pair.split(" ÷ ")[0], "") for pair in mem_names}
     return _template("summary_table.html.j2", lines=lines, mem_names=mem_names, mem_meanings=mem_meanings,
-                     tolerances=tolerances, task=view.task,
+                     tolerances=tolerances, task=view.task, legend=view.legend,
                      quality_heads=[(c.head, "n", c.title) for c in view.columns],
                      notes=list(notes), any_unlike=any(line["unlike"] for line in lines))
 
@@ -323,17 +330,24 @@ def render(inp: "ReportInput", rows: list["ReportRow"], started: float | None = 
     counts = counts_of(rows)
     versions = _versions(inp)
     view = tasks.view_of(rows)
-    with_flips = figures.with_flips(rows) if "confusion" in view.sections else []
-    # SVG from svg.py escapes its own text: it is the only markup from results the templates receive as such
-    plots = {k: Markup(s) for k, s in figures.plots(inp, rows, view).items()}
-    context = {"header": _header(inp, counts, versions), "summary": _summary(rows, counts), "plots": plots,
-               "confusion": figures.confusion(inp, with_flips), "gallery": figures.gallery(inp, with_flips),
+    context = {"header": _header(inp, counts, versions, view, rows), "summary": _summary(rows, counts, view),
                "gallery_per_row": figures.GALLERY_PER_ROW, "provenance": _provenance(inp, rows, versions),
-               "outputs": figures.outputs_table(rows),
-               "regression_plots": [Markup(s) for s in figures.regression_scatters(inp, rows)],
-               "output_plot": Markup(figures.output_errors(rows)), "view": view}
+               "view": view, **_task_figures(inp, rows, view)}
     js = _static("report.js")
     return str(_template(
         "report.html.j2", **context, title=f"deploytool · {inp.model} on {inp.dataset} · {inp.run_id}",
         css=Markup(_static("report.css")), js=Markup(js), csp=Markup(_CSP.format(script_hash=_script_hash(js))),
         version=__version__, schema_version=SCHEMA_VERSION, elapsed_ms=1000 * (time.perf_counter() - t0)))
+
+
+def _task_figures(inp: "ReportInput", rows: list["ReportRow"], view: "tasks.TaskView") -> dict[str, Any]:
+    """The plots and the optional sections the run's task has (deploytool.report.tasks); the others empty."""
+    flips = figures.with_flips(rows) if view.sections & {"confusion", "gallery"} else []
+    # SVG from svg.py escapes its own text: it is the only markup from results the templates receive as such
+    return {"plots": {k: Markup(s) for k, s in figures.plots(inp, rows, view).items()},
+            "confusion": figures.confusion(inp, flips) if "confusion" in view.sections else {"tables": [], "rest": []},
+            "gallery": figures.gallery(inp, flips) if "gallery" in view.sections else [],
+            "outputs": figures.outputs_table(rows) if "outputs" in view.sections else [],
+            "regression_plots": [Markup(s) for s in figures.regression_scatters(inp, rows)]
+            if "fits" in view.plots else [],
+            "output_plot": Markup(figures.output_errors(rows) if "per_output" in view.plots else "")}

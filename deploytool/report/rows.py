@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deploytool.report.text import clean, num
+from deploytool.report.numbers import num
+from deploytool.report.text import clean
 from deploytool.result import Check, Flip, OutputComparison, Result, format_tolerance, primary_memory
 
 if TYPE_CHECKING:

@@ -1,8 +1,9 @@
 """The report's text forms: a JSON document with a stable, versioned schema for
-machines, a short Markdown summary for a CI comment, JUnit XML for CI test
-views, a plain table for the terminal, and the number formatting they and the
-HTML share. It formats `ReportRow`s already built by `summary_rows`; it never
-loads results, reads sample files or judges a verdict.
+machines, a short Markdown summary for a CI comment (its quality columns are the
+run's task's: deploytool.report.tasks), JUnit XML for CI test views and a plain
+table for the terminal; numbers are written by deploytool.report.numbers. It
+formats `ReportRow`s already built by `summary_rows`; it never loads results,
+reads sample files or judges a verdict.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
+from deploytool.report import tasks
 from deploytool.report.markdown import prose
+from deploytool.report.numbers import fmt_bytes, fmt_ms, fmt_ratio, num
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
@@ -25,22 +28,6 @@ SKIPPED_STATUSES = ("not_applicable", "unsupported", "delegate_refused", "interr
 _CTRL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-# ---------------------------------------------------------------- numbers
-MISSING = "n/a"  # how every table shows a number that is missing or not finite (NaN, ±inf)
-
-
-def num(v: Any) -> float | None:
-    """A metric as a finite float, or None when missing or not finite: NaN and ±inf (a model that outputs
-    inf, a ratio over a zero baseline) have no value to show or sort by. Older stores kept them as "inf"."""
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def clean(s: Any) -> str:
     """Text without control characters or ANSI colour codes (converter logs carry them; XML 1.0 forbids them)."""
     return _CTRL.sub("", "" if s is None else str(s))
@@ -49,50 +36,6 @@ def clean(s: Any) -> str:
 def first_line(s: Any, limit: int = 200) -> str:
     line = next((ln.strip() for ln in clean(s).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def fmt_pct(v: Any, digits: int = 2) -> str:
-    f = num(v)
-    return MISSING if f is None else f"{100 * f:.{digits}f}%"
-
-
-def fmt_points(v: Any) -> str:
-    f = num(v)
-    if f is None:
-        return MISSING
-    return "±0.00" if abs(f) < 0.005 else f"{f:+.2f}".replace("-", "−")
-
-
-def fmt_ratio(v: Any) -> str:
-    f = num(v)
-    return MISSING if f is None else f"{f:.2f}×"
-
-
-def fmt_ms(v: Any) -> str:
-    f = num(v)
-    if f is None:
-        return MISSING
-    return f"{f:.3f}" if f < 1 else (f"{f:.2f}" if f < 100 else f"{f:,.0f}")
-
-
-def fmt_bytes(v: Any) -> str:
-    f = num(v)
-    if f is None:
-        return MISSING
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(f) >= size:
-            return f"{f / size:.1f} {unit}"
-    return f"{f:.0f} B"
-
-
-def fmt_float(v: Any) -> str:
-    f = num(v)
-    return MISSING if f is None else f"{f:.3g}"
-
-
-def fmt_count(v: Any) -> str:
-    f = num(v)
-    return MISSING if f is None else f"{int(f)}"
 
 
 def outcome(row: "ReportRow") -> str:
@@ -207,39 +150,22 @@ def _code(s: Any) -> str:
     return first_line(s, 160).replace("|", "\\|").replace("`", "'")
 
 
-def _fmt(v: Any, spec: str) -> str:
-    f = num(v)
-    return "–" if f is None else format(f, spec)
-
-
-def _task_columns(rows: list["ReportRow"]) -> list[tuple[str, Callable[["ReportRow"], str]]]:
-    """The four task columns of the summary table: a classifier's accuracy, its change, agreement and flips;
-    a regressor's RMSE, its change against the PC baseline, MAE and the outputs' cosine; raw outputs' cosine,
-    range-relative error and largest error. Rows of several tasks keep the classifier's columns."""
-    tasks = {r.task for r in rows if r.status == "measured"}
-    task = tasks.pop() if len(tasks) == 1 else "classification"
-    if task == "regression":
-        return [("RMSE", lambda r: _fmt(r.rmse, ".4g")), ("Δ RMSE", lambda r: _fmt(r.rmse_increase, "+.2%")),
-                ("MAE", lambda r: _fmt(r.mae, ".4g")), ("cos min", lambda r: _fmt(r.cosine_min, ".5f"))]
-    if task == "raw":
-        return [("cos min", lambda r: _fmt(r.cosine_min, ".5f")), ("rel err", lambda r: _fmt(r.rel_error, ".2e")),
-                ("max err", lambda r: _fmt(r.max_abs_error, ".2e")), ("outputs", lambda r: str(len(r.outputs) or "–"))]
-    return [("acc", lambda r: fmt_pct(r.accuracy)), ("Δ pts", lambda r: fmt_points(r.accuracy_delta_points)),
-            ("agree", lambda r: fmt_pct(r.agreement)), ("flips", lambda r: fmt_count(r.flipped_count))]
-
-
 def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "report.html") -> str:
+    """summary.md: the counts, the baselines' quality, a line per row with the task's brief columns
+    (deploytool.report.tasks), then failures and regressions."""
+    view = tasks.view_of(rows)
     counts = counts_of(rows)
-    base = ", ".join(f"{fw} {fmt_pct(b.get('accuracy'))}" for fw, b in sorted(inp.baselines.items()))
+    base = ", ".join(f"{fw} {view.size.fmt(v)}" for fw, b in sorted(inp.baselines.items())
+                     if (v := tasks.baseline_value(view, fw, b, rows)) is not None)
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
     lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_code(inp.run_id)}`", "",
-             f"{icon} **{one_line_summary(counts)}**" + (f" · baseline accuracy {base}" if base else ""), "",
+             f"{icon} **{one_line_summary(counts)}**" + (f" · baseline {view.size.head} {base}" if base else ""), "",
              *[f"⚠️ test set: {_md(w)}" + "\n" for w in inp.run_info.get("data_warnings") or []],
-             f"| combination | {' | '.join(h for h, _ in _task_columns(rows))} | p50 ms | ×p50 | size | ×size | result |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+             f"| combination | {' | '.join(c.head for c in view.brief)} | p50 ms | ×p50 | size | ×size | result |",
+             "|---|" + "--:|" * (len(view.brief) + 4) + "---|"]
     for r in rows:
         res = r.outcome + (" ↓" if r.regression else "")
-        lines.append(f"| {_md(r.label)} | {' | '.join(cell(r) for _, cell in _task_columns(rows))} | "
+        lines.append(f"| {_md(r.label)} | {' | '.join(c['text'] for c in tasks.cells(view, r, view.brief))} | "
                      f"{fmt_ms(r.p50_ms)} | {fmt_ratio(r.latency_ratio_p50)} | {fmt_bytes(r.size_bytes)} | "
                      f"{fmt_ratio(r.size_ratio)} | {'**' + res + '**' if r.failing else res} |")
     failures = [r for r in rows if r.failing]
@@ -253,7 +179,7 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
     if regressed:
         lines += ["", "**Regressions against earlier runs**", ""]
         lines += [f"- `{_code(r.label)}` — {_md('; '.join(r.regression))}" for r in regressed]
-    lines += ["", f"<sub>Full report: `{html_name}` (plots, confusion difference, flipped samples).</sub>", ""]
+    lines += ["", f"<sub>Full report: `{html_name}` ({', '.join(tasks.contents(view))}).</sub>", ""]
     return "\n".join(lines)
 
 
@@ -297,22 +223,21 @@ def junit_xml(inp: "ReportInput", rows: list["ReportRow"]) -> str:
 
 
 # ---------------------------------------------------------------- terminal
-TERMINAL_COLUMNS: tuple[tuple[str, Callable[["ReportRow"], str]], ...] = (
-    ("combination", lambda r: r.label),
-    ("acc", lambda r: fmt_pct(r.accuracy)),
-    ("Δpts", lambda r: fmt_points(r.accuracy_delta_points)),
-    ("agree", lambda r: fmt_pct(r.agreement)),
-    ("p50 ms", lambda r: fmt_ms(r.p50_ms)),
-    ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
-    ("size", lambda r: fmt_bytes(r.size_bytes)),
-    ("result", lambda r: r.outcome + (" ↓" if r.regression else "")),
-)
+def terminal_columns(rows: list["ReportRow"]) -> list[tuple[str, Callable[["ReportRow"], str]]]:
+    """The plain table's columns: the combination, the run's task's brief columns (deploytool.report.tasks, as
+    in summary.md), latency, size and the result."""
+    view = tasks.view_of(rows)
+    return [("combination", lambda r: r.label),
+            *((c.head, lambda r, c=c: c.fmt(num(getattr(r, c.attr, None)))) for c in view.brief),
+            ("p50 ms", lambda r: fmt_ms(r.p50_ms)), ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
+            ("size", lambda r: fmt_bytes(r.size_bytes)), ("result", lambda r: r.outcome + (" ↓" if r.regression else ""))]
 
 
 def plain_table(rows: list["ReportRow"]) -> str:
     """The summary as a fixed-width table for a terminal (no colours: the CLI may add them)."""
-    cells = [[h for h, _ in TERMINAL_COLUMNS]] + [[f(r) for _, f in TERMINAL_COLUMNS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TERMINAL_COLUMNS))]
+    columns = terminal_columns(rows)
+    cells = [[h for h, _ in columns]] + [[f(r) for _, f in columns] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = []
     for n, c in enumerate(cells):
         lines.append("  ".join(v.ljust(w) if i in (0, len(c) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))).rstrip())

@@ -1,8 +1,8 @@
 """The rules that let any model through, pinned: outputs of any structure flatten by name the same way
 everywhere; the scored output is the per-class float scores beside an integer label (or the one named); a
 quantized integer tensor takes floats; a channels-last output of a channels-first source is laid out back the
-same way whatever shape a runtime gave it; a ZipMap's maps become per-class scores in class order; each task's
-report view has its own columns and sections."""
+same way whatever shape a runtime gave it; a ZipMap's maps become per-class scores in class order. (Each
+task's report view: test_task_views.py.)"""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ import pytest
 from deploytool.data.feed import Feed, channels_last, restore_channels_first
 from deploytool.errors import DataError, StageFailed
 from deploytool.modelfiles.signature import Signature, TensorSpec, flatten_outputs, spec_of
-from deploytool.report.tasks import VIEWS, cells, view_of
 from deploytool.run.compare import compare_outputs
 from deploytool.run.context import check_labels_fit
 from deploytool.runtimes.onnxrt import as_array
-from tests import results as factory
 
 
 def test_outputs_of_any_structure_flatten_by_name():
@@ -80,28 +78,6 @@ def test_a_zipmap_becomes_per_class_scores_in_class_order_and_other_sequences_ar
     assert got.dtype == np.float32 and np.allclose(got, [[0.8, 0.2], [0.1, 0.9]])
     with pytest.raises(StageFailed, match="output 'seq' is a sequence"):
         as_array("seq", [np.zeros(2), np.zeros(2)])
-
-
-def test_each_task_has_its_own_columns_plot_and_sections():
-    heads = {t: [c.head for c in v.columns] for t, v in VIEWS.items()}
-    assert heads["classification"][:3] == ["accuracy", "Δ pts", "agree"]
-    assert "RMSE" in heads["regression"] and "ΔRMSE" in heads["regression"] and "accuracy" not in heads["regression"]
-    assert heads["raw"][:2] == ["cos min", "rel err"]
-    assert VIEWS["classification"].sections == {"confusion", "gallery"} and not VIEWS["raw"].sections
-    assert (VIEWS["regression"].size_metric, VIEWS["raw"].size_metric) == ("rmse", "cosine_min")
-    from deploytool.report.rows import summary_rows
-
-    comp = factory.comparison()
-    from deploytool.result import OutputComparison
-
-    comp.task, comp.rmse_increase = "regression", 0.2
-    comp.outputs = [OutputComparison("value", (1,), 0.1, 0.05, 0.01, 0.99, 0.995)]
-    inp = type("I", (), {"results": [factory.result(comparison=comp)], "history": {}})
-    (row,) = summary_rows(inp)
-    view = view_of([row])
-    assert view.task == "regression"
-    delta = dict(zip([c.head for c in view.columns], cells(view, row)))["ΔRMSE"]
-    assert delta["text"] == "+20.00%" and delta["cls"] == "n neg"  # worse than the baseline: marked
 
 
 @pytest.mark.parametrize("task, y, shape, words", [

@@ -23,7 +23,7 @@ import pytest
 from deploytool import cli
 from deploytool.errors import StoreError
 from deploytool.report import ReportInput, summary_rows
-from deploytool.report import html, text
+from deploytool.report import html, numbers, text
 from deploytool.result import Check
 from deploytool.result import Combo, Result
 from tests import results as factory
@@ -200,8 +200,8 @@ def test_non_finite_numbers_render_as_n_a_in_every_table(tmp_path, store_class):
         assert doc["results"][0]["metrics"]["agreement"] is None
 
 
-@pytest.mark.parametrize("fmt", [text.fmt_pct, text.fmt_points, text.fmt_ratio, text.fmt_ms, text.fmt_bytes,
-                                 text.fmt_float, text.fmt_count])
+@pytest.mark.parametrize("fmt", [numbers.fmt_pct, numbers.fmt_points, numbers.fmt_ratio, numbers.fmt_ms,
+                                 numbers.fmt_bytes, numbers.fmt_float, numbers.fmt_count, numbers.fmt_cosine])
 @pytest.mark.parametrize("value", [None, float("nan"), float("inf"), -float("inf"), "nan", "inf", np.float32("nan")])
 def test_every_number_format_shows_missing_and_non_finite_as_n_a(fmt, value):
     assert fmt(value) == "n/a"
