@@ -148,6 +148,17 @@ TASK_TOLERANCES = {
 }
 
 
+def source_tolerances(tolerances: dict[str, dict[str, tuple[float, float]]],
+                      quantized_source: bool) -> dict[str, dict[str, tuple[float, float]]]:
+    """A source's default tolerances by group (copies). A source that is itself quantized (a fully int8 file: its
+    I/O tensors are integers with a scale) is judged by the quantized group's limits on every row, `--quantize
+    none` included: kernels round its integer arithmetic differently (LiteRT's XNNPACK and TFLite's built-in
+    kernels give outputs one quantization step apart), which the float limits would call a failure."""
+    if quantized_source:
+        return {g: dict(tolerances["quantized"]) for g in TOLERANCE_GROUPS}
+    return {g: dict(v) for g, v in tolerances.items()}
+
+
 # Metrics that are shares of samples or cosines (at most 1), and the ones that cannot be negative: a limit outside
 # what the metric can be makes even a bit-identical copy fail (or nothing ever fail).
 FRACTION_METRICS = ("agreement", "top5_agreement", "label_agreement")

@@ -104,6 +104,11 @@ class Signature:
         return tuple(t.name for t in self.outputs if not t.is_float and t.dtype != "bool")
 
     @property
+    def quantized(self) -> bool:
+        """A model that computes in integers: one of its inputs or outputs is a quantized integer tensor."""
+        return any(t.quantization is not None for t in (*self.inputs, *self.outputs))
+
+    @property
     def all_float_inputs(self) -> bool:
         return all(t.is_float for t in self.inputs)
 

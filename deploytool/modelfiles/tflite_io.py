@@ -7,8 +7,11 @@ phone) goes through here, so a user never has to remember it (tensorflow#53278).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
+
+from deploytool.modelfiles.signature import canonical_name
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,17 @@ class TensorQuant:
         if not self.quantized:
             return np.asarray(q, dtype=np.float32)
         return ((q.astype(np.float32) - self.zero_point) * self.scale).astype(np.float32)
+
+
+def quantization_notes(inputs: Iterable[TensorQuant], outputs: Iterable[TensorQuant]) -> list[str]:
+    """What a row says of a file's quantized tensors, the same words on every runtime that runs it (LiteRT,
+    TensorFlow's interpreter, tfjs-tflite, the phone): the float data each quantized input took, and the
+    dequantization of each quantized output before it was compared."""
+    notes = [f"{t.dtype} model input {canonical_name(t.name)}: float data quantized with the tensor's scale {t.scale:.6g} and "
+             f"zero point {t.zero_point}" for t in inputs if t.quantized]
+    notes += [f"{t.dtype} model output {canonical_name(t.name)}: dequantized with its scale {t.scale:.6g} and zero point "
+              f"{t.zero_point} before comparison" for t in outputs if t.quantized]
+    return notes
 
 
 def tensor_quant(d: dict) -> TensorQuant:

@@ -26,7 +26,7 @@ from deploytool.run.compare import infer_task
 from deploytool.run.request import MigrateRequest
 from deploytool.runtimes import runtime_implementation
 from deploytool.runtimes.isolated import runtime_workers
-from deploytool.spec import TASK_TOLERANCES, ModelSpec, load_spec
+from deploytool.spec import TASK_TOLERANCES, ModelSpec, load_spec, source_tolerances
 from deploytool.targets import Position, Preflight, RunSettings, get_target
 from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash
@@ -117,8 +117,8 @@ class RunContext:
             task = req.task or spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None,
                                                         tuple(d or 0 for d in first))
             check_labels_fit(task, dataset.y_test, tuple(d or 0 for d in first), str(req.test_npz))
-            spec = replace(spec, task=task, tolerances=spec.tolerances or {
-                g: dict(v) for g, v in TASK_TOLERANCES[task].items()})
+            spec = replace(spec, task=task, tolerances=spec.tolerances or source_tolerances(
+                TASK_TOLERANCES[task], spec.signature.quantized))
             note = note.replace("x_train/y_train", "<input>_train arrays (or x_train)")
         tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,

@@ -27,6 +27,7 @@ from deploytool.result import Combo, Result, Status
 from deploytool.run.baseline import cached_baseline
 from deploytool.run.context import RunContext, Source
 from deploytool.run.judge import judge, paired_ratios
+from deploytool.run.usermodel import QUANTIZED_IO
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
@@ -236,6 +237,18 @@ def pair_again(ctx: RunContext, results: list[Result]) -> list[Result]:
     return list(changed.values())
 
 
+def row_notes(ctx: RunContext, combo: Combo, artifact: Artifact, outputs: Outputs, src: Source) -> list[str]:
+    """The artifact's and the runtime's notes, then what the run adds: the calibration set of an int8 row, the
+    tolerances a source that is itself quantized is judged by (deploytool.spec.source_tolerances)."""
+    notes = list(artifact.notes) + list(outputs.notes)
+    if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
+        notes.append(ctx.calibration_note)
+    if not combo.quantized and src.artifact.options.get(QUANTIZED_IO):
+        notes.append("judged by the quantized tolerances: the source model itself computes in integers (its I/O "
+                     "tensors are quantized), and kernels round integer arithmetic differently")
+    return notes
+
+
 def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo, run_id: str, key: str) -> Result:
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
@@ -301,9 +314,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
             r.environment["latency_is_baselines"] = True
     if paired is not None and paired.others_busy_fraction is not None:  # the lab judges latency by it too
         r.environment["cpu_busy_fraction_during_timing"] = paired.others_busy_fraction
-    r.notes = list(r.artifact.notes) + list(outputs.notes)
-    if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
-        r.notes.append(ctx.calibration_note)
+    r.notes = row_notes(ctx, combo, r.artifact, outputs, src)
     out_path = ctx.ws.outputs_path(run_id, key)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     np.save(out_path, outputs.outputs)

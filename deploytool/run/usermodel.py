@@ -18,11 +18,13 @@ from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
-from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec
+from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec, source_tolerances
 from deploytool.workspace import Workspace, safe_segment
 
 SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}
 CHANNELS = (1, 3, 4)
+# Artifact.options key of a user's file whose I/O tensors are quantized integers (a fully int8 .tflite)
+QUANTIZED_IO = "quantized_io"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,11 @@ def _signature(path: Path, fmt: str) -> Signature:
     return sig
 
 
+def _options(path: Path, sig: Signature) -> dict[str, object]:
+    """What the user's artifact records of itself: where it came from, and whether it computes in integers."""
+    return {"original_path": str(path), **({QUANTIZED_IO: True} if sig.quantized else {})}
+
+
 def _image_classifier(sig: Signature, opts: UserModelOptions) -> bool:
     """One 4-D float input of fixed size and one output of class scores: the path image models always took
     (its checks, layouts, preprocessing and messages unchanged)."""
@@ -161,7 +168,7 @@ def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout="NCHW" if fmt == "torch" else "NHWC",
                         input_shape=tuple(d or 0 for d in first_in.sample_shape),
                         num_outputs=int(first.shape[-1] or 0) if first.rank else 1, converter="user-supplied",
-                        options={"original_path": str(path)}, sha256=digest, size_bytes=size_on_disk(dest),
+                        options=_options(path, sig), sha256=digest, size_bytes=size_on_disk(dest),
                         signature=sig)
     artifact.save(dest_dir / "artifact.json")
     task = opts.task or ""  # "" until the labels are seen (deploytool.data)
@@ -200,14 +207,14 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
         raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
     name, digest, dest_dir, dest = _copy_in(path, ws)
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=sample,
-                        num_outputs=num_outputs, converter="user-supplied", options={"original_path": str(path)},
+                        num_outputs=num_outputs, converter="user-supplied", options=_options(path, signature),
                         sha256=digest, size_bytes=size_on_disk(dest))
     artifact.save(dest_dir / "artifact.json")
     spec = ModelSpec(
         name=name, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,
         labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
         train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
-        expected_accuracy=(0.0, 1.0), tolerances={g: dict(v) for g, v in DEFAULT_TOLERANCES.items()},
+        expected_accuracy=(0.0, 1.0), tolerances=source_tolerances(DEFAULT_TOLERANCES, signature.quantized),
         description=f"user model {path}", source=str(path), input_name=signature.inputs[0].name,
     )
     return spec, artifact

@@ -36,7 +36,7 @@ from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, Devic
 from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
 from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.modelfiles.signature import match_names
-from deploytool.modelfiles.tflite_io import read_io, tflite_tensors
+from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
 from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
@@ -300,6 +300,7 @@ class AndroidRuntime(Runtime):
         notes = self._notes + ([note] if note else []) + [
             f"latency_ms: {self.options.latency_runs} timed runs at batch 1 on {info.serial}, each the single timed "
             f"run of its own benchmark_model process after {self.options.warmup_runs} warm-up runs",
+            *quantization_notes(self._in, self._out),
         ]
         return Outputs(outputs=outputs, latency_ms=latency_ms, memory_bytes=memory, load_ms=load_ms,
                        first_inference_ms=first_ms, throughput_sps=throughput, environment=env, notes=notes,

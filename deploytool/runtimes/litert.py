@@ -18,7 +18,7 @@ from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
-from deploytool.modelfiles.tflite_io import TensorQuant, tensor_quant, io_of, signature_names
+from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
 
 _FLOATS = ("float32", "float16")
@@ -187,16 +187,20 @@ class LiteRTRuntime(Runtime):
                "input_dtype": self._in.dtype, "output_dtype": self._out.dtype, "batch_resizable": self._resizable}
         if self._in.quantized:
             env["input_quantization"] = {"scale": self._in.scale, "zero_point": self._in.zero_point}
-            notes.append(f"{self._in.dtype} model input: float data quantized with the tensor's scale "
-                         f"{self._in.scale:.6g} and zero point {self._in.zero_point}")
         if self._out.quantized:
             env["output_quantization"] = {"scale": self._out.scale, "zero_point": self._out.zero_point}
-            notes.append(f"{self._out.dtype} model output: dequantized with its scale {self._out.scale:.6g} and zero "
-                         f"point {self._out.zero_point} before comparison")
+        notes += quantization_notes(*self._tensors())
         try:
             return self._measure(self._predict, inputs, batch, env, notes)
         except Exception as e:
             raise self._failed(e) from e
+
+    def _tensors(self) -> tuple[list[TensorQuant], list[TensorQuant]]:
+        """(inputs, outputs) the model is fed and read by: every named one of a model with a signature."""
+        if self.artifact is None or self.artifact.signature is None:
+            return [self._in], [self._out]
+        return ([self._quant[int(d["index"])] for d in self._feeds.values()],
+                [self._quant[int(d["index"])] for d in self._fetches.values()])
 
     def _close(self) -> None:
         self._it = None

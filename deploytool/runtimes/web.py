@@ -46,7 +46,7 @@ from deploytool.errors import BadModelFile, StageFailed, UnknownOption
 from deploytool.modelfiles.onnx_external import external_locations
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.modelfiles.signature import match_names
-from deploytool.modelfiles.tflite_io import NamedTensors, tflite_tensors
+from deploytool.modelfiles.tflite_io import NamedTensors, quantization_notes, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
@@ -498,9 +498,10 @@ class WebRuntime(Runtime):
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
                          "loop): its latency includes the promise scheduling of each step"
                          + (f"; model.execute() refused it: {refused}" if refused else ""))
-        if self._io and self._io[0][0].quantized:
-            notes.append("int8 model I/O: inputs quantized and outputs dequantized with the tensors' "
-                         "scale/zero point in Python")
+        if self._io:
+            notes += quantization_notes(*self._io)
+        elif self._tensors is not None:
+            notes += quantization_notes(self._tensors.inputs.values(), self._tensors.outputs.values())
         return env, notes
 
     def _gpu_environment(self, env: dict[str, Any]) -> list[str]:
