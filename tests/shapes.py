@@ -304,9 +304,9 @@ def torch_segmenter_pt2(path: Path) -> Path:
     return path
 
 
-def torch_audio_frames_pt2(path: Path) -> Path:
+def torch_audio_frames_pt2(path: Path, dynamic_batch: bool = True) -> Path:
     """`audio` [N, 1, 800] -> `frames` [N, 4, 198]: per-step features of a 1-D conv (channels-first, NCW), which
-    onnx2tf turns channels-last inside TFLite."""
+    onnx2tf turns channels-last inside TFLite; exported with a free batch, or (`dynamic_batch=False`) at batch 1."""
     import torch
 
     torch.manual_seed(0)
@@ -320,7 +320,8 @@ def torch_audio_frames_pt2(path: Path) -> Path:
             return torch.tanh(self.conv(audio))
 
     batch = torch.export.Dim("batch", min=1, max=4096)
-    program = torch.export.export(Frames().eval(), (torch.zeros(2, 1, AUDIO),), dynamic_shapes={"audio": {0: batch}})
+    program = (torch.export.export(Frames().eval(), (torch.zeros(2, 1, AUDIO),), dynamic_shapes={"audio": {0: batch}})
+               if dynamic_batch else torch.export.export(Frames().eval(), (torch.zeros(1, 1, AUDIO),)))
     torch.export.save(program, str(path))
     return path
 
@@ -347,4 +348,17 @@ def torch_channels_first_pt2(path: Path) -> Path:
     program = torch.export.export(ChannelsFirst().eval(), (torch.zeros(2, 3, SEG, SEG), torch.zeros(2, 1, AUDIO)),
                                   dynamic_shapes={"image": {0: batch}, "audio": {0: batch}})
     torch.export.save(program, str(path))
+    return path
+
+
+def torch_segmenter_onnx(path: Path) -> Path:
+    """The per-pixel model of `torch_segmenter_pt2` (same seed, same weights) exported to ONNX with a free batch:
+    `image` [N, 3, 16, 16] -> `mask` [N, 2, 16, 16], which onnx2tf makes channels-last in TFLite and TF.js."""
+    import torch
+
+    torch.manual_seed(0)
+    conv1, conv2 = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(4, 2, 1)
+    model = torch.nn.Sequential(conv1, torch.nn.ReLU(), conv2).eval()
+    torch.onnx.export(model, (torch.zeros(2, 3, SEG, SEG),), str(path), input_names=["image"], output_names=["mask"],
+                      dynamic_axes={"image": {0: "batch"}, "mask": {0: "batch"}}, opset_version=17, dynamo=False)
     return path

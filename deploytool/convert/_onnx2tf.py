@@ -39,9 +39,9 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import dist_version, onnx_input_names
-from deploytool.data.feed import Batch, Feed, channels_last, feed_sha256
+from deploytool.data.feed import Batch, Feed, channels_last, feed_sha256, layout_unknown
 from deploytool.errors import NoConversion, ToolFailed
-from deploytool.modelfiles.signature import match_names
+from deploytool.modelfiles.signature import Dims, TensorSpec, match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "onnx2tf"
@@ -122,9 +122,8 @@ def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
     return options
 
 
-def channels_last_names(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> list[str]:
-    """The source's outputs onnx2tf made channels-last in the file (`file_shapes`: each output of the file by its
-    name, one sample's shape): what every runtime lays out channels-first again (data.feed.restore_channels_first)."""
+def _paired(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> list[tuple[TensorSpec, Dims]]:
+    """Each output of the source's signature with its file output's shape (one sample), where the names pair."""
     sig = source.signature
     if sig is None or not file_shapes:
         return []
@@ -132,7 +131,21 @@ def channels_last_names(source: Artifact, file_shapes: dict[str, tuple[int | Non
         pairs = match_names(list(sig.output_names), list(file_shapes))
     except KeyError:
         return []
-    return [t.name for t in sig.outputs if t.name in pairs and channels_last(t.sample_shape, file_shapes[pairs[t.name]])]
+    return [(t, file_shapes[pairs[t.name]]) for t in sig.outputs if t.name in pairs]
+
+
+def channels_last_names(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> list[str]:
+    """The source's outputs onnx2tf made channels-last in the file (`file_shapes`: each output of the file by its
+    name, one sample's shape): what every runtime lays out channels-first again (data.feed.restore_channels_first)."""
+    return [t.name for t, shape in _paired(source, file_shapes) if channels_last(t.sample_shape, shape)]
+
+
+def layout_notes(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> tuple[str, ...]:
+    """What a row must know of outputs whose shape cannot tell whether onnx2tf moved their channels last (every
+    dimension equal, data.feed.layout_unknown): they are compared as the file gives them."""
+    return tuple(f"output {t.name} is {list(t.sample_shape)} per sample in the source and in the file: whether "
+                 "onnx2tf made it channels-last cannot be told from its shape, so it is compared as the file gives it"
+                 for t, shape in _paired(source, file_shapes) if layout_unknown(t.sample_shape, shape))
 
 
 def run_recipe(source: Artifact, integer: bool) -> str:

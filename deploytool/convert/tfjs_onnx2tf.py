@@ -49,11 +49,13 @@ def _serving_output_shapes(saved_model: Path) -> dict[str, tuple[int | None, ...
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
         options = _onnx2tf.run(source, Path(tmp))
-        moved = _onnx2tf.channels_last_names(source, _serving_output_shapes(Path(tmp)))
+        shapes = _serving_output_shapes(Path(tmp))
+        moved = _onnx2tf.channels_last_names(source, shapes)
         saved = replace(source, path=Path(tmp), format="saved_model")
         art = tfjs.convert(saved, quantize, out_dir, calibration)
     if moved:
         art = replace(art, options={**art.options, CHANNELS_LAST_OUTPUTS: moved})
+    art = replace(art, notes=(*art.notes, *_onnx2tf.layout_notes(source, shapes)))
     return replace(art, converter=f"{CONVERTER} + {art.converter}",
                    converter_version=f"{dist_version(DIST)} + {art.converter_version}",
                    source_sha256=source.sha256, options={**art.options, "saved_model_by": {"converter": CONVERTER,

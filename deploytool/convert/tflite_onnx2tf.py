@@ -22,6 +22,7 @@ from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_v
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
+from deploytool.modelfiles.signature import Dims
 from deploytool.modelfiles.tflite_io import tflite_tensors
 
 CONVERTER = _onnx2tf.CONVERTER
@@ -69,11 +70,12 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
     options["file"] = name
     if quantize == "int8-io":
         options.update(inference_input_type="int8", inference_output_type="int8")
-    outs = tflite_tensors(str(path)).outputs
-    moved = _onnx2tf.channels_last_names(source, {n: tuple(q.shape[1:]) for n, q in outs.items()})
+    outs: dict[str, Dims] = {n: tuple(q.shape[1:]) for n, q in tflite_tensors(str(path)).outputs.items()}
+    moved = _onnx2tf.channels_last_names(source, outs)
     if moved:
         options[CHANNELS_LAST_OUTPUTS] = moved
-    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options)
+    return finish(source, path, "tflite", quantize, CONVERTER, dist_version(DIST), options,
+                  notes=_onnx2tf.layout_notes(source, outs))
 
 
 def _float_files(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:

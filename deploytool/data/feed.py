@@ -149,6 +149,13 @@ def channels_last(source_shape: tuple[int | None, ...], file_shape: tuple[int | 
     return len(s) >= 2 and len(f) == len(s) and s != f and f == (*s[1:], s[0])
 
 
+def layout_unknown(source_shape: tuple[int | None, ...], file_shape: tuple[int | None, ...]) -> bool:
+    """A source output whose channels-last form has its very shape (every dimension equal, as (16, 16, 16)):
+    whether a converter moved its channels cannot be told from the shapes."""
+    s, f = tuple(source_shape), tuple(file_shape)
+    return len(s) >= 2 and s == f and None not in s and len(set(s)) == 1
+
+
 def restore_channels_first(feed: Feed, names: list[str] | tuple[str, ...],
                            sample_shapes: dict[str, tuple[int, ...]]) -> Feed:
     """`feed` with each output of `names` — its values in a channels-last file's memory order, whatever shape a
