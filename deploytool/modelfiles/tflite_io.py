@@ -43,10 +43,10 @@ def quantization_notes(inputs: Iterable[TensorQuant], outputs: Iterable[TensorQu
     """What a row says of a file's quantized tensors, the same words on every runtime that runs it (LiteRT,
     TensorFlow's interpreter, tfjs-tflite, the phone): the float data each quantized input took, and the
     dequantization of each quantized output before it was compared."""
-    notes = [f"{t.dtype} model input {canonical_name(t.name)}: float data quantized with the tensor's scale {t.scale:.6g} and "
-             f"zero point {t.zero_point}" for t in inputs if t.quantized]
-    notes += [f"{t.dtype} model output {canonical_name(t.name)}: dequantized with its scale {t.scale:.6g} and zero point "
-              f"{t.zero_point} before comparison" for t in outputs if t.quantized]
+    notes = [f"{t.dtype} model input {canonical_name(t.name)}: float data quantized with the tensor's scale "
+             f"{t.scale:.6g} and zero point {t.zero_point}" for t in inputs if t.quantized]
+    notes += [f"{t.dtype} model output {canonical_name(t.name)}: dequantized with its scale {t.scale:.6g} and "
+              f"zero point {t.zero_point} before comparison" for t in outputs if t.quantized]
     return notes
 
 
