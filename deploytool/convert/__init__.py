@@ -33,7 +33,7 @@ from deploytool.convert import (  # noqa: F401
     tflite_tf,
     tflite_torch,
 )
-from deploytool.convert._common import Mode
+from deploytool.convert._common import Mode, refuse_integer_io_for_integer_inputs  # noqa: F401 (the planner's)
 from deploytool.convert.registry import (
     FORMATS,
     QUANTIZE_WORDS,

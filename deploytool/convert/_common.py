@@ -14,6 +14,7 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.data.feed import Feed
 from deploytool.errors import Raised, StageFailed
+from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import package_version
 
 # A few hundred samples calibrate a small CNN as well as thousands do; the cap
@@ -115,9 +116,9 @@ def torch_calibration_batches(samples: Any, i: int) -> tuple[Any, ...]:
     return tuple(torch.from_numpy(np.ascontiguousarray(a[i : i + 1])) for a in arrays)
 
 
-def refuse_integer_io_for_integer_inputs(source: Artifact, quantize: str) -> None:
-    """int8-io makes every input an int8 tensor: meaningless for inputs that take integers already."""
-    sig = source.signature
+def refuse_integer_io_for_integer_inputs(sig: Signature | None, quantize: str) -> None:
+    """int8-io makes every input an int8 tensor: meaningless for inputs that take integers already (the planner
+    refuses such a request in one line; a converter called on its own says so too)."""
     if quantize == "int8-io" and sig is not None and not sig.all_float_inputs:
         raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
                           + ", ".join(t.describe() for t in sig.inputs if not t.is_float)

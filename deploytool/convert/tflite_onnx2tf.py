@@ -53,7 +53,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
                     routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")), owner="PINTO0309/onnx2tf",
                     recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
-    refuse_integer_io_for_integer_inputs(source, quantize)
+    refuse_integer_io_for_integer_inputs(source.signature, quantize)
     integer = quantize in ("int8", "int8-io")
     if integer:
         files, options = _onnx2tf.shared_run(source, calibration_subset(calibration, f"onnx2tf {quantize}"))

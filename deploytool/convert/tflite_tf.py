@@ -71,7 +71,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
 
-    refuse_integer_io_for_integer_inputs(source, quantize)
+    refuse_integer_io_for_integer_inputs(source.signature, quantize)
     options: dict = {"from": "saved_model"}
     notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-tflite-") as tmp:

@@ -96,6 +96,9 @@ def _checked(a: np.ndarray, t: TensorSpec, path: Path, member: str) -> np.ndarra
     if not t.is_float and not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
         raise DataError(f"{where} holds {a.dtype} but the model takes {t.dtype} (token ids, masks): store integers "
                         f"(e.g. ids.astype(np.{t.dtype}))")
+    if t.rank == 0:
+        raise ShapeError(f"{where}: the model declares this input without dimensions (no shape, or a scalar), so it "
+                         "cannot take a batch of samples; export the model with the input's shape, batch first [N, ...]")
     if a.ndim != t.rank:
         raise ShapeError(f"{where} has shape {list(a.shape)}, {a.ndim}-D; the model takes {t.rank}-D samples "
                          f"[N, {', '.join('?' if d is None else str(d) for d in t.sample_shape)}]")

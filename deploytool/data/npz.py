@@ -98,6 +98,9 @@ def load(path: Path, input_name: str = "") -> RawData:
         if np.iscomplexobj(a):
             raise DataError(f"{path}: {name} holds complex numbers ({a.dtype}); images are real: store the real part "
                             "(or magnitude) explicitly")
+    if np.issubdtype(x.dtype, np.number) and np.issubdtype(y.dtype, np.floating):
+        raise DataError(f"{path}: y holds floats ({y.dtype}), but an image classifier's labels are integer class "
+                        "indices; store y.astype(int), or pass --task regression for regression targets")
     if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
         raise DataError(f"{path}: x must be numeric and y integer labels (got {x.dtype}, {y.dtype})")
     if len(x_train) and (not np.issubdtype(x_train.dtype, np.number) or not np.issubdtype(y_train.dtype, np.integer)):

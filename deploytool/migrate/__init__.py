@@ -26,6 +26,7 @@ from deploytool.bugs.upstream import record_and_write
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.localize import localize_failures
+from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import host_facts, host_identity
 from deploytool.report.pairs import backend_pairs, row_of
 from deploytool.result import Combo, Result
@@ -100,7 +101,7 @@ def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
                     for runtime in _runtimes(chosen, offered):
                         for pos in target.positions(ctx.target_options[name], ctx.preflight[name], artifact_format):
                             combos.append(Combo(fw, fmt, q, name, pos.device, pos.backend, runtime))
-    _refuse_if_nothing_possible(combos)
+    _refuse_if_nothing_possible(combos, ctx.spec.signature)
     if not combos:
         raise UnknownOption("the request names no combination to run; check --format/--quantize/--target/--runtime")
     return combos
@@ -116,18 +117,24 @@ def _runtimes(chosen: list[str], offered: list[str]) -> list[str]:
     return picked or [""]
 
 
-def _refuse_if_nothing_possible(combos: list[Combo]) -> None:
-    """A request whose every combination is impossible is a user mistake (exit 2), not a run of empty rows."""
-
-    reasons = []
+def _refuse_if_nothing_possible(combos: list[Combo], sig: Signature | None) -> None:
+    """A request whose every combination is impossible is a user mistake (exit 2), not a run of empty rows: int8-io
+    for a model whose inputs are integers already (whatever the format; said first), or a quantization a route
+    lacks."""
+    model_reasons, route_reasons = [], []
     for c in {(c.framework, c.format, c.quantize) for c in combos}:
+        try:
+            convert.refuse_integer_io_for_integer_inputs(sig, c[2])
+        except StageFailed as e:
+            model_reasons.append(e.reason)
+            continue
         try:
             convert.plan(*c)
             return
         except StageFailed as e:
-            reasons.append(e.reason)
-    if reasons:
-        raise UnknownOption(sorted(reasons)[0])
+            route_reasons.append(e.reason)
+    if model_reasons or route_reasons:
+        raise UnknownOption(sorted(model_reasons)[0] if model_reasons else sorted(route_reasons)[0])
 
 
 def judged_as(ctx: RunContext) -> str:

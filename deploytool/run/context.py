@@ -18,7 +18,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.data import Dataset, load_dataset
 from deploytool.data.feed import feed_sha256
-from deploytool.errors import BadModelFile, DataError, DeploytoolError, Raised, StageFailed
+from deploytool.errors import BadModelFile, DataError, DeploytoolError, Raised, StageFailed, first_line_of
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
@@ -59,6 +59,19 @@ def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], wh
         if width != values:
             raise DataError(f"{where}: the regression targets y hold {width} value(s) per sample, the scored output "
                             f"{values}; store targets of the output's shape")
+
+
+def _refuse_non_finite(model: str, framework: str, b: Baseline) -> None:
+    """A user's model whose own outputs on the PC hold NaN or infinity gives every row nothing to be compared with:
+    one line naming the samples, before any row is judged (and a finding filed) against them."""
+    out = b.outputs()
+    if out.dtype.kind != "f" or not len(out):
+        return
+    bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(1))
+    if len(bad):
+        raise BadModelFile(f"{model}: your model's own outputs on the PC ({framework}) hold NaN or infinity for "
+                           f"{len(bad)} of {len(out)} samples (first: sample {int(bad[0])}); rows cannot be compared "
+                           "with them: check the test data against the model's inputs (ranges), or the model")
 
 
 @dataclass
@@ -168,6 +181,8 @@ class RunContext:
                                        "against the model's inputs (ranges, shapes), or the model") from None
                 self.failed_sources[framework] = e
                 raise
+            if self.user_artifact is not None:
+                _refuse_non_finite(self.req.model, framework, b)
             self.sources[framework] = Source(framework, art, b)
         return self.sources[framework]
 
@@ -177,9 +192,15 @@ class RunContext:
         row, no finding; one line with the runtime's words."""
         if self.user_artifact is None:
             raise e
-        raise BadModelFile(f"{self.req.model}: your model does not run in its own runtime on this machine "
-                           f"({e.reason}); fix the model (an op the runtime lacks, a tensor too large) "
-                           "and run again") from None
+        if e.status == "unsupported":  # outside what deploytool compares (a rank-0 output): the file's shape
+            raise BadModelFile(f"{self.req.model}: {first_line_of(e.reason)}") from None
+        if e.status == "load_failed":  # before any data: the file itself
+            raise BadModelFile(f"{self.req.model}: your model does not load in its own runtime on this machine "
+                               f"({first_line_of(e.reason)}); fix the model (an op the runtime lacks, a tensor too "
+                               "large) and run again") from None
+        raise BadModelFile(f"{self.req.model}: your model does not run on this test set in its own runtime "
+                           f"({first_line_of(e.reason)[:300]}); check the test data against the model's inputs (token "
+                           "ids below its vocabulary, lengths and value ranges it takes), or the model") from None
 
     def identity(self, target: str) -> dict[str, str]:
         pf = self.preflight.get(target)

@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
+from deploytool.errors import StageFailed
 from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Batch, Feed, OutputLayout, layout_of,
                                   restore_channels_first, split)
 from deploytool.runtimes.measure import (
@@ -30,6 +31,17 @@ from deploytool.runtimes.measure import (
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
 MIN_TIMED_SAMPLES = 10
+
+
+def per_sample(name: str, value: Any) -> np.ndarray:
+    """An output as an array of one entry per sample, or StageFailed naming it: a rank-0 output (one value for the
+    whole batch) cannot be compared sample by sample."""
+    a = np.asarray(value)
+    if a.ndim == 0:
+        raise StageFailed("unsupported", f"output {name!r} is one value for the whole batch (rank 0), not one per "
+                                         "sample; deploytool compares outputs sample by sample: export it with the "
+                                         "batch dimension first (keepdims, or shape [N, 1])")
+    return a
 
 
 @dataclass

@@ -18,7 +18,7 @@ from deploytool.modelfiles.signature import flatten_outputs, match_names, servin
 from deploytool.modelfiles.tf_graph import check_graph_def
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import not_pinned_note, pin_tensorflow
-from deploytool.runtimes.base import HostOptions, Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
 
 class KerasRuntime(Runtime):
@@ -95,7 +95,7 @@ class KerasRuntime(Runtime):
     def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
-            return Feed({n: v.numpy() for n, v in out.items()})
+            return Feed({n: per_sample(n, v.numpy()) for n, v in out.items()})
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: Batch) -> Outputs:

@@ -16,7 +16,7 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
 from deploytool.modelfiles.signature import match_names
-from deploytool.runtimes.base import HostOptions, Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
 _FLOAT_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 _TYPES: dict[str, type[np.generic]] = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
@@ -52,7 +52,7 @@ def as_array(name: str, value: Any) -> np.ndarray:
             return np.array([[v[k] for k in keys] for v in value], dtype=np.float32)
         raise StageFailed("unsupported", f"output {name!r} is a sequence, not a tensor; deploytool compares tensors "
                                          "(and ZipMap's per-class maps): export it as a tensor")
-    return np.asarray(value)
+    return per_sample(name, value)
 
 
 class OnnxRuntime(Runtime):
@@ -75,7 +75,9 @@ class OnnxRuntime(Runtime):
         so = ort.SessionOptions()
         so.intra_op_num_threads = self._threads
         so.inter_op_num_threads = 1
-        so.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
+        # fatal only: onnxruntime's own coloured error line would come before deploytool's, which carries its words
+        ort.set_default_logger_severity(4)
+        so.log_severity_level = 4
         self._so = so
         try:
             self._sess = ort.InferenceSession(str(artifact.path), so, providers=["CPUExecutionProvider"])

@@ -10,7 +10,7 @@ from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed, pad_batch
 from deploytool.modelfiles.pt2 import fixed_batch, import_reader, load_program
 from deploytool.modelfiles.signature import flatten_outputs
-from deploytool.runtimes.base import HostOptions, Outputs, Runtime
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
 
 def load_exported(path: str):
@@ -53,7 +53,7 @@ class TorchRuntime(Runtime):
             sig = self.artifact.signature
             out = self._module(*[self._torch.from_numpy(x[n]) for n in sig.input_names])
             outs = flatten_outputs(out, sig.output_names)  # a dict, a list or one tensor
-            return Feed({n: o.numpy() for n, o in zip(sig.output_names, outs)})
+            return Feed({n: per_sample(n, o.numpy()) for n, o in zip(sig.output_names, outs)})
 
     def _run(self, inputs: Batch) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}

@@ -406,7 +406,7 @@ def test_a_users_model_its_own_runtime_cannot_run_is_one_line_and_no_finding(san
         r = run_cli("migrate", "--model", str(model), "--data", str(data), "--scale", "0.00392156862745098",
                     "--format", "onnx", "--quantize", "none", "--workspace", str(ws), "--quiet", cwd=tmp_path,
                     timeout=300)
-        assert _one_line(r, needle) is None and "your model does not run in its own runtime" in r.stderr, r.stderr
+        assert _one_line(r, needle) is None and "your model does not load in its own runtime" in r.stderr, r.stderr
     with sqlite3.connect(ws / "results.db") as db:
         assert db.execute("select count(*) from findings").fetchone() == (0,)
     assert not (ws / "findings").exists() or not any((ws / "findings").iterdir())
@@ -504,3 +504,55 @@ def test_a_run_id_given_again_with_another_judgement_is_refused_and_nothing_is_w
     r = run_cli(*base, "--tolerance", "agreement=0.5,0.4", env=env, cwd=tmp_path, timeout=600)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "--run-id mine holds a run" in lines[0], r.stderr
+
+
+def _graph_onnx(path: Path, nodes, inputs, outputs, initializers=()) -> Path:
+    import onnx
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def _odd_models(root: Path) -> list[tuple[str, Path, Path, str, str]]:
+    """Models whose own outputs or declared inputs cannot be compared per sample, and token ids beyond a
+    vocabulary: (case, model, data, words of the one line)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    f = TensorProto.FLOAT
+    x = np.random.default_rng(0).random((16, 4)).astype(np.float32)
+    data = _npz(root / "x.npz", x=x)
+    nan = _graph_onnx(root / "nan.onnx", [helper.make_node("Log", ["m"], ["y"]), helper.make_node("Sub", ["x", "two"], ["m"])],
+                      [helper.make_tensor_value_info("x", f, [None, 4])], [helper.make_tensor_value_info("y", f, [None, 4])],
+                      [numpy_helper.from_array(np.float32(2.0), "two")])
+    scalar = _graph_onnx(root / "scalar.onnx", [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+                         [helper.make_tensor_value_info("x", f, [None, 4])], [helper.make_tensor_value_info("y", f, [])])
+    shapeless = _graph_onnx(root / "shapeless.onnx", [helper.make_node("Relu", ["x"], ["y"])],
+                            [helper.make_tensor_value_info("x", f, None)], [helper.make_tensor_value_info("y", f, None)])
+    emb = _graph_onnx(root / "emb.onnx", [helper.make_node("Gather", ["E", "ids"], ["y"])],
+                      [helper.make_tensor_value_info("ids", TensorProto.INT64, [None, 6])],
+                      [helper.make_tensor_value_info("y", f, [None, 6, 3])],
+                      [numpy_helper.from_array(np.ones((10, 3), np.float32), "E")])
+    ids = _npz(root / "ids.npz", x=np.full((8, 6), 50, np.int64))
+    return [("a baseline of NaN", nan, data, "hold NaN or infinity for 16 of 16 samples", "none"),
+            ("a rank-0 output", scalar, data, "output 'y' is one value for the whole batch", "none"),
+            ("a shapeless input", shapeless, data, "declares this input without dimensions", "none"),
+            ("token ids beyond the vocabulary", emb, ids, "check the test data against the model's inputs", "none"),
+            ("int8-io for token ids (every format)", emb, ids, "takes integers already", "int8-io")]
+
+
+def test_models_that_cannot_be_compared_per_sample_are_one_line_and_no_finding(tmp_path):
+    """A PC baseline of NaN, a rank-0 output, a shapeless input and token ids beyond the embedding: the user's
+    file or data, one line naming it, exit 2, and nothing filed upstream."""
+    ws = tmp_path / "ws"
+    failures = []
+    for name, model, data, needle, quantize in _odd_models(tmp_path):
+        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--format", "onnx,tflite", "--quantize",
+                    quantize, "--workspace", str(ws), "--quiet", cwd=tmp_path, timeout=300)
+        if (why := _one_line(r, needle)) is not None:
+            failures.append(f"{name}: {why}")
+    assert not failures, "\n".join(failures)
+    if (ws / "results.db").exists():
+        with sqlite3.connect(ws / "results.db") as db:
+            assert db.execute("select count(*) from findings").fetchone() == (0,)
