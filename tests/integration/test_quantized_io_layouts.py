@@ -1,12 +1,15 @@
 """Quantized I/O files and converter layouts through the real CLI on every runtime that runs them: LiteRT and
 TensorFlow's interpreter on the host, tfjs-tflite and TF.js in headless Chromium, and the simulated phone (the
 ADB simulator and benchmark_model double: TEST DOUBLES, no phone exists here; the double runs LiteRT's built-in
-kernels). Three migrate runs over tiny models from tests/shapes.py:
+kernels). Two migrate runs over tiny models from tests/shapes.py:
 
 - a fully int8 .tflite (int8 input and output, quantized elsewhere) fed float digits in 0..1;
 - a PyTorch 1-D conv exported at batch 1 (NCW input [1, 1, 800], per-step output [N, 4, 198]) through onnx2tf,
   float and int8-io;
-- a PyTorch NCHW per-pixel model as ONNX ([N, 3, 16, 16] -> [N, 2, 16, 16]) to TFLite and TF.js through onnx2tf.
+
+An NCHW per-pixel ONNX model made channels-last by onnx2tf is compared channels-first on the host and in the
+browser by tests/integration/test_findings_triage.py ("channels"); the per-step run here takes that rule to the
+phone.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ def models(tmp_path_factory) -> Path:
     np.savez(d / "digits.npz", x=x, y=y)
     shapes.torch_audio_frames_pt2(d / "frames1.pt2", dynamic_batch=False)
     np.savez(d / "audio.npz", audio=shapes.audio_data())
-    shapes.torch_segmenter_onnx(d / "seg.onnx")
-    np.savez(d / "seg.npz", image=shapes.image_data().transpose(0, 3, 1, 2).copy())
     return d
 
 
@@ -129,24 +130,3 @@ def test_the_quantized_per_step_rows_quantize_their_ncw_input_and_dequantize_the
     for row in (r for r in rows if r["quantize"] == "int8-io"):
         notes = " | ".join(row["notes"])
         assert "int8 model input audio: float data quantized" in notes and "before comparison" in notes, notes
-
-
-@pytest.fixture(scope="module")
-def seg_run(models, tmp_path_factory, phone):  # noqa: F811
-    ws = tmp_path_factory.mktemp("ws-seg")
-    return ws, *_migrate(ws, models / "seg.onnx", models / "seg.npz", "--format", "tflite,tfjs", "--quantize", "none",
-                         run_id="seg")
-
-
-def test_an_nchw_per_pixel_onnx_model_is_compared_channels_first_on_host_browser_and_phone(seg_run):
-    ws, _, rows = seg_run
-    assert sorted((r["format"], r["target"]) for r in rows) == \
-        [("tfjs", "web"), ("tflite", "android"), ("tflite", "host"), ("tflite", "web")]
-    for row in rows:
-        assert row["status"] == "measured" and row["verdict"] == "pass", (row["label"], row["reason"], row["checks"])
-        (out,) = row["outputs"]
-        assert out["name"] == "mask" and out["shape"] == [2, 16, 16]
-        assert out["max_abs_error"] < 1e-5 and any(RESTORED in n for n in row["notes"]), (row["label"], out)
-    lite = next(r for r in rows if r["format"] == "tflite")
-    ins, outs = _tflite_shapes(_file(ws, lite))
-    assert ins == [[-1, 3, 16, 16]] and outs == [[-1, 16, 16, 2]]  # input kept NCHW, output channels-last
