@@ -349,16 +349,3 @@ def torch_channels_first_pt2(path: Path) -> Path:
                                   dynamic_shapes={"image": {0: batch}, "audio": {0: batch}})
     torch.export.save(program, str(path))
     return path
-
-
-def torch_segmenter_onnx(path: Path) -> Path:
-    """The per-pixel model of `torch_segmenter_pt2` (same seed, same weights) exported to ONNX with a free batch:
-    `image` [N, 3, 16, 16] -> `mask` [N, 2, 16, 16], which onnx2tf makes channels-last in TFLite and TF.js."""
-    import torch
-
-    torch.manual_seed(0)
-    conv1, conv2 = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(4, 2, 1)
-    model = torch.nn.Sequential(conv1, torch.nn.ReLU(), conv2).eval()
-    torch.onnx.export(model, (torch.zeros(2, 3, SEG, SEG),), str(path), input_names=["image"], output_names=["mask"],
-                      dynamic_axes={"image": {0: "batch"}, "mask": {0: "batch"}}, opset_version=17, dynamo=False)
-    return path
