@@ -1,8 +1,8 @@
 """Models that are not single-input image classifiers, through the real CLI, on the host runtimes, in headless
 Chromium and on the simulated phone (the ADB simulator and benchmark_model double: TEST DOUBLES, no phone
 exists here): a sequence model (a Keras LSTM), a text classifier with token ids and a mask (an ONNX with two
-int64 inputs), a tabular regressor (float labels: MAE/RMSE), and a model with two outputs (one comparison
-each). Tiny models from tests/anymodels.py; each case is one migrate run."""
+int64 inputs), and a model with two outputs (one comparison each); the tabular regressor (float labels:
+MAE/RMSE) is in test_findings_triage.py's shared run. Tiny models from tests/anymodels.py; each case is one migrate run."""
 
 from __future__ import annotations
 
@@ -36,9 +36,6 @@ def models(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("any")
     anymodels.onnx_text_classifier(d / "text.onnx")
     anymodels.text_data(d / "text.npz")
-    anymodels.keras_regression_mlp(d / "price.keras", epochs=10)
-    x, y = anymodels.tabular_data(120, seed=9)
-    np.savez(d / "price.npz", features=x, y=y)
     anymodels.keras_lstm(d / "seq.keras")
     anymodels.sequence_data(d / "seq.npz")
     anymodels.keras_two_outputs(d / "two.keras")
@@ -59,22 +56,6 @@ def test_a_text_classifier_with_ids_and_a_mask_on_the_host_in_the_browser_and_on
     assert lite["status"] == "measured" and lite["metrics"]["agreement"] == 1.0, lite["reason"]
     (on_phone,) = _rows(rows, target="android", format="tflite")  # benchmark_model: one value file per input, comma lists
     assert on_phone["status"] == "measured" and on_phone["metrics"]["agreement"] == 1.0, on_phone["reason"]
-
-
-def test_a_regressor_with_float_labels_reports_mae_and_rmse_and_their_change(models, tmp_path):
-    rows = _migrate(tmp_path, models / "price.keras", models / "price.npz", "--target", "host,web", "--format",
-                    "tflite", "--quantize", "none,int8", run_id="price")
-    measured = [r for r in rows if r["status"] == "measured"]  # int8: calibrated on the float features
-    assert {r["target"] for r in measured} == {"host", "web"} and len(measured) >= 3, \
-        [(r["target"], r["format"], r["quantize"], r["status"], r["reason"][:80]) for r in rows]
-    for r in measured:
-        m = r["metrics"]
-        assert m["accuracy"] is None and m["rmse"] > 0 and m["mae"] > 0 and m["rmse_increase"] is not None
-        assert {c["metric"] for c in r["checks"]} >= {"rmse_increase"}
-    exact = _rows(rows, target="host", format="tflite", quantize="none")[0]["metrics"]
-    assert abs(exact["rmse_increase"]) < 1e-3 and exact["cosine_min"] > 0.9999
-    summary = (tmp_path / "ws" / "reports" / "price" / "summary.md").read_text()
-    assert "RMSE" in summary
 
 
 def test_a_sequence_model_on_the_host_and_the_simulated_phone(models, tmp_path, phone):  # noqa: F811

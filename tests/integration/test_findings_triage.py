@@ -1,6 +1,6 @@
-"""Findings a maintainer acts on, on ten models of the shapes people ship (tests/shapes.py: a transformer encoder
+"""Findings a maintainer acts on, on nine models of the shapes people ship (tests/shapes.py: a transformer encoder
 in ONNX, a scikit-learn forest with and without ZipMap, a two-input recurrent SavedModel, named dict outputs in
-Keras and PyTorch, a fully int8 .tflite, an image classifier with an unlabelled test set named after its input,
+Keras and PyTorch, an image classifier with an unlabelled test set named after its input,
 a model with a per-pixel NCHW output and a per-step NCW one through onnx2tf, a regressor), each migrated on the host and in Chromium: no row is deploytool's own crash, every failing row carries one triage
 class, every upstream finding is confirmed by its bare reproducer (run again here, in a process that cannot
 import deploytool), the rest are visibly classed (a coverage gap with its ops and remedy, a package outside its
@@ -27,11 +27,10 @@ CASES = {  # name -> (model file, test set, the matrix: small, but every class a
     "recurrent": ("recurrent", "recurrent.npz", ("--format", "tflite,tfjs", "--quantize", "none", "--runtime", "all")),
     "heads": ("heads.keras", "heads.npz", ("--format", "onnx", "--quantize", "none")),
     "theads": ("theads.pt2", "heads.npz", ("--format", "onnx", "--quantize", "none")),
-    "int8": ("int8.tflite", "digits.npz", ("--format", "tflite", "--quantize", "none")),
     "zipmap": ("forest_zipmap.onnx", "forest.npz", ("--format", "onnx", "--quantize", "none")),
     "unlabelled": ("digits.keras", "unlabelled.npz", ("--format", "tflite", "--quantize", "none")),
     "channels": ("channels.pt2", "channels.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
-    "regression": ("price.keras", "price.npz", ("--format", "tflite,onnx", "--quantize", "none", "--task",
+    "regression": ("price.keras", "price.npz", ("--format", "tflite,onnx", "--quantize", "none,int8", "--task",
                                                 "regression")),
 }
 SKLEARN_SCORE = "sklearn_score.txt"
@@ -52,7 +51,6 @@ def _build(d: Path) -> None:
     shapes.keras_dict_outputs(d / "heads.keras")
     shapes.torch_dict_outputs(d / "theads.pt2")
     np.savez(d / "heads.npz", features=shapes.feature_data())
-    shapes.int8_tflite(d / "int8.tflite")
     x, y = shapes.digits_images(64, seed=4)
     np.savez(d / "digits.npz", image=x, y=y)
     shapes.keras_digits_cnn(d / "digits.keras")
@@ -107,7 +105,7 @@ def test_no_row_is_deploytools_own_crash_and_every_failing_row_has_one_class(tri
     assert all(r["triage"] in ("unsupported", "environment", "upstream") for r in failing), \
         [(r["label"], r["triage"], r["reason"]) for r in failing if r["triage"] not in ("unsupported", "environment",
                                                                                        "upstream")]
-    for name in ("heads", "theads", "int8", "unlabelled", "channels", "regression"):
+    for name in ("heads", "theads", "unlabelled", "channels", "regression"):
         assert not [r for r in rows[name] if r["failing"]], [(r["label"], r["reason"]) for r in rows[name]]
     assert all(f["owner"] and f["owner"] != "unknown" for f in found), [(f["owner"], f["title"]) for f in found]
     counts = Counter(f"{f['class']} ({f['state']})" for f in found)
@@ -192,8 +190,8 @@ def test_a_conversion_bundle_pins_every_package_its_reproducer_imports(triaged):
 
 def test_shapes_people_ship_are_measured_and_scored_on_the_right_output(triaged):
     """Named dict outputs (Keras, PyTorch) keep their names on every route; scikit-learn's forest is scored on its
-    probabilities — its PC accuracy is scikit-learn's own score — with and without ZipMap; an int8-I/O file takes
-    float images; an unlabelled image set named after the input is compared with the baseline alone; outputs onnx2tf
+    probabilities — its PC accuracy is scikit-learn's own score — with and without ZipMap (an int8-I/O file on
+    every runtime: test_quantized_io_layouts.py); an unlabelled image set named after the input is compared with the baseline alone; outputs onnx2tf
     made channels-last (per-pixel NCHW, per-step NCW) agree with the source on host and in the browser."""
     ws, rows, _, score = triaged
     for name in ("heads", "theads"):
@@ -204,14 +202,26 @@ def test_shapes_people_ship_are_measured_and_scored_on_the_right_output(triaged)
         assert host["metrics"]["baseline_accuracy"] == pytest.approx(score, abs=1e-9), (name, host["metrics"])
     zipped = _row(rows["zipmap"], "onnx->onnx/none on web:wasm")
     assert zipped["triage"] == "unsupported"  # onnxruntime-web returns no sequence of maps: a coverage gap
-    int8 = _row(rows["int8"], "tflite->tflite/none on web:wasm")
-    assert int8["metrics"]["accuracy"] > 0.9 and any("quantized" in n for n in int8["notes"] + _row(
-        rows["int8"], "tflite->tflite/none on host")["notes"])
     assert all(r["metrics"]["agreement"] == 1.0 and r["metrics"]["accuracy"] is None for r in rows["unlabelled"])
     for r in rows["channels"]:  # a per-pixel NCHW output and a per-step NCW one, each restored
         assert r["verdict"] == "pass" and r["metrics"]["cosine_min"] > 0.9999, (r["label"], r["reason"])
         assert any("output(s) mask, frames come channels-last" in n or "output(s) frames, mask come channels-last"
                    in n for n in r["notes"]), r["notes"]
+
+
+def test_a_regressor_with_float_labels_reports_mae_and_rmse_and_their_change(triaged):
+    """Float labels: MAE and RMSE against them and their change against the PC, on host and web, float and int8
+    (calibrated on the float features); summary.md speaks RMSE."""
+    ws, rows, _, _ = triaged
+    measured = [r for r in rows["regression"] if r["status"] == "measured"]
+    assert {r["target"] for r in measured} == {"host", "web"} and {r["quantize"] for r in measured} == {"none", "int8"}
+    for r in measured:
+        m = r["metrics"]
+        assert m["accuracy"] is None and m["rmse"] > 0 and m["mae"] > 0 and m["rmse_increase"] is not None
+        assert {c["metric"] for c in r["checks"]} >= {"rmse_increase"}
+    exact = _row(rows["regression"], "keras->tflite/none on host")["metrics"]
+    assert abs(exact["rmse_increase"]) < 1e-3 and exact["cosine_min"] > 0.9999
+    assert "RMSE" in (ws / "reports" / "regression" / "summary.md").read_text()
 
 
 def _page_facts(path: Path) -> dict:
