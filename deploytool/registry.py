@@ -19,7 +19,7 @@ import importlib
 import os
 from typing import Callable, Generic, Iterator, Mapping, TypeVar, cast
 
-from deploytool.errors import DeploytoolError, UnknownOption
+from deploytool.errors import DeploytoolError, UnknownOption, first_line_of
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -46,7 +46,7 @@ def load_plugins() -> None:
         except DeploytoolError:
             raise  # what it registered was refused (a name taken, a function for a runtime): its own words
         except Exception as e:  # its own bug, at import: the user's to fix, said in one line
-            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            first = first_line_of(str(e), 200)
             raise UnknownOption(f"${PLUGINS_ENV} module {module!r} failed while loading ({type(e).__name__}"
                                 f"{': ' + first if first else ''}); fix or unset it") from None
 

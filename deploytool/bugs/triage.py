@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from deploytool.errors import Frame, Raised
+from deploytool.errors import Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
@@ -150,7 +150,7 @@ def _unsupported(result: Result) -> Triage | None:
     if r is not None and r.name == "NoConversion":
         return Triage(UNSUPPORTED, r.first_line, raising_frame(r), r.ops, r.remedy)
     if result.status is Status.UNSUPPORTED:
-        return Triage(UNSUPPORTED, result.reason.splitlines()[0] if result.reason else "not supported")
+        return Triage(UNSUPPORTED, first_line_of(result.reason) or "not supported")
     art = result.artifact
     if art is not None and art.options.get("needs_flex") and result.status is Status.LOAD_FAILED:
         return Triage(UNSUPPORTED, f"the file needs the Flex delegate (TensorFlow ops, SELECT_TF_OPS), which this "
@@ -178,7 +178,7 @@ def tool_words(result: Result) -> str:
             words = r.first_line if r.name in TOOL_WORDS else f"{r.name}: {r.first_line}"
             return words[:160]
         return r.name + (f" raised at {at.short} in {at.function}" if at is not None else " (no message)")
-    reason = (result.reason or "").splitlines()[0] if result.reason else ""
+    reason = first_line_of(result.reason, 10**6)
     reason = re.sub(r"^(?:browser|device): ", "", reason)  # where deploytool heard it: the title says where
     return re.sub(r"^[\w. +-]+ v?\d[\w.+-]*: ", "", reason)[:160]  # without "<tool> <version>: "
 

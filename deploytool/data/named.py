@@ -16,7 +16,7 @@ import numpy as np
 
 from deploytool.data.feed import Feed
 from deploytool.data.npz import declared_members, memory_limit_bytes
-from deploytool.errors import DataError, ShapeError
+from deploytool.errors import DataError, ShapeError, first_line_of
 from deploytool.modelfiles.signature import Signature, TensorSpec
 from deploytool.spec import Preprocess
 
@@ -52,10 +52,10 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
             raise DataError(f"{path}: an array holds Python objects (ragged rows of different lengths?); store "
                             "each input as one rectangular array: pad sequences to one length and pass a mask"
                             ) from None
-        raise DataError(f"{path}: not a readable .npz ({str(e).splitlines()[0] if str(e) else 'ValueError'})"
+        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or 'ValueError'})"
                         ) from None
     except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        text = first_line_of(str(e)) or type(e).__name__
         raise DataError(f"{path}: not a readable .npz ({text})") from None
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.data.raw import RawData
-from deploytool.errors import DataError
+from deploytool.errors import DataError, first_line_of
 
 MEMBERS = ("x", "y", "x_train", "y_train")
 _HOW = "save with np.savez(path, x=images, y=labels)"
@@ -92,7 +92,7 @@ def load(path: Path, input_name: str = "") -> RawData:
     except MemoryError:
         raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        text = first_line_of(str(e)) or type(e).__name__
         raise DataError(f"{path}: not a readable .npz ({text}); {_HOW}") from None
     for name, a in (("x", x), ("x_train", x_train)):
         if np.iscomplexobj(a):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.errors import first_line_of
 from deploytool.report.numbers import num
 from deploytool.result import Result
 from deploytool.run import stored
@@ -117,7 +118,7 @@ def _point(r: Result, row: dict[str, Any], night: Night, night_dir: Path, here: 
     words += [f"accuracy {100 * acc:.2f}%"] if acc is not None else []
     words += [f"p50 {p50:.4g} ms" + (f" (IQR {p25:.4g}..{p75:.4g})" if p25 is not None else "")] if p50 else []
     words += [f"{c['metric']} {c['outcome']}: {c['detail']}" for c in row.get("changes") or []]
-    words += [r.reason.splitlines()[0][:200]] if r.failing and r.reason else []
+    words += [first_line_of(r.reason, 200)] if r.failing and r.reason else []
     return NightPoint(outcome, "; ".join(words), acc, p25, p50, p75, num(m.get("memory_bytes")),
                       _link(night_dir, row.get("report"), here), _link(night_dir, row.get("bundle_link"), here))
 

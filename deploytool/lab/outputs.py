@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from deploytool.errors import DeploytoolError, StageFailed
+from deploytool.errors import DeploytoolError, StageFailed, first_line_of
 from deploytool.lab.history import lab_history
 from deploytool.lab.labfile import Lab
 from deploytool.report.html import _environment
@@ -43,7 +43,7 @@ def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any
         bundle = Path(r.bundle) / "README.md" if r.bundle else None
         rows.append({"cell": env.get("lab_cell", ""), "label": env.get("lab_label", r.combo.label),
                      "host": env.get("lab_host", ""), "worker": env.get("lab_worker", ""), "outcome": r.outcome,
-                     "failing": r.failing, "alert": j.alert, "reason": r.reason.splitlines()[0][:300] if r.reason else "",
+                     "failing": r.failing, "alert": j.alert, "reason": first_line_of(r.reason),
                      "accuracy": r.metrics.get("accuracy"), "p50_ms": r.metrics.get("p50_ms"),
                      "previous_night": j.previous_night, "measured_again": j.measured_again, "bundle": r.bundle,
                      "bundle_link": bundle.relative_to(folder).as_posix() if bundle and bundle.is_relative_to(folder)
@@ -119,7 +119,7 @@ def write_run_reports(ws: Workspace, store: ResultStore, out: Any, cells: list[A
             ctx = RunContext.build(req, ws, targets=sorted({c.combo.target for c, _ in members}), run=False)
             stored.write_report(ctx, store, out.run_id, [r for _, r in members], sub, measure_baselines=False)
         except (DeploytoolError, StageFailed, OSError) as e:
-            log(f"night {out.night}: no run report for {cell.model} ({str(e).splitlines()[0][:200]})")
+            log(f"night {out.night}: no run report for {cell.model} ({first_line_of(str(e), 200)})")
             continue
         bugs = sub / "bugs"  # the report links its bundles as bugs/<name>/: they are the night's
         if (folder / "bugs").is_dir() and not bugs.exists():

@@ -13,7 +13,7 @@ import hashlib
 import shutil
 from pathlib import Path, PurePosixPath
 
-from deploytool.errors import BadModelFile
+from deploytool.errors import BadModelFile, first_line_of
 from deploytool.modelfiles import onnx_proto
 
 
@@ -22,7 +22,7 @@ def _read_proto(path: Path):
     try:
         return onnx_proto.read(path)
     except (onnx_proto.ProtoError, OSError) as e:
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = first_line_of(str(e), 200) or type(e).__name__
         raise BadModelFile(f"{path}: cannot be read as an ONNX model ({first}); check the file") from None
 
 

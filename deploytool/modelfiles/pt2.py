@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from deploytool.errors import BadModelFile
+from deploytool.errors import BadModelFile, first_line_of
 
 MODEL = "model"  # the program torch.export.save writes; a .pt2 package may hold others, which are ignored
 RESAVE = "save it with torch.export.save(torch.export.export(model, (x,)), 'model.pt2')"
@@ -52,7 +52,7 @@ def _quiet_torch() -> Iterator[None]:
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0][:200]}" if text else type(e).__name__
+    return f"{type(e).__name__}: {first_line_of(text, 200)}" if first_line_of(text) else type(e).__name__
 
 
 def _tensor_pickle(reader: Any, member: str, path: Path):

@@ -182,7 +182,7 @@ def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,
                               ctx.dataset.in_layout(ctx.dataset.x_test, src.artifact.layout),
                               f"the PC baseline ({src.framework})"), ""
     except Exception as e:  # the row was measured; only its pairing failed
-        first = str(e).splitlines()[0][:200] if str(e) else ""
+        first = first_line_of(str(e), 200)
         return None, f"timing it beside the PC baseline failed ({type(e).__name__}: {first})"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
-from deploytool.errors import BadModelFile, DataError, ShapeError
+from deploytool.errors import BadModelFile, DataError, ShapeError, first_line_of
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
@@ -121,7 +121,7 @@ def _signature(path: Path, fmt: str) -> Signature:
         raise
     except Exception as e:
         raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
-                           f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); check the file") from None
+                           f"{first_line_of(str(e), 200)}); check the file") from None
     if not sig.inputs or not sig.outputs:
         raise BadModelFile(f"{path}: the model has {len(sig.inputs)} inputs and {len(sig.outputs)} outputs; "
                            "it needs at least one of each")

@@ -13,7 +13,7 @@ from typing import Any
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
-from deploytool.errors import BadModelFile
+from deploytool.errors import BadModelFile, first_line_of
 from deploytool.modelfiles.signature import flatten_outputs, match_names, serving_signature
 from deploytool.modelfiles.tf_graph import check_graph_def
 from deploytool.proc.quiet import import_tensorflow
@@ -56,7 +56,7 @@ class KerasRuntime(Runtime):
                 call = lambda x: sig(x)[key]
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
             raise BadModelFile(f"{artifact.path}: cannot be loaded as a {artifact.format} model "
-                               f"({str(e).splitlines()[0][:200]}); check the file or re-export it") from None
+                               f"({first_line_of(str(e), 200)}); check the file or re-export it") from None
         self._tf = tf
         if artifact.signature is not None:
             self._bind(artifact, model if artifact.format == "keras" else None)

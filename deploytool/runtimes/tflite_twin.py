@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deploytool.errors import first_line_of
+
 # Samples of one twin batch checked on the host against the batch-1 file.
 CHECKED_SAMPLES = 8
 
@@ -96,7 +98,7 @@ def check_twin(original: Path, twin: Twin, batch_inputs: np.ndarray) -> str | No
                 if g.shape[1:] != want.shape[1:] or not _close(g[r : r + 1], want):
                     return f"its outputs differ from the batch-1 file's at sample {r} of the batch"
     except (ValueError, RuntimeError) as e:
-        return f"LiteRT cannot run it at batch {twin.batch}: {str(e).strip().splitlines()[0] if str(e) else e}"
+        return f"LiteRT cannot run it at batch {twin.batch}: {first_line_of(str(e)) or type(e).__name__}"
     return None
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from deploytool.artifact import Artifact
 from deploytool.data import load_dataset
-from deploytool.errors import StageFailed
+from deploytool.errors import StageFailed, first_line_of
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.runtimes import make_runtime
 from deploytool.runtimes.measure import PeakRss
@@ -71,7 +71,7 @@ def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
                     times, cpu_s, wall_s = time_point(rt.predict, inputs, batch, budget)
                 except Exception as e:  # a runtime that fails at one batch: that point's result
                     points.append({**base, "batch": batch, "status": "runtime_failed",
-                                   "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"})
+                                   "reason": f"{type(e).__name__}: {first_line_of(str(e))}"})
                     continue
                 memory = peak.stop()
                 points.append({**base, "batch": batch, "status": "measured",

@@ -535,16 +535,23 @@ def _odd_models(root: Path) -> list[tuple[str, Path, Path, str, str]]:
                       [helper.make_tensor_value_info("y", f, [None, 6, 3])],
                       [numpy_helper.from_array(np.ones((10, 3), np.float32), "E")])
     ids = _npz(root / "ids.npz", x=np.full((8, 6), 50, np.int64))
+    import keras
+
+    inp = keras.Input((6,), dtype="int32", name="ids")
+    out = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(10, 3)(inp)))
+    keras.Model(inp, out).save(root / "emb.keras")
     return [("a baseline of NaN", nan, data, "hold NaN or infinity for 16 of 16 samples", "none"),
             ("a rank-0 output", scalar, data, "output 'y' is one value for the whole batch", "none"),
             ("a shapeless input", shapeless, data, "declares this input without dimensions", "none"),
             ("token ids beyond the vocabulary", emb, ids, "check the test data against the model's inputs", "none"),
+            ("token ids beyond a Keras embedding", root / "emb.keras", ids, "check the test data against the model's "
+             "inputs", "none"),
             ("int8-io for token ids (every format)", emb, ids, "takes integers already", "int8-io")]
 
 
 def test_models_that_cannot_be_compared_per_sample_are_one_line_and_no_finding(tmp_path):
-    """A PC baseline of NaN, a rank-0 output, a shapeless input and token ids beyond the embedding: the user's
-    file or data, one line naming it, exit 2, and nothing filed upstream."""
+    """A PC baseline of NaN, a rank-0 output, a shapeless input and token ids beyond the embedding (ONNX, Keras): the
+    user's file or data, one line naming it, exit 2, nothing filed upstream, and the workspace's runs still report."""
     ws = tmp_path / "ws"
     failures = []
     for name, model, data, needle, quantize in _odd_models(tmp_path):
@@ -556,3 +563,7 @@ def test_models_that_cannot_be_compared_per_sample_are_one_line_and_no_finding(t
     if (ws / "results.db").exists():
         with sqlite3.connect(ws / "results.db") as db:
             assert db.execute("select count(*) from findings").fetchone() == (0,)
+            runs = [r for (r,) in db.execute("select run_id from runs")]
+        for run in runs:  # a run refused mid-way still reports
+            r = run_cli("report", run, "--workspace", str(ws), cwd=tmp_path, timeout=120)
+            assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

@@ -62,6 +62,8 @@ def test_one_input_may_be_called_x_and_float_labels_mean_regression(tmp_path):
     ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
       "y": np.array([0.5, 1e300])}, DataError, "values beyond float32"),
     ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
+      "y": np.array([1, 2**64 - 1], np.uint64)}, DataError, "class indices 1..18446744073709551615"),
+    ({"input_ids": np.zeros((2, 6), np.int64), "attention_mask": np.zeros((2, 6), np.int64),
       "input_ids_train": np.zeros((4, 6), np.int64), "attention_mask_train": np.zeros((3, 6), np.int64)},
      ShapeError, "calibration arrays hold different numbers of samples"),
 ])
