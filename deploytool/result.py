@@ -19,7 +19,7 @@ from typing import Any
 from deploytool.artifact import Artifact, Plan
 from deploytool.errors import Frame, Raised
 from deploytool.latency import PairedLatency, unpaired_sentence
-from deploytool.spec import TOLERANCE_METRICS
+from deploytool.tolerances import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
 

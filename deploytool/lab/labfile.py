@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.errors import DeploytoolError, SpecError
-from deploytool.spec import TOLERANCE_METRICS, _Reader
+from deploytool.spec import _Reader
+from deploytool.tolerances import TOLERANCE_METRICS
 from deploytool.targets import get_target
 
 

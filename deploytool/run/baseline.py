@@ -17,8 +17,10 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data import Dataset
-from deploytool.data.feed import Feed, OutputLayout, split
+from deploytool.data.feed import OutputLayout, split
 from deploytool.provenance import host_facts
+from deploytool.run.compare import Costs
+from deploytool.run.judge import Reference
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.isolated import load_and_run
 from deploytool.workspace import stable_hash
@@ -59,10 +61,10 @@ class Baseline:
             return None
         return tuple((str(name), tuple(int(d) for d in shape)) for name, shape in self.output_layout)
 
-    def named_outputs(self) -> Feed | None:
-        """The baseline's outputs by name (None for a model of one class-score output)."""
-        layout = self.layout
-        return split(self.outputs(), layout) if layout is not None else None
+    def reference(self) -> Reference:
+        """What the judge compares a row with, read here (the judge reads nothing): the outputs and the costs."""
+        return Reference(self.outputs(), self.layout, Costs(self.latency["p50_ms"], self.latency["p90_ms"],
+                                                           dict(self.memory_bytes), self.size_bytes))
 
     @property
     def predictions(self) -> np.ndarray:

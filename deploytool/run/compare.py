@@ -7,13 +7,28 @@ value objects; it never runs a model.
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Protocol
 
 import numpy as np
 
 from deploytool.errors import OutputMismatch, UnknownOption
 from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip, OutputComparison
-from deploytool.spec import TOLERANCE_METRICS, tolerance_problem
+from deploytool.tolerances import TOLERANCE_METRICS, tolerance_problem
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one side of a comparison cost, as one value: its latency (p50, p90), its memory figures and its size.
+    None where it was not measured (the ratio is then None)."""
+
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    memory_bytes: Mapping[str, float] = field(default_factory=dict)
+    size_bytes: int | None = None
+
+
+NOT_MEASURED = Costs()
 
 
 def judge(metric: str, value: float, limits: tuple[float, float]) -> Check:
@@ -110,20 +125,13 @@ def infer_task(y: np.ndarray | None, first_output_shape: tuple[int, ...]) -> str
 
 
 def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray,
-            tolerances: dict[str, tuple[float, float]], *,
-            latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
-            baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,
-            memory_bytes: dict[str, float] | None = None, baseline_memory_bytes: dict[str, float] | None = None,
-            size_bytes: int | None = None, baseline_size_bytes: int | None = None,
-            task: str = "classification") -> Comparison:
+            tolerances: dict[str, tuple[float, float]], *, costs: Costs = NOT_MEASURED,
+            baseline_costs: Costs = NOT_MEASURED, task: str = "classification") -> Comparison:
     """One output (a classifier's scores, as every image model here has): `compare_outputs` of that output."""
     n = len(y_true) if y_true is not None and len(y_true) else len(baseline_outputs)
     return compare_outputs({"output": np.asarray(outputs).reshape(n, -1)},
                            {"output": np.asarray(baseline_outputs).reshape(n, -1)}, y_true, tolerances,
-                           task=task, latency_p50_ms=latency_p50_ms, latency_p90_ms=latency_p90_ms,
-                           baseline_p50_ms=baseline_p50_ms, baseline_p90_ms=baseline_p90_ms,
-                           memory_bytes=memory_bytes, baseline_memory_bytes=baseline_memory_bytes,
-                           size_bytes=size_bytes, baseline_size_bytes=baseline_size_bytes)
+                           task=task, costs=costs, baseline_costs=baseline_costs)
 
 
 class NamedArrays(Protocol):
@@ -138,12 +146,8 @@ class NamedArrays(Protocol):
 
 def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndarray | None,
                     tolerances: dict[str, tuple[float, float]], *, task: str, scored: str = "",
-                    integer_outputs: tuple[str, ...] = (),
-                    latency_p50_ms: float | None = None, latency_p90_ms: float | None = None,
-                    baseline_p50_ms: float | None = None, baseline_p90_ms: float | None = None,
-                    memory_bytes: dict[str, float] | None = None,
-                    baseline_memory_bytes: dict[str, float] | None = None,
-                    size_bytes: int | None = None, baseline_size_bytes: int | None = None) -> Comparison:
+                    integer_outputs: tuple[str, ...] = (), costs: Costs = NOT_MEASURED,
+                    baseline_costs: Costs = NOT_MEASURED) -> Comparison:
     """Every output against the baseline's (in the baseline's order; an integer output also for equality: the
     smallest share is `label_agreement`); the task's metrics on the scored output (`scored`, else the first):
     accuracy, agreement and flips for a classifier (accuracy only with labels), MAE/RMSE and their increase
@@ -176,19 +180,19 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
     elif task == "regression" and labelled:
         mae, rmse = regression_errors(t2, np.asarray(y_true))
         base_mae, base_rmse = regression_errors(b2, np.asarray(y_true))
-    mem_key = memory_pair(memory_bytes or {}, baseline_memory_bytes or {})
+    memory_bytes, baseline_memory_bytes = dict(costs.memory_bytes), dict(baseline_costs.memory_bytes)
+    mem_key = memory_pair(memory_bytes, baseline_memory_bytes)
     cosines = [o.cosine_min for o in per_output]
     c = Comparison(
         accuracy=acc, baseline_accuracy=base_acc, accuracy_delta_points=100.0 * (acc - base_acc),
         agreement=agreement, flipped=flips,
         max_abs_error=max(o.max_abs_error for o in per_output),
         mean_abs_error=float(np.mean([o.mean_abs_error for o in per_output])),
-        latency_ratio_p50=_ratio(latency_p50_ms, baseline_p50_ms),
-        latency_ratio_p90=_ratio(latency_p90_ms, baseline_p90_ms),
-        memory_ratio=_ratio(memory_bytes[mem_key], baseline_memory_bytes[mem_key])
-        if mem_key and memory_bytes and baseline_memory_bytes else None,
+        latency_ratio_p50=_ratio(costs.p50_ms, baseline_costs.p50_ms),
+        latency_ratio_p90=_ratio(costs.p90_ms, baseline_costs.p90_ms),
+        memory_ratio=_ratio(memory_bytes[mem_key], baseline_memory_bytes[mem_key]) if mem_key else None,
         memory_figures=(mem_key, mem_key) if mem_key else None,
-        size_ratio=_ratio(size_bytes, baseline_size_bytes),
+        size_ratio=_ratio(costs.size_bytes, baseline_costs.size_bytes),
         task=task, outputs=per_output,
         cosine_min=float("nan") if any(np.isnan(cosines)) else min(cosines),
         rel_error=max(o.rel_error for o in per_output), top5_agreement=top5,

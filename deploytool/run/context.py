@@ -26,7 +26,8 @@ from deploytool.run.compare import infer_task
 from deploytool.run.request import MigrateRequest
 from deploytool.runtimes import runtime_implementation
 from deploytool.runtimes.isolated import runtime_workers
-from deploytool.spec import TASK_TOLERANCES, ModelSpec, load_spec, source_tolerances
+from deploytool.spec import ModelSpec, load_spec
+from deploytool.tolerances import TASK_TOLERANCES, source_tolerances
 from deploytool.targets import Position, Preflight, RunSettings, get_target
 from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash

@@ -1,17 +1,29 @@
-"""The pure judge: a runtime's `Outputs` and the PC baseline -> `Comparison`
-(accuracy, agreement, flips, errors, ratios, verdict) and `Measurement`. No
-files, no store, no clock: the same inputs always give the same judgement."""
+"""The pure judge: a runtime's `Outputs` and the PC baseline's `Reference` -> `Comparison` (accuracy, agreement,
+flips, errors, ratios, verdict) and `Measurement`. It takes values and reads nothing — no files, no store, no
+clock (the import contract forbids them, directly or not): the same inputs always give the same judgement. The
+caller reads the baseline (`Baseline.reference()`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from deploytool.data.feed import OutputLayout, split
 from deploytool.latency import PairedLatency
 from deploytool.result import Comparison, Measurement
-from deploytool.run.baseline import Baseline
-from deploytool.data.feed import split
-from deploytool.run.compare import compare, compare_outputs
+from deploytool.run.compare import Costs, compare, compare_outputs
 from deploytool.runtimes.base import Outputs
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a row is judged against, as values: the PC baseline's outputs (side by side, split by `layout` for a
+    model with a signature; one class-score array otherwise) and what the baseline cost."""
+
+    outputs: np.ndarray
+    layout: OutputLayout | None
+    costs: Costs
 
 
 def measurement_of(outputs: Outputs, paired: PairedLatency | None = None) -> Measurement:
@@ -33,28 +45,21 @@ def paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
     return c
 
 
-def judge(outputs: Outputs, baseline: Baseline, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],
+def judge(outputs: Outputs, reference: Reference, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],
           size_bytes: int, task: str = "classification", paired: PairedLatency | None = None,
           scored: str = "", integer_outputs: tuple[str, ...] = ()) -> tuple[Comparison, Measurement]:
-    """Compare one combination's outputs with its baseline under `tolerances`, as `task` asks: every output of
+    """Compare one combination's outputs with its baseline's under `tolerances`, as `task` asks: every output of
     a model with a signature, the class scores of an image classifier. `paired`: the row's latency timed against
     the baseline's model in alternating blocks, which then gives the latency ratios."""
     m = measurement_of(outputs, paired)
-    named = baseline.named_outputs()
-    if named is not None:
+    costs = Costs(m.p50_ms, m.p90_ms, m.memory_bytes, size_bytes)
+    if reference.layout is not None:
         if outputs.output_layout is None:
             raise ValueError("the row's outputs carry no layout, the baseline's do")
-        c = compare_outputs(split(outputs.outputs, outputs.output_layout), named,
+        c = compare_outputs(split(outputs.outputs, outputs.output_layout), split(reference.outputs, reference.layout),
                             y_true if len(y_true) else None, tolerances, task=task, scored=scored,
-                            integer_outputs=integer_outputs,
-                            latency_p50_ms=m.p50_ms, latency_p90_ms=m.p90_ms,
-                            baseline_p50_ms=baseline.latency["p50_ms"], baseline_p90_ms=baseline.latency["p90_ms"],
-                            memory_bytes=m.memory_bytes, baseline_memory_bytes=baseline.memory_bytes,
-                            size_bytes=size_bytes, baseline_size_bytes=baseline.size_bytes)
-        return paired_ratios(c, paired), m
-    c = compare(outputs.outputs, baseline.outputs(), y_true, tolerances,
-                latency_p50_ms=m.p50_ms, latency_p90_ms=m.p90_ms,
-                baseline_p50_ms=baseline.latency["p50_ms"], baseline_p90_ms=baseline.latency["p90_ms"],
-                memory_bytes=m.memory_bytes, baseline_memory_bytes=baseline.memory_bytes,
-                size_bytes=size_bytes, baseline_size_bytes=baseline.size_bytes)
+                            integer_outputs=integer_outputs, costs=costs, baseline_costs=reference.costs)
+    else:
+        c = compare(outputs.outputs, reference.outputs, y_true, tolerances, costs=costs,
+                    baseline_costs=reference.costs)
     return paired_ratios(c, paired), m

@@ -239,7 +239,7 @@ def pair_again(ctx: RunContext, results: list[Result]) -> list[Result]:
 
 def row_notes(ctx: RunContext, combo: Combo, artifact: Artifact, outputs: Outputs, src: Source) -> list[str]:
     """The artifact's and the runtime's notes, then what the run adds: the calibration set of an int8 row, the
-    tolerances a source that is itself quantized is judged by (deploytool.spec.source_tolerances)."""
+    tolerances a source that is itself quantized is judged by (deploytool.tolerances.source_tolerances)."""
     notes = list(artifact.notes) + list(outputs.notes)
     if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
         notes.append(ctx.calibration_note)
@@ -296,7 +296,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     t = time.perf_counter()
     try:
         sig = ctx.spec.signature
-        r.comparison, r.measurement = judge(outputs, src.baseline, ctx.dataset.y_test, r.tolerances,
+        r.comparison, r.measurement = judge(outputs, src.baseline.reference(), ctx.dataset.y_test, r.tolerances,
                                             r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
                                             sig.integer_outputs if sig is not None else ())
     except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)

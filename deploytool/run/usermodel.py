@@ -18,7 +18,8 @@ from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
-from deploytool.spec import DEFAULT_TOLERANCES, ModelSpec, Preprocess, TrainSpec, source_tolerances
+from deploytool.spec import ModelSpec, Preprocess, TrainSpec
+from deploytool.tolerances import DEFAULT_TOLERANCES, source_tolerances
 from deploytool.workspace import Workspace, safe_segment
 
 SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from deploytool.result import primary_memory
-from deploytool.run.compare import compare, judge, parse_tolerance_overrides
+from deploytool.run.compare import Costs, compare, judge, parse_tolerance_overrides
 from deploytool.errors import UnknownOption
 
 TOL = {"accuracy_drop_points": (1.0, 3.0), "agreement": (0.98, 0.95), "max_abs_error": (1e-4, 1e-2)}
@@ -16,7 +16,7 @@ def logits(pred, n_classes=3):
 
 def test_identical_outputs_pass():
     y = np.array([0, 1, 2, 1])
-    c = compare(logits(y), logits(y), y, TOL, size_bytes=50, baseline_size_bytes=100)
+    c = compare(logits(y), logits(y), y, TOL, costs=Costs(size_bytes=50), baseline_costs=Costs(size_bytes=100))
     assert c and c.verdict == "pass" and c.agreement == 1.0 and c.flipped == []
     assert c.size_ratio == 0.5 and c.accuracy_delta_points == 0.0
 
@@ -44,14 +44,16 @@ def test_judge_directions():
 
 def test_ratios_and_memory_figures():
     y = np.array([0, 1])
-    c = compare(logits(y), logits(y), y, {}, latency_p50_ms=2.0, baseline_p50_ms=1.0,
-                memory_bytes={"process_peak_rss_delta_bytes": 0.0, "process_peak_rss_bytes": 300.0},
-                baseline_memory_bytes={"process_peak_rss_delta_bytes": 100.0, "process_peak_rss_bytes": 150.0})
+    c = compare(logits(y), logits(y), y, {},
+                costs=Costs(p50_ms=2.0, memory_bytes={"process_peak_rss_delta_bytes": 0.0,
+                                                      "process_peak_rss_bytes": 300.0}),
+                baseline_costs=Costs(p50_ms=1.0, memory_bytes={"process_peak_rss_delta_bytes": 100.0,
+                                                               "process_peak_rss_bytes": 150.0}))
     assert c.latency_ratio_p50 == 2.0 and c.latency_ratio_p90 is None
     # like is divided by like, even when the preferred figure is zero on one side
     assert c.memory_ratio == 0.0 and c.memory_figures == ("process_peak_rss_delta_bytes",) * 2
-    unlike = compare(logits(y), logits(y), y, {}, memory_bytes={"renderer_peak_rss_bytes": 300.0},
-                     baseline_memory_bytes={"process_peak_rss_delta_bytes": 100.0})
+    unlike = compare(logits(y), logits(y), y, {}, costs=Costs(memory_bytes={"renderer_peak_rss_bytes": 300.0}),
+                     baseline_costs=Costs(memory_bytes={"process_peak_rss_delta_bytes": 100.0}))
     assert unlike.memory_ratio is None and unlike.memory_figures is None
     assert primary_memory({}) is None and primary_memory({"renderer_peak_rss_bytes": 5.0})[1] == 5.0
 

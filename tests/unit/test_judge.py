@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from deploytool.run.baseline import Baseline
-from deploytool.run.judge import judge, measurement_of
+from deploytool.run.compare import Costs
+from deploytool.run.judge import Reference, judge, measurement_of
 from deploytool.result import Combo, Result, Status, Verdict
 from deploytool.runtimes.base import Outputs
 
@@ -30,7 +31,7 @@ def _outputs(out, latency=(2.0, 2.0, 2.0, 4.0), memory=None) -> Outputs:
 
 
 def test_identical_outputs_pass_with_exact_numbers(tmp_path):
-    c, m = judge(_outputs(BASE), _baseline(tmp_path), Y, {"agreement": (0.99, 0.9)}, size_bytes=250)
+    c, m = judge(_outputs(BASE), _baseline(tmp_path).reference(), Y, {"agreement": (0.99, 0.9)}, size_bytes=250)
     assert (c.accuracy, c.baseline_accuracy, c.agreement, c.max_abs_error, c.flipped) == (0.75, 0.75, 1.0, 0.0, [])
     assert c.verdict == "pass" and c.size_ratio == 0.25 and c.memory_ratio == 0.5
     assert m.p50_ms == 2.0 and m.latency_samples == 4 and c.latency_ratio_p50 == 2.0 and m.load_ms == 3.0
@@ -39,7 +40,7 @@ def test_identical_outputs_pass_with_exact_numbers(tmp_path):
 def test_one_flip_is_counted_named_and_judged(tmp_path):
     out = BASE.copy()
     out[3] = [0.6, 0.3, 0.1]  # sample 3 now says class 0: right, where the baseline was wrong
-    c, _ = judge(_outputs(out), _baseline(tmp_path), Y,
+    c, _ = judge(_outputs(out), _baseline(tmp_path).reference(), Y,
                  {"agreement": (0.9, 0.7), "accuracy_drop_points": (0.0, 1.0), "max_abs_error": (0.1, 0.5)},
                  size_bytes=1000)
     assert c.agreement == 0.75 and c.accuracy == 1.0 and c.accuracy_delta_points == pytest.approx(25.0)
@@ -53,7 +54,7 @@ def test_one_flip_is_counted_named_and_judged(tmp_path):
 
 def test_a_broken_limit_fails_and_the_row_is_failing(tmp_path):
     out = np.roll(BASE, 1, axis=1)  # every prediction moves
-    c, m = judge(_outputs(out), _baseline(tmp_path), Y, {"agreement": (0.99, 0.9)}, size_bytes=1000)
+    c, m = judge(_outputs(out), _baseline(tmp_path).reference(), Y, {"agreement": (0.99, 0.9)}, size_bytes=1000)
     assert c.agreement == 0.0 and c.verdict == "fail"
     r = Result("r", "k", "m", "d", Combo("keras", "tflite", "int8", "host"), Status.MEASURED, comparison=c,
                measurement=m)
@@ -61,12 +62,12 @@ def test_a_broken_limit_fails_and_the_row_is_failing(tmp_path):
 
 
 def test_unlike_memory_figures_give_no_ratio(tmp_path):
-    c, m = judge(_outputs(BASE, memory={"renderer_peak_rss_bytes": 5.0}), _baseline(tmp_path), Y, {}, size_bytes=1)
+    c, m = judge(_outputs(BASE, memory={"renderer_peak_rss_bytes": 5.0}), _baseline(tmp_path).reference(), Y, {}, size_bytes=1)
     assert c.memory_ratio is None and m.memory == ("renderer_peak_rss_bytes", 5.0)
 
 
 def test_the_same_inputs_give_the_same_judgement(tmp_path):
-    args = (_outputs(BASE * 0.5), _baseline(tmp_path), Y, {"agreement": (0.99, 0.9)})
+    args = (_outputs(BASE * 0.5), _baseline(tmp_path).reference(), Y, {"agreement": (0.99, 0.9)})
     assert judge(*args, size_bytes=10) == judge(*args, size_bytes=10)
     assert measurement_of(args[0]) == measurement_of(args[0])
 
@@ -89,3 +90,12 @@ def test_a_load_failure_is_found_at_the_load_stage():
     r = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("tflite", "tflite", "none", "web"),
                status=Status.LOAD_FAILED, reason="browser: Failed to create TFLiteWebModelRunner")
     assert stage_of(r) == "load"
+
+
+def test_the_judge_takes_values_and_a_baseline_read_from_disk_gives_the_same_ones(tmp_path):
+    """The judge reads nothing: a Reference built in memory judges as the stored baseline's reference does."""
+    in_memory = Reference(BASE, None, Costs(1.0, 2.0, {"process_peak_rss_delta_bytes": 100.0}, 1000))
+    stored = _baseline(tmp_path).reference()
+    assert np.array_equal(stored.outputs, in_memory.outputs) and stored.costs == in_memory.costs
+    args = (_outputs(BASE * 0.5), Y, {"agreement": (0.99, 0.9)})
+    assert judge(args[0], in_memory, *args[1:], size_bytes=10) == judge(args[0], stored, *args[1:], size_bytes=10)

@@ -20,7 +20,8 @@ from deploytool.errors import DataError
 from deploytool.modelfiles.signature import Signature, TensorSpec, output_spec, spec_of
 from deploytool.modelfiles.tflite_io import TensorQuant, quantization_notes
 from deploytool.run.compare import output_comparison
-from deploytool.spec import DEFAULT_TOLERANCES, TASK_TOLERANCES, Preprocess, source_tolerances
+from deploytool.spec import Preprocess
+from deploytool.tolerances import DEFAULT_TOLERANCES, TASK_TOLERANCES, source_tolerances
 
 
 def test_a_quantized_integer_input_takes_floats_and_one_without_a_scale_takes_token_ids():

@@ -22,7 +22,7 @@ import pytest
 
 from deploytool.run.baseline import Baseline
 from deploytool.artifact import Artifact
-from deploytool.run.compare import compare
+from deploytool.run.compare import Costs, compare
 from deploytool.report import ReportInput, summary_rows, write_report
 from deploytool.report import png, svg, text
 from deploytool.result import Combo, Measurement, Result, StageTimes
@@ -109,9 +109,8 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
             {"renderer_peak_rss_bytes": 180e6, "js_heap_bytes": 5e6}
         tol = TOL_NONE if c.quantize == "none" else TOL_QUANT
         lp50, lp90 = np.percentile(lat, [50, 90])
-        cmp_ = compare(out, base_out, y, tol, latency_p50_ms=float(lp50), latency_p90_ms=float(lp90),
-                       baseline_p50_ms=float(p50), baseline_p90_ms=float(p90), memory_bytes=mem,
-                       baseline_memory_bytes=base_mem, size_bytes=size, baseline_size_bytes=base_size)
+        cmp_ = compare(out, base_out, y, tol, costs=Costs(float(lp50), float(lp90), mem, size),
+                       baseline_costs=Costs(float(p50), float(p90), base_mem, base_size))
         measurement = Measurement(p50_ms=float(lp50), p90_ms=float(lp90), p99_ms=float(np.percentile(lat, 99)),
                                   mean_ms=float(lat.mean()), latency_samples=n_samples, memory_bytes=mem, load_ms=40.0,
                                   first_inference_ms=2.0)

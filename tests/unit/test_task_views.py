@@ -18,7 +18,7 @@ from deploytool import cli
 from deploytool.report import ReportInput, summary_rows, text, write_report
 from deploytool.report.tasks import VIEWS, cells, view_for, view_of
 from deploytool.result import Combo, Result
-from deploytool.run.compare import compare_outputs
+from deploytool.run.compare import Costs, compare_outputs
 from tests import results as factory
 
 N = 48
@@ -33,7 +33,8 @@ def _results(task: str, base: dict[str, np.ndarray], y: np.ndarray | None) -> li
     out = []
     for i, (fmt, quant, target, backend, noise, size) in enumerate(ROWS):
         got = {k: (v + rng.normal(0, noise, v.shape)).astype(np.float32) for k, v in base.items()}
-        comp = compare_outputs(got, base, y, {}, task=task, size_bytes=size, baseline_size_bytes=9000)
+        comp = compare_outputs(got, base, y, {}, task=task, costs=Costs(size_bytes=size),
+                               baseline_costs=Costs(size_bytes=9000))
         combo = Combo("keras", fmt, quant, target, backend=backend)
         out.append(factory.result(key=f"k{i}", combo=combo, comparison=comp,
                                   artifact=factory.artifact(fmt=fmt, quantize=quant, size_bytes=size)))
