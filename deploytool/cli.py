@@ -7,7 +7,6 @@ as a DeploytoolError and leaves as one line on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -16,14 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from deploytool import __version__
-from deploytool.commands.common import common_args, examples, model_args, print_table, run_id_arg
-from deploytool.data import load_dataset
-from deploytool.errors import DeploytoolError, UnknownOption
-from deploytool.migrate import MigrateRequest, migrate
-from deploytool.report import tasks
-from deploytool.report.numbers import num
-from deploytool.run.baseline import run_baseline
-from deploytool.run.compare import parse_tolerance_overrides
+from deploytool.commands.common import common_args, examples, model_args, run_id_arg
+from deploytool.errors import DeploytoolError
 from deploytool.run.flags import (
     format_words,
     non_negative_int,
@@ -32,15 +25,8 @@ from deploytool.run.flags import (
     quantize_words,
     target_words,
     user_model_args,
-    user_model_fields,
 )
-from deploytool.result import Result
-from deploytool.run.stored import rebuild_report
-from deploytool.spec import load_spec, manifest_paths, parse_spec
-from deploytool.store import open_store
-from deploytool.targets import all_targets, expand, selectable
-from deploytool.train import train
-from deploytool.workspace import Workspace
+from deploytool.targets import all_targets
 
 
 class _Parser(argparse.ArgumentParser):
@@ -187,186 +173,83 @@ def command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def cmd_models(args: argparse.Namespace) -> int:
-    rows = []
-    for path in manifest_paths():
-        s = parse_spec(path)
-        lo = s.expected_accuracy[0]
-        rows.append((s.name, s.architecture, s.dataset, "x".join(map(str, s.input_shape)), ",".join(s.frameworks),
-                     f">= {lo:.0%}", s.description))
-    print_table(("model", "architecture", "dataset", "input", "frameworks", "expected", "description"), rows)
-    return 0
+def _models(args: argparse.Namespace) -> int:
+    from deploytool.commands import models
+
+    return models.models(args)
 
 
-def _frameworks(spec, choice: str) -> list[str]:
-    return list(spec.frameworks) if choice == "all" else [choice]
+def _train(args: argparse.Namespace) -> int:
+    from deploytool.commands import models
+
+    return models.train_command(args)
 
 
-def _train_all(args: argparse.Namespace):
-    spec = load_spec(args.model)
-    ws = Workspace.open(args.workspace)
-    dataset = load_dataset(spec, args.data_dir)
-    results = []
-    for fw in _frameworks(spec, args.framework):
-        r = train(spec, fw, dataset, ws, epochs=args.epochs, progress=not args.quiet, threads=args.threads)
-        if r.cached:
-            print(f"{spec.name} [{fw}]: reusing the cached model ({r.key}); nothing to train")
-        else:
-            per_epoch = sum(r.seconds_per_epoch) / len(r.seconds_per_epoch)
-            used = r.provenance.get("threads", {}).get("intra_op_threads", "?")
-            print(f"{spec.name} [{fw}]: trained {r.epochs} epochs, {per_epoch:.1f} s/epoch, "
-                  f"peak RSS {r.peak_rss_bytes / 2**20:.0f} MiB, CPU {r.cpu_utilisation_percent:.0f}%, "
-                  f"{used} intra-op thread(s)")
-        lo, hi = spec.expected_accuracy
-        flag = "" if lo <= r.test_accuracy <= hi else f"  (outside the expected range {lo:.0%}-{hi:.0%})"
-        print(f"  test accuracy {r.test_accuracy:.2%}{flag}; model: {r.get_artifact().path}")
-        results.append(r)
-    return spec, dataset, results
+def _baseline(args: argparse.Namespace) -> int:
+    from deploytool.commands import models
+
+    return models.baseline(args)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    _train_all(args)
-    return 0
+def _migrate(args: argparse.Namespace) -> int:
+    from deploytool.commands import runs
+
+    return runs.migrate_command(args)
 
 
-def cmd_baseline(args: argparse.Namespace) -> int:
-    spec, dataset, results = _train_all(args)
-    rows = []
-    for r in results:
-        b = run_baseline(spec.name, r.get_artifact(), dataset, warmup_runs=args.warmup,
-                         latency_samples=args.latency_samples, threads=args.threads)
-        lat = b.latency
-        peak = b.memory_bytes.get("process_peak_rss_bytes") or b.memory_bytes.get("process_lifetime_peak_rss_bytes", 0)
-        rows.append((f"{spec.name} [{r.framework}]", f"{b.accuracy:.2%}", str(b.num_samples),
-                     f"{lat['p50_ms']:.3f}", f"{lat['p90_ms']:.3f}", f"{lat['p99_ms']:.3f}", f"{lat['mean_ms']:.3f}",
-                     f"{b.throughput_sps:.0f}" if b.throughput_sps else "-", f"{peak / 2**20:.0f}",
-                     f"{b.size_bytes / 1024:.0f}", "cached" if b.cached else "measured"))
-    print_table(("PC baseline", "accuracy", "samples", "p50 ms", "p90 ms", "p99 ms", "mean ms", "samples/s",
-                  "peak RSS MiB", "size KiB", ""), rows)
-    print(f"baseline JSON beside each model in {Path(results[0].get_artifact().path).parent.parent}")
-    return 0
+def _report(args: argparse.Namespace) -> int:
+    from deploytool.commands import runs
+
+    return runs.report(args)
 
 
-def _refuse_flags_of_other_targets(args: argparse.Namespace) -> None:
-    """A target's own flag (`--backend`, `--device`) with that target not asked for does nothing: a mistake."""
-    asked = set(expand((args.target,), selectable(), "target"))
-    for t in all_targets():
-        given = t.flags_given(args)
-        if given and t.name not in asked:
-            raise UnknownOption(f"{given[0]} applies to --target {t.name}, which this run does not ask for; add "
-                                f"{t.name} to --target or leave {given[0]} out")
+def _localize(args: argparse.Namespace) -> int:
+    from deploytool.commands import localize
+
+    return localize.run(args)
 
 
-def _refuse_more_threads_than_cores(threads: int) -> None:
-    cores = os.cpu_count() or 1
-    if threads > cores:
-        raise UnknownOption(f"--threads {threads}: this machine has {cores} CPU(s); ask for at most {cores} "
-                            "(more threads only contend for the same cores)")
+def _findings(args: argparse.Namespace) -> int:
+    from deploytool.commands import findings
+
+    return findings.run(args)
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
-    _refuse_flags_of_other_targets(args)
-    _refuse_more_threads_than_cores(args.threads)
-    req = MigrateRequest(
-        model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
-        targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
-        target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
-        runtimes=(args.runtime,) if args.runtime else (), threads=args.threads,
-        warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
-        tolerances=parse_tolerance_overrides(args.tolerance),
-        run_id=args.run_id, fresh=args.fresh, localize=args.localize, limit_test=args.test_samples,
-        **user_model_fields(args),
-    )
-    out = migrate(req, args.workspace, args.db, progress=not args.quiet)
-    _print_results(out.results)
-    if out.report_paths is not None:
-        print(f"report: {out.report_paths.html}")
-    bad = out.failing
-    print(f"run {out.run_id}: {len(out.results)} combinations, {len(bad)} failing")
-    return 1 if bad else 0
+def _lab(args: argparse.Namespace) -> int:
+    from deploytool.commands import lab
+
+    return lab.run(args)
 
 
-def _fmt(v, spec: str, scale: float = 1.0) -> str:
-    return "-" if v is None else format(v * scale, spec)
+def _devices(args: argparse.Namespace) -> int:
+    from deploytool.commands import devices
+
+    return devices.run(args)
 
 
-def _print_results(results: list[Result]) -> None:
-    """One line per row with its task's brief columns (deploytool.report.tasks, as in summary.md): a
-    classifier's accuracy, its change, agreement and flips; a regressor's RMSE, its change against the PC
-    baseline, MAE and cosine; raw outputs' cosine and errors."""
-    compared = [r.comparison for r in results if r.comparison is not None]
-    view = tasks.view_for(compared[0].task if compared else "classification",
-                          not compared or any(num(c.accuracy) is not None for c in compared))
-    rows = []
-    for r in results:
-        m = r.metrics
-        rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
-                     *(c.fmt(num(m.get(c.attr))) for c in view.brief),
-                     _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"), _ratio_ci(r),
-                     _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
-                     (str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}")
-                     + (f" [{r.triage.klass}]" if r.triage is not None else "")))
-    print_table(("framework", "format", "quantize", "target", *(c.head for c in view.brief), "p50 ms", "p90 ms",
-                  "×p50", "KiB", "verdict"), rows)
-    how = [(r.combo, r.latency_how) for r in results if r.latency_how]
-    if how:
-        print("latency, how it was measured:")
-        for combo, sentence in how:
-            print(f"  {combo.framework} {combo.format}/{combo.quantize} {combo.where}: {sentence}")
+def _study_command(args: argparse.Namespace) -> int:
+    from deploytool.commands import study
+
+    return study.run(args)
 
 
-def _ratio_ci(r: Result) -> str:
-    """The row's latency ratio to its PC baseline, with its interval when it was measured paired."""
-    c = r.comparison
-    if c is None or c.latency_ratio_p50 is None or c.latency_ratio_p50 != c.latency_ratio_p50:
-        return "-"
-    if c.latency_ratio_ci is None:
-        return f"{c.latency_ratio_p50:.3g}"
-    return f"{c.latency_ratio_p50:.3g} [{c.latency_ratio_ci[0]:.3g},{c.latency_ratio_ci[1]:.3g}]"
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    listing = args.list or not args.run
-    ws = Workspace.open(args.workspace, writable=not listing)  # a listing only reads
-    store = open_store(args.db, ws.default_db_url)
-    if listing:
-        runs = store.list_runs()
-        print_table(("run", "model", "status", "created", "host"),
-                     [(r.run_id, r.model, r.status, r.created_at, r.host) for r in runs])
-        return 0
-    run = store.get_run(args.run)
-    if run is None:
-        raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
-    results: list[Result] = []
-    if run.request.get("study"):  # a study run (deploytool/study/): its points, not rows
-        paths = _study().rebuild_report(run, ws, store)
-    else:
-        paths, results = rebuild_report(run, store, ws)
-    _print_results(results)
-    print(f"report: {paths.html}")
-    return 0
-
-
-# A command's handler: a function here, or "module:function" of deploytool.commands, imported only when that
-# command runs (`deploytool migrate` loads neither the lab, the studies nor localize).
-COMMANDS: dict[str, Callable[[argparse.Namespace], int] | str] = {
-    "models": cmd_models, "train": cmd_train, "baseline": cmd_baseline, "migrate": cmd_migrate,
-    "report": cmd_report, "localize": "deploytool.commands.localize:run", "findings": "deploytool.commands.findings:run",
-    "lab": "deploytool.commands.lab:run", "devices": "deploytool.commands.devices:run",
-    "study": "deploytool.commands.study:run"}
+# A command's handler. Each command's machinery lives in deploytool/commands/ and is imported (a plain import,
+# which import-linter and mypy see) only when that command runs: `deploytool --help` loads none of them, and
+# `deploytool migrate` loads neither the lab, the studies nor localize.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "models": _models, "train": _train, "baseline": _baseline, "migrate": _migrate, "report": _report,
+    "localize": _localize, "findings": _findings, "lab": _lab, "devices": _devices, "study": _study_command}
 
 
 def handler(command: str) -> Callable[[argparse.Namespace], int]:
-    ref = COMMANDS[command]
-    if not isinstance(ref, str):
-        return ref
-    module, name = ref.split(":")
-    return getattr(importlib.import_module(module), name)
+    return COMMANDS[command]
 
 
 def _study() -> Any:
     """deploytool.commands.study, imported when a parser lists or builds the studies."""
-    return importlib.import_module("deploytool.commands.study")
+    from deploytool.commands import study
+
+    return study
 
 
 def _interrupt_on_signals() -> None:

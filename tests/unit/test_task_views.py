@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deploytool import cli
+from deploytool.commands import runs
 from deploytool.report import ReportInput, summary_rows, text, write_report
 from deploytool.report.tasks import VIEWS, cells, view_for, view_of
 from deploytool.result import Combo, Result
@@ -190,7 +190,7 @@ def test_raw_outputs_show_each_output_by_name_escaped(tmp_path):
 def test_the_terminal_tables_show_the_same_brief_columns_as_summary_md(make, heads):
     inp = make()
     with contextlib.redirect_stdout(io.StringIO()) as shown:
-        cli._print_results(inp.results)
+        runs._print_results(inp.results)
     head = shown.getvalue().splitlines()[0]
     assert re.search(r"target\s+" + r"\s+".join(map(re.escape, heads)) + r"\s+p50 ms", head), head
     rows = summary_rows(inp)
