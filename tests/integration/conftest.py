@@ -67,20 +67,24 @@ def _shared_models(lock_dir: Path) -> Path:
 
 
 def _kept_conversions() -> Path:
-    """LeNet-5's converted artifacts kept between sessions, keyed by the converters' code and the trained models
-    they come from. Inside, each entry's own key (deploytool.run.runner.artifact_dir) adds the source's sha256, the
+    """LeNet-5's converted artifacts kept between sessions, keyed by the converters' code, the runner's code that
+    names and makes artifacts, and the trained models they come from. Inside, each entry's own key (deploytool.run.runner.artifact_dir) adds the source's sha256, the
     format, the quantization, the calibration set and the converter packages' versions. The host and web matrix
     fixtures fill it; conversions themselves are tested on tiny models in test_convert*.py and the contract tier,
     and an edit to a converter converts LeNet-5 again."""
     import hashlib
+    import inspect
 
+    from deploytool.run import runner
     from tests.contract.model_cache import test_cache_home
 
     root = Path(__file__).resolve().parents[2] / "deploytool"
     h = hashlib.sha256(_kept_models().name.encode())
-    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", root / "run" / "runner.py",
-                     *(root / "modelfiles").glob("*.py"), root / "run" / "usermodel.py"]):
+    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", *(root / "modelfiles").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
+    # of the runner, what names and makes an artifact (not how rows are judged: an edit there converts nothing)
+    h.update(f"{runner.ARTIFACT_SCHEME}{inspect.getsource(runner.artifact_dir)}"
+             f"{inspect.getsource(runner.convert_cached)}".encode())
     return test_cache_home() / f"lenet5-converted-{h.hexdigest()[:16]}"
 
 
