@@ -88,7 +88,7 @@ class StageFailed(Exception):
         self.reason = reason
         self.raised = raised
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         # crossing a process boundary drops the cause: its evidence travels as a value instead
         raised = self.raised
         if raised is None and self.__cause__ is not None and type(self.__cause__).__name__ != "_RemoteTraceback":
@@ -111,7 +111,7 @@ class NoConversion(ToolFailed):
         super().__init__(message)
         self.ops, self.remedy = tuple(ops), remedy
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         return (NoConversion, (str(self), self.ops, self.remedy))
 
 

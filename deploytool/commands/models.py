@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from deploytool.commands.common import print_table
 from deploytool.data import load_dataset
@@ -25,11 +26,11 @@ def models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _frameworks(spec, choice: str) -> list[str]:
+def _frameworks(spec: Any, choice: str) -> list[str]:
     return list(spec.frameworks) if choice == "all" else [choice]
 
 
-def _train_all(args: argparse.Namespace):
+def _train_all(args: argparse.Namespace) -> Any:
     spec = load_spec(args.model)
     ws = Workspace.open(args.workspace)
     dataset = load_dataset(spec, args.data_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from deploytool.commands.common import print_table
 from deploytool.errors import UnknownOption
@@ -59,7 +60,7 @@ def migrate_command(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _fmt(v, spec: str, scale: float = 1.0) -> str:
+def _fmt(v: Any, spec: str, scale: float = 1.0) -> str:
     return "-" if v is None else format(v * scale, spec)
 
 

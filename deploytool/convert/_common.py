@@ -60,7 +60,7 @@ def finish(source: Artifact, path: Path, fmt: str, quantize: str, converter: str
                     notes=tuple(notes), signature=source.signature)
 
 
-def check_onnx(model) -> None:
+def check_onnx(model: Any) -> None:
     """Raise when an ONNX model (proto or path) has nodes no ONNX runtime knows.
 
     tf2onnx continues past ops it cannot convert and leaves them in the graph;

@@ -7,12 +7,13 @@ caller's output directory.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from deploytool.modelfiles.signature import serving_signature
 from deploytool.artifact import Artifact
 
 
-def load_keras(path: Path):
+def load_keras(path: Path) -> Any:
     import keras
 
     # safe_mode (the default) refuses to deserialize arbitrary Python code (Lambda layers).
@@ -28,7 +29,7 @@ def saved_model_dir(source: Artifact, tmp: Path) -> Path:
     return out
 
 
-def serving_function(saved_model: Path):
+def serving_function(saved_model: Path) -> Any:
     """(loaded object, input name, output name, concrete function) of a SavedModel's one-input,
     one-output serving signature. Keep the loaded object alive while using the function:
     it owns the variables."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
                 def __init__(self) -> None:
                     self._batches = iter(range(0, len(samples), CALIBRATION_BATCH))
 
-                def get_next(self):
+                def get_next(self) -> Any:
                     i = next(self._batches, None)
                     return None if i is None else batch(i)
 

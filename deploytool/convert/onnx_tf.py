@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         loaded, in_name, out_name, sig = serving_function(saved_model_dir(source, Path(tmp)))
 
         @tf.function(input_signature=spec)
-        def serve(x):
+        def serve(x: Any) -> Any:
             # A dict output names the ONNX output "output" instead of "Identity:0".
             return {"output": sig(**{in_name: x})[out_name]}
 
@@ -86,7 +87,7 @@ def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
         fetches = match_names(sig.output_names, list(serving.structured_outputs))
 
         @tf.function(input_signature=spec)
-        def serve(*x):
+        def serve(*x: Any) -> Any:
             out = serving(**{feeds[t.name]: v for t, v in zip(sig.inputs, x)})
             return {name: out[fetches[name]] for name in sig.output_names}
 

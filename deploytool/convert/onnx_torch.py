@@ -32,7 +32,7 @@ MODES = {"none": Mode("float32, no quantization")}
 # Which quantization words ONNX lacks, and why, is onnx_quant.UNSUPPORTED: one list for every ONNX exporter.
 
 
-def load_program(path: Path):
+def load_program(path: Path) -> Any:
     """The ExportedProgram of a .pt2 file, read by deploytool.modelfiles.pt2: never torch.export.load, which
     unpickles the archive's sample inputs with weights_only=False."""
 

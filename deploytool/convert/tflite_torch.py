@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ UNSUPPORTED = {
 }
 
 
-def _pt2e_int8(module, sample, samples: np.ndarray):
+def _pt2e_int8(module: Any, sample: Any, samples: np.ndarray) -> Any:
     import torch
     from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
     from litert_torch.quantize.quant_config import QuantConfig

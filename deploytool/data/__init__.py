@@ -74,7 +74,7 @@ class Images:
     def __len__(self) -> int:
         return len(self.x)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         p = self.p
         raw = (np.asarray(self.x[index], np.float32) * np.asarray(p.std, np.float32)
                + np.asarray(p.mean, np.float32)) / p.scale

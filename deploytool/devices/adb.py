@@ -152,7 +152,7 @@ def _start_server_quietly() -> None:
     subprocess.run([adb_path(), "start-server"], capture_output=True, timeout=20, check=False)
 
 
-def _client():
+def _client() -> Any:
     from adbutils import AdbClient
 
     _start_server_quietly()

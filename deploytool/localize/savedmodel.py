@@ -139,7 +139,7 @@ def cut(frozen: FrozenGraph, name: str, dest: Path) -> None:
 
     class Cut(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32, name="input")])
-        def serve(self, x):
+        def serve(self, x: Any) -> Any:
             (y,) = tf.graph_util.import_graph_def(sub, input_map={frozen.input_tensor: x},
                                                   return_elements=[f"{node}:0"], name="cut")
             return {frozen.output_key: y}

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from deploytool.errors import BadModelFile, first_line_of
 from deploytool.modelfiles import onnx_proto
 
 
-def _read_proto(path: Path):
+def _read_proto(path: Path) -> Any:
     """The model's structure (no weights, no `import onnx`): its I/O and external locations."""
     try:
         return onnx_proto.read(path)
@@ -26,7 +27,7 @@ def _read_proto(path: Path):
         raise BadModelFile(f"{path}: cannot be read as an ONNX model ({first}); check the file") from None
 
 
-def _locations(model) -> list[str]:
+def _locations(model: Any) -> list[str]:
     """Every external `location` in the model, subgraphs and constant attributes included, in first-seen order."""
     return list(model.external_locations)
 

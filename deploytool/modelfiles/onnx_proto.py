@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 # field numbers in onnx.proto3
 _MODEL_GRAPH = 7
@@ -78,7 +78,7 @@ def _all(buf: memoryview, number: int) -> list:
     return [v for n, v in _fields(buf) if n == number]
 
 
-def _one(buf: memoryview, number: int):
+def _one(buf: memoryview, number: int) -> Any:
     found = _all(buf, number)
     return found[-1] if found else None
 

@@ -55,7 +55,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first_line_of(text, 200)}" if first_line_of(text) else type(e).__name__
 
 
-def _tensor_pickle(reader: Any, member: str, path: Path):
+def _tensor_pickle(reader: Any, member: str, path: Path) -> Any:
     """A pickled tensor (or dict of tensors) read by torch's restricted unpickler, or refused."""
     import torch
 
@@ -133,7 +133,7 @@ def _check_ops(program: Any, path: Path) -> None:
                                    "deploytool only runs torch.export programs of torch operators")
 
 
-def load_program(path: str | Path):
+def load_program(path: str | Path) -> Any:
     """The ExportedProgram of a .pt2 file, read without unpickling code and without its sample inputs."""
     path = Path(path)
     if not path.is_file():
@@ -161,7 +161,7 @@ def import_reader() -> None:
         import torch.export.pt2_archive._package  # noqa: F401
 
 
-def _load(path: Path):
+def _load(path: Path) -> Any:
     from torch._export.serde import schema
     from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
     from torch.export.pt2_archive import _package as pkg

@@ -7,7 +7,7 @@ phone) goes through here, so a user never has to remember it (tensorflow#53278).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def tensor_quant(d: dict) -> TensorQuant:
     return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
 
 
-def io_of(interpreter) -> tuple[list[TensorQuant], list[TensorQuant]]:
+def io_of(interpreter: Any) -> tuple[list[TensorQuant], list[TensorQuant]]:
     """(inputs, outputs) of a LiteRT interpreter already holding a model."""
     return ([tensor_quant(d) for d in interpreter.get_input_details()],
             [tensor_quant(d) for d in interpreter.get_output_details()])
@@ -68,7 +68,7 @@ def read_io(model_path: str) -> tuple[list[TensorQuant], list[TensorQuant]]:
     return io_of(Interpreter(model_path=str(model_path)))
 
 
-def signature_names(interpreter) -> dict[int, str]:
+def signature_names(interpreter: Any) -> dict[int, str]:
     """Tensor index -> the name its model's one signature gives it (a converted Keras model's own input and
     output names); {} for a model without exactly one signature."""
     runners = interpreter.get_signature_list()

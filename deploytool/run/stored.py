@@ -43,7 +43,7 @@ def save(store: ResultStore, ws: Workspace, result: Result) -> None:
 
 
 def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list[Result], out_dir: Path | None = None,
-                 measure_baselines: bool = True):
+                 measure_baselines: bool = True) -> Any:
     """The run report of `results` into `out_dir` (default: the run's report folder). `measure_baselines=False`
     (the lab's driver, which measures nothing): only the baselines `ctx` already has; each row's comparison still
     carries its baseline's accuracy."""

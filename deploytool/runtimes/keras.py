@@ -77,7 +77,7 @@ class KerasRuntime(Runtime):
             order = list(match_names(sig.input_names, keras_names))  # source names, in the model's input order
             names = list(sig.output_names)
 
-            def call(**x):
+            def call(**x: Any) -> Any:
                 out = model([x[n] for n in order] if len(order) > 1 else x[order[0]], training=False)
                 return dict(zip(names, flatten_outputs(out, names)))  # a dict, a list or one tensor
         else:
@@ -85,7 +85,7 @@ class KerasRuntime(Runtime):
             feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
             fetches = match_names(sig.output_names, list(serving.structured_outputs))
 
-            def call(**x):
+            def call(**x: Any) -> Any:
                 out = serving(**{feeds[n]: v for n, v in x.items()})
                 return {n: out[fetches[n]] for n in fetches}
         self._fn = tf.function(lambda *args: call(**dict(zip(specs, args))), input_signature=list(specs.values()),

@@ -59,7 +59,7 @@ class LiteRTRuntime(Runtime):
     def import_framework(cls) -> None:
         from ai_edge_litert.interpreter import Interpreter  # noqa: F401
 
-    def _interpreter(self, path: str, threads: int):
+    def _interpreter(self, path: str, threads: int) -> Any:
         from ai_edge_litert.interpreter import Interpreter
 
         return Interpreter(model_path=path, num_threads=threads)

@@ -5,6 +5,8 @@ interpreter fault from a converter fault. Same I/O handling as LiteRT."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.runtimes.litert import LiteRTRuntime
 
@@ -18,7 +20,7 @@ class TensorFlowLiteRuntime(LiteRTRuntime):
     def import_framework(cls) -> None:
         import_tensorflow().lite.Interpreter  # noqa: B018 (tf.lite is imported lazily)
 
-    def _interpreter(self, path: str, threads: int):
+    def _interpreter(self, path: str, threads: int) -> Any:
         import warnings
 
         tf = import_tensorflow()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,13 +109,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.allclose(a, b, rtol=1e-4, atol=1e-5))
 
 
-def _read(path: Path):
+def _read(path: Path) -> Any:
     from ai_edge_litert.tools import flatbuffer_utils as fbu
 
     return fbu.read_model(str(path))
 
 
-def _batch_one_reshapes(model) -> list:
+def _batch_one_reshapes(model: Any) -> list:
     """(op, constant target-shape tensor or None) of every Reshape whose target shape leads with 1."""
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils as fbu
@@ -141,17 +142,17 @@ def _batch_one_reshapes(model) -> list:
     return found
 
 
-def _int_dtype(tensor) -> type[np.signedinteger]:
+def _int_dtype(tensor: Any) -> type[np.signedinteger]:
     from ai_edge_litert import schema_py_generated as schema
 
     return np.int64 if tensor.type == schema.TensorType.INT64 else np.int32
 
 
-def _leading(tensor) -> int | None:
+def _leading(tensor: Any) -> int | None:
     shape = list(tensor.shape) if tensor.shape is not None else []
     return int(shape[0]) if shape else None
 
 
-def _name(tensor) -> str:
+def _name(tensor: Any) -> str:
     name = tensor.name
     return name.decode() if isinstance(name, bytes) else str(name)

@@ -5,6 +5,8 @@ busy small machine OpenMP spinning makes more threads slower)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed, pad_batch
@@ -13,7 +15,7 @@ from deploytool.modelfiles.signature import flatten_outputs
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
 
-def load_exported(path: str):
+def load_exported(path: str) -> Any:
     """The nn.Module of a .pt2 file, read by deploytool.modelfiles.pt2 (never unpickles code or sample inputs)."""
 
     return load_program(path).module()

@@ -87,7 +87,7 @@ class Crafter:
                                                                                        threads)
 
     @staticmethod
-    def _keras(artifact: Artifact, p: Preprocess, num_classes: int, threads: int):
+    def _keras(artifact: Artifact, p: Preprocess, num_classes: int, threads: int) -> Any:
         tf = import_tensorflow()
         import keras
         from art.estimators.classification import TensorFlowV2Classifier
@@ -99,11 +99,11 @@ class Crafter:
         mean, std = np.asarray(p.mean, np.float32), np.asarray(p.std, np.float32)
 
         @tf.function(reduce_retracing=True)  # ART calls the model eagerly per step: traced once, many times faster
-        def forward(x, training=False):
+        def forward(x: Any, training: Any=False) -> Any:
             return model((x * k - mean) / std, training=False)
 
         @tf.function(reduce_retracing=True)
-        def class_gradients(x):
+        def class_gradients(x: Any) -> Any:
             with tf.GradientTape(persistent=True) as tape:
                 tape.watch(x)
                 logits = forward(x)
@@ -118,7 +118,7 @@ class Crafter:
 
             _last: tuple[np.ndarray, np.ndarray] | None = None
 
-            def class_gradient(self, x, label=None, training_mode=False, **kwargs):
+            def class_gradient(self, x: Any, label: Any=None, training_mode: Any=False, **kwargs: Any) -> Any:
                 if not isinstance(label, (int, np.integer)) or training_mode:
                     return super().class_gradient(x, label=label, training_mode=training_mode, **kwargs)
                 if self._last is None or not np.array_equal(self._last[0], x):  # DeepFool edits its batch in place
@@ -131,7 +131,7 @@ class Crafter:
                           clip_values=(0.0, 1.0))
 
     @staticmethod
-    def _torch(artifact: Artifact, p: Preprocess, num_classes: int, threads: int):
+    def _torch(artifact: Artifact, p: Preprocess, num_classes: int, threads: int) -> Any:
         import torch
         from art.estimators.classification import PyTorchClassifier
 
@@ -143,20 +143,20 @@ class Crafter:
         std = torch.tensor(p.std, dtype=torch.float32).reshape(1, -1, 1, 1)
 
         class PixelSpace(torch.nn.Module):
-            def __init__(self):
+            def __init__(self) -> None:
                 super().__init__()
                 self.inner = module
 
-            def forward(self, x):
+            def forward(self, x: Any) -> Any:
                 return self.inner((x * k - mean) / std)
 
-            def train(self, mode: bool = True):  # an exported program has no training mode; ART asks for eval
+            def train(self, mode: bool = True) -> Any:  # an exported program has no training mode; ART asks for eval
                 return self
 
         return PyTorchClassifier(model=PixelSpace(), loss=torch.nn.CrossEntropyLoss(), input_shape=artifact.input_shape,
                                  nb_classes=num_classes, clip_values=(0.0, 1.0), device_type="cpu")
 
-    def _attack(self, spec: AttackSpec, batch: int):
+    def _attack(self, spec: AttackSpec, batch: int) -> Any:
         from art.attacks.evasion import DeepFool, FastGradientMethod, ProjectedGradientDescent
 
         params = {k: v for k, v in spec.params().items() if k != "norm"}
@@ -173,7 +173,7 @@ class Crafter:
         return np.ascontiguousarray(adv.transpose(0, 2, 3, 1)) if self.nchw else adv
 
 
-def load_or_craft(ws: Workspace, crafters: dict[str, Crafter], make_crafter, framework: str, artifact: Artifact,
+def load_or_craft(ws: Workspace, crafters: dict[str, Crafter], make_crafter: Any, framework: str, artifact: Artifact,
                   x01: np.ndarray, y: np.ndarray, clean_sha256: str, spec: AttackSpec) -> tuple[np.ndarray, dict]:
     """The adversarial set for (model, clean samples, attack), from the workspace or crafted and saved there.
     Returns (pixels NHWC in [0, 1], facts: path, sha256, seconds, cached)."""

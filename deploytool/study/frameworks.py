@@ -74,11 +74,11 @@ def fmt_mean_sd(values: list[float], scale: float = 1.0, digits: int = 2) -> str
     return f"{m:.{digits}f} ± {sd:.{digits}f}" if sd is not None else f"{m:.{digits}f} (one seed)"
 
 
-def seeded(spec, seed: int):
+def seeded(spec: Any, seed: int) -> Any:
     return replace(spec, train=replace(spec.train, seed=seed))
 
 
-def seeds_for(spec, n: int) -> list[int]:
+def seeds_for(spec: Any, n: int) -> list[int]:
     return [spec.train.seed + i for i in range(n)]
 
 
@@ -111,7 +111,7 @@ def mean_curve(train_points: list[dict[str, Any]], metric: str) -> list[float]:
 # ---- measuring -------------------------------------------------------------------------------
 
 
-def _train_point(r, seed: int) -> dict[str, Any]:
+def _train_point(r: Any, seed: int) -> dict[str, Any]:
     return {"framework": r.framework, "seed": seed, "train_key": r.key, "reused_from_cache": r.cached,
             "epochs": r.epochs, "test_accuracy": r.test_accuracy, "seconds_per_epoch": list(r.seconds_per_epoch),
             "cpu_percent": r.cpu_utilisation_percent, "peak_rss_bytes": r.peak_rss_bytes,
@@ -120,7 +120,7 @@ def _train_point(r, seed: int) -> dict[str, Any]:
             "model_sha256": r.artifact.get("sha256"), "host": r.provenance.get("host_id")}
 
 
-def measure(study, spec, dataset, seeds: list[int], epochs: int, threads: int, progress: bool) -> list[str]:
+def measure(study: Any, spec: Any, dataset: Any, seeds: list[int], epochs: int, threads: int, progress: bool) -> list[str]:
     """Every point not stored yet; returns the keys measured now (none on a complete resume)."""
     from tqdm import tqdm
 
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
 # ---- report (from stored points only) ------------------------------------------------------
 
 
-def _points(study) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+def _points(study: Any) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     pts = study.points()
     train = {fw: sorted((p for k, p in pts.items() if k.startswith(f"train/{fw}/")), key=lambda p: p["seed"])
              for fw in FRAMEWORKS}
@@ -302,6 +302,6 @@ def _same_weights_section(same: list[dict[str, Any]]) -> Section:
     return Section("same-weights", "Same weights: Keras and PyTorch", text, tables=tuple(tables), data=data)
 
 
-def report(study) -> list[Section]:
+def report(study: Any) -> list[Section]:
     train, same = _points(study)
     return [_summary_section(train), _curves_section(train), _seeds_section(train), _same_weights_section(same)]

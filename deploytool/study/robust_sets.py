@@ -63,7 +63,7 @@ class Stack:
             raise ValueError(f"{len(preds)} answers for {len(self.sets)} sets of {m}")
         return {s.plan.set_id: preds[i * m:i * m + self.n] for i, s in enumerate(self.sets)}
 
-    def dataset(self, base, y: np.ndarray, layout: str):
+    def dataset(self, base: Any, y: np.ndarray, layout: str) -> Any:
         """`base` with these sets as its test set; held like Dataset.x_test: indexed NHWC, stored in the
         model's layout (apply_preprocess's contract). Its sha256 names the sets by content."""
 
@@ -91,7 +91,7 @@ def group_by_sets(needed: dict[Any, tuple[str, ...]], pc_needed: tuple[str, ...]
     return groups
 
 
-def pc_baseline(ctx, framework: str, artifact, dataset, out_dir: Path):
+def pc_baseline(ctx: Any, framework: str, artifact: Any, dataset: Any, out_dir: Path) -> Any:
     """The PC model on a stack, in its own framework's runtime: the baseline of that stack's rows."""
     from dataclasses import asdict
 

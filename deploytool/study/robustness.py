@@ -71,7 +71,7 @@ GALLERY_PER_ROW = 3
 CRAFTABLE = ("keras", "torch")
 
 
-def add_cli(p) -> None:
+def add_cli(p: Any) -> None:
     p.add_argument("--target", default="host", help=f"{target_words()} (comma-separated, or all; default: host)")
     p.add_argument("--format", default="all",
                    help=f"as for migrate: {format_words(notes=False)} (comma-separated, or all)")
@@ -121,7 +121,7 @@ class RobustnessOutcome:
     seconds_in_runtimes: dict[str, float] = field(default_factory=dict)  # target -> load + run of its rows
 
 
-def request_from_args(args) -> RobustnessRequest:
+def request_from_args(args: Any) -> RobustnessRequest:
     """The request the command's flags describe (bench/bench_robustness.py builds the same one)."""
 
     migrate = MigrateRequest(
@@ -134,7 +134,7 @@ def request_from_args(args) -> RobustnessRequest:
 
 
 @register_study("robustness")
-def run(args) -> int:
+def run(args: Any) -> int:
     out = robustness(request_from_args(args), args.workspace, args.db, progress=not args.quiet)
     print(f"run {out.run_id}: {out.rows_measured} rows measured, {out.rows_reused} reused; "
           f"{out.sets_crafted} adversarial sets crafted ({out.seconds_crafting:.0f} s), {out.sets_reused} reused; "
@@ -144,7 +144,7 @@ def run(args) -> int:
     return 0
 
 
-def report(srun) -> list:
+def report(srun: Any) -> list:
     """The study's report sections from its stored points (`deploytool report RUN`; robust_report.py)."""
 
     return sections(srun)
@@ -297,7 +297,7 @@ def robustness(req: RobustnessRequest, workspace: str | Path | None = None, db_u
                              times["converting"], by_target)
 
 
-def _row_point(cs: CraftedSet, combo, r, preds: np.ndarray | None, pc_preds: dict, y: np.ndarray) -> dict:
+def _row_point(cs: CraftedSet, combo: Any, r: Any, preds: np.ndarray | None, pc_preds: dict, y: np.ndarray) -> dict:
     """One (set, row) point: the row's status and, when it ran, its labels on this set and its gallery."""
     payload = {"set": cs.plan.set_id, "kind": "target", "framework": combo.framework,
                "combo": {k: getattr(combo, k) for k in ("framework", "format", "quantize", "target",

@@ -41,7 +41,7 @@ def logit_differences(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> dict[
     }
 
 
-def compare_same_weights(spec, keras_path: Path, dataset, threads: int) -> dict[str, Any]:
+def compare_same_weights(spec: Any, keras_path: Path, dataset: Any, threads: int) -> dict[str, Any]:
     """Keras model -> PyTorch twin -> fresh Keras twin; the test set through each, compared with the original."""
 
     facts = {"tensorflow": pin_tensorflow(threads), "torch": pin_torch(threads)}

@@ -376,7 +376,7 @@ class _Inference:
         finally:
             converter.close()
 
-    def _artifact(self, unit: Unit, converter: convert.Converter):
+    def _artifact(self, unit: Unit, converter: convert.Converter) -> Any:
         ctx = self.ctx
         if ctx.user_artifact is not None:
             source = ctx.user_artifact
@@ -398,7 +398,7 @@ class _Inference:
             np.save(path, ds.in_layout(ds.x_test[: max(self.budget.min_samples, 256)], layout))
         return path
 
-    def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save) -> None:
+    def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save: Any) -> None:
         # TensorFlow sizes its pools once per process: one child per thread count; others: one child for all
         groups: list[list[tuple[int, list[int]]]] = (  # each: (threads, batches) pairs, as the job takes them
             [[(t, b)] for t, b in per_thread.items()] if artifact.format in TF_FORMATS
@@ -417,7 +417,7 @@ class _Inference:
                      {**_base(unit, r["threads"], r["batch"]), **r, "artifact_sha256": artifact.sha256,
                       "process": "worker"})
 
-    def _whole_sets(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save) -> None:
+    def _whole_sets(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save: Any) -> None:
         """A browser or a phone: one whole-set run per point (batch 1's latencies are per sample; larger batches
         give throughput, and the mean per sample from it)."""
         import numpy as np

@@ -64,7 +64,7 @@ def _value(p: dict[str, Any], metric: str) -> float | None:
     return v
 
 
-def _series(points: list[dict[str, Any]], metric: str):
+def _series(points: list[dict[str, Any]], metric: str) -> Any:
     units = list(dict.fromkeys(p["unit"] for p in points))
     threads = sorted({p["threads"] for p in points})
     out = []

@@ -104,7 +104,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     def before_epoch(epoch: int) -> None:
         marks["cpu"] = cpu_seconds()
 
-    def after_epoch(epoch: int, predict) -> None:
+    def after_epoch(epoch: int, predict: Any) -> None:
         cpu_per_epoch.append(cpu_seconds() - marks["cpu"])
         accuracy.append(float(np.mean(np.asarray(predict(ds.x_test)).argmax(1) == ds.y_test)))
 

@@ -36,7 +36,7 @@ def fit_measured(spec: ModelSpec, framework: str, dataset: Dataset, epochs: int,
             "busy_threads": busy_threads(per_thread0, thread_cpu_seconds()), "threads": threads}
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=False, dynamic_ncols=True)
@@ -53,7 +53,7 @@ KERAS_STEPS_PER_CALL = 25
 
 
 def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
-               after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None):
+               after_epoch: AfterEpoch | None = None, before_epoch: BeforeEpoch | None = None) -> Any:
     import_tensorflow()
     import keras
 
@@ -73,17 +73,17 @@ def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     history: list[dict[str, float]] = []
 
     class Measure(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
+        def on_epoch_begin(self, epoch: Any, logs: Any=None) -> None:
             self.bar = _progress(steps, f"train {spec.name} keras epoch {epoch + 1}/{epochs}", progress)
             if before_epoch is not None:
                 before_epoch(epoch)
             self.t0 = time.perf_counter()
 
-        def on_train_batch_end(self, batch, logs=None):  # once per call: `batch` is its last step
+        def on_train_batch_end(self, batch: Any, logs: Any=None) -> None:  # once per call: `batch` is its last step
             self.bar.update(batch + 1 - self.bar.n)
             if logs and "loss" in logs:
                 self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: Any, logs: Any=None) -> None:
             seconds.append(time.perf_counter() - self.t0)
             self.bar.close()
             if after_epoch is not None:  # first: its CPU time must not include the test evaluation below
@@ -101,7 +101,7 @@ def fit_keras(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
 
 def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: bool,
                after_epoch: AfterEpoch | None = None, threads: int | None = None,
-               before_epoch: BeforeEpoch | None = None):
+               before_epoch: BeforeEpoch | None = None) -> Any:
     import torch
 
     torch.manual_seed(spec.train.seed)
@@ -159,7 +159,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     return path, layout, sample, seconds, history, logits
 
 
-def _torch_logits(model, x_nchw: np.ndarray) -> np.ndarray:
+def _torch_logits(model: Any, x_nchw: np.ndarray) -> np.ndarray:
     import torch
 
     model.eval()
@@ -168,7 +168,7 @@ def _torch_logits(model, x_nchw: np.ndarray) -> np.ndarray:
         return torch.cat([model(x[i : i + 512]) for i in range(0, len(x), 512)]).numpy()
 
 
-def export_torch(model, input_chw: tuple[int, ...], path: Path) -> None:
+def export_torch(model: Any, input_chw: tuple[int, ...], path: Path) -> None:
     """Save an nn.Module as a .pt2 ExportedProgram with a dynamic batch dimension."""
     import torch
 

@@ -27,7 +27,7 @@ def _init(framework: str, threads: int) -> None:
     _THREADS.update(pin(framework, threads))
 
 
-def _fit(spec, framework: str, dataset, epochs: int, path: str, progress: bool) -> dict[str, Any]:
+def _fit(spec: Any, framework: str, dataset: Any, epochs: int, path: str, progress: bool) -> dict[str, Any]:
     return fit_measured(spec, framework, dataset, epochs, Path(path), progress, dict(_THREADS))
 
 
@@ -38,7 +38,7 @@ class TrainWorker:
         self.framework, self.threads = framework, threads
         self.worker = Worker(_init, (framework, threads), env=WORKER_ENV)
 
-    def fit(self, spec, dataset, epochs: int, path: Path, progress: bool) -> dict[str, Any]:
+    def fit(self, spec: Any, dataset: Any, epochs: int, path: Path, progress: bool) -> dict[str, Any]:
         try:
             return self.worker.call(_fit, spec, self.framework, dataset, epochs, str(path), progress)
         except WorkerLost as e:

@@ -16,6 +16,7 @@ trainable parameters only.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.zoo.plans import (
@@ -33,7 +34,7 @@ from deploytool.zoo.plans import (
 # functions that build or copy a model, like the frameworks themselves.
 
 
-def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
+def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int) -> Any:
     """A keras.Model named `arch`: NHWC float32 input named "input", logits out."""
     plan = _checked_plan(arch, input_hwc, num_classes)
     import_tensorflow()
@@ -43,7 +44,7 @@ def build_keras(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     return keras_models.build(arch, plan, (h, w, c))
 
 
-def build_torch(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
+def build_torch(arch: str, input_hwc: tuple[int, int, int], num_classes: int) -> Any:
     """A torch.nn.Module for `arch`: NCHW float32 input, logits out."""
     plan = _checked_plan(arch, input_hwc, num_classes)
     from deploytool.zoo import torch_models
@@ -52,7 +53,7 @@ def build_torch(arch: str, input_hwc: tuple[int, int, int], num_classes: int):
     return torch_models.build(arch, plan, (h, w, c))
 
 
-def _framework_of(model) -> str:
+def _framework_of(model: Any) -> str:
     # Look in sys.modules instead of importing: a model of a framework can only
     # exist if that framework is already imported.
     torch = sys.modules.get("torch")
@@ -64,7 +65,7 @@ def _framework_of(model) -> str:
     raise TypeError(f"expected a keras.Model or torch.nn.Module, got {type(model).__name__}")
 
 
-def count_params(model, trainable_only: bool = False) -> int:
+def count_params(model: Any, trainable_only: bool = False) -> int:
     """Parameters of a Keras or PyTorch model; see the module docstring for what counts."""
     if _framework_of(model) == "torch":
         from deploytool.zoo import torch_models
@@ -75,14 +76,14 @@ def count_params(model, trainable_only: bool = False) -> int:
     return keras_models.count_params(model, trainable_only)
 
 
-def keras_to_torch(kmodel, tmodel) -> None:
+def keras_to_torch(kmodel: Any, tmodel: Any) -> None:
     """Copy every weight and BatchNorm statistic of `kmodel` into `tmodel`, in place."""
     from deploytool.zoo import transfer
 
     transfer.keras_to_torch(kmodel, tmodel)
 
 
-def torch_to_keras(tmodel, kmodel) -> None:
+def torch_to_keras(tmodel: Any, kmodel: Any) -> None:
     """Copy every weight and BatchNorm statistic of `tmodel` into `kmodel`, in place."""
     from deploytool.zoo import transfer
 

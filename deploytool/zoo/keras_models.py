@@ -8,6 +8,7 @@ functions that need Keras.
 from __future__ import annotations
 
 import keras
+from typing import Any
 
 from deploytool.zoo.plans import (
     BN_EPSILON,
@@ -27,7 +28,7 @@ from deploytool.zoo.plans import (
 )
 
 
-def _conv(x, name: str, filters: int, kernel: int, stride: int, pad: int, bias: bool, init: str):
+def _conv(x: Any, name: str, filters: int, kernel: int, stride: int, pad: int, bias: bool, init: str) -> Any:
     # The plan's padding is torch-style: `pad` zeros on every side. Keras "same"
     # equals that only for stride 1 and an odd kernel (total k-1, split evenly);
     # with stride 2 "same" pads only bottom/right, so pad explicitly instead.
@@ -44,13 +45,13 @@ def _conv(x, name: str, filters: int, kernel: int, stride: int, pad: int, bias: 
     )(x)
 
 
-def _bn(x, name: str):
+def _bn(x: Any, name: str) -> Any:
     return keras.layers.BatchNormalization(
         axis=-1, epsilon=BN_EPSILON, momentum=BN_MOMENTUM_KERAS, name=name
     )(x)
 
 
-def _basic_block(x, block: BasicBlock):
+def _basic_block(x: Any, block: BasicBlock) -> Any:
     n = block.name
     y = _conv(x, f"{n}_conv1", block.filters, 3, block.stride, 1, False, "he_normal")
     y = _bn(y, f"{n}_bn1")
@@ -65,7 +66,7 @@ def _basic_block(x, block: BasicBlock):
     return keras.layers.ReLU(name=f"{n}_relu2")(y)
 
 
-def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> keras.Model:
+def build(arch: str, plan: Any, input_hwc: tuple[int, int, int]) -> keras.Model:
     inputs = keras.Input(shape=input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc), dtype="float32",
                          name="input")
     x = inputs

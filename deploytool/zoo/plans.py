@@ -5,7 +5,7 @@ same layers and parameter counts. Plans and their shape checks only: nothing her
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from deploytool.errors import ShapeError, SpecError, UnknownModel
 from deploytool.registry import Registry
@@ -210,7 +210,7 @@ def _conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - kernel) // stride + 1
 
 
-def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc) -> list[tuple[int, ...]]:
+def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc: Any) -> list[tuple[int, ...]]:
     """Shape after each op of `plan`: (H, W, C) for feature maps, (F,) after
     Flatten/GlobalAvgPool/Dense. Raises ShapeError when the input is too small."""
     if (
@@ -252,7 +252,7 @@ def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc) -> list[tuple[int, 
     return shapes
 
 
-def _checked_plan(arch: str, input_hwc, num_classes: int) -> tuple[Op, ...]:
+def _checked_plan(arch: str, input_hwc: Any, num_classes: int) -> tuple[Op, ...]:
     plan = layer_plan(arch, num_classes)
     trace_shapes(arch, plan, input_hwc)
     return plan

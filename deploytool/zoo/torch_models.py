@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from typing import Any
 
 import torch
 from torch import nn
@@ -119,7 +120,7 @@ class ZooNet(nn.Sequential):
         self.input_hwc = input_hwc
 
 
-def build(arch: str, plan, input_hwc: tuple[int, int, int]) -> ZooNet:
+def build(arch: str, plan: Any, input_hwc: tuple[int, int, int]) -> ZooNet:
     shapes = trace_shapes(arch, plan, input_hwc)
     layers: OrderedDict[str, nn.Module] = OrderedDict()
     in_shape: tuple[int, ...] = input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc)

@@ -13,6 +13,7 @@ does not know how to copy, rather than skip it and leave a silently wrong model.
 from __future__ import annotations
 
 import keras
+from typing import Any
 import numpy as np
 import torch
 from torch import nn
@@ -76,7 +77,7 @@ def _paired(kmodel: keras.Model, tmodel: nn.Module) -> list:
     return pairs
 
 
-def _flattened_hwc(kmodel: keras.Model, dense) -> tuple[int, int, int] | None:
+def _flattened_hwc(kmodel: keras.Model, dense: Any) -> tuple[int, int, int] | None:
     """(H, W, C) of the feature map a Flatten turns into `dense`'s input, if any."""
     for layer in kmodel.layers:
         if isinstance(layer, keras.layers.Flatten) and dense.input is layer.output:
@@ -85,12 +86,12 @@ def _flattened_hwc(kmodel: keras.Model, dense) -> tuple[int, int, int] | None:
     return None
 
 
-def _check_shape(name: str, what: str, got, want) -> None:
+def _check_shape(name: str, what: str, got: Any, want: Any) -> None:
     if tuple(got) != tuple(want):
         raise _mismatch(f"{what} of layer {name!r} has shape {tuple(got)} but the target expects {tuple(want)}")
 
 
-def _check_bn(name: str, klayer, tmodule: nn.BatchNorm2d) -> None:
+def _check_bn(name: str, klayer: Any, tmodule: nn.BatchNorm2d) -> None:
     if not (klayer.center and klayer.scale and tmodule.affine and tmodule.track_running_stats):
         raise _mismatch(f"BatchNorm {name!r} must have scale, offset and running statistics on both sides")
     if not np.isclose(klayer.epsilon, tmodule.eps, rtol=1e-6, atol=0.0):
@@ -100,7 +101,7 @@ def _check_bn(name: str, klayer, tmodule: nn.BatchNorm2d) -> None:
 # ---- per-kind layout conversion, both directions -------------------------------
 
 
-def _dense_k2t(kernel: np.ndarray, hwc) -> np.ndarray:
+def _dense_k2t(kernel: np.ndarray, hwc: Any) -> np.ndarray:
     if hwc is None:
         return kernel.T
     h, w, c = hwc
@@ -108,7 +109,7 @@ def _dense_k2t(kernel: np.ndarray, hwc) -> np.ndarray:
     return kernel.reshape(h, w, c, -1).transpose(3, 2, 0, 1).reshape(kernel.shape[1], -1)
 
 
-def _dense_t2k(weight: np.ndarray, hwc) -> np.ndarray:
+def _dense_t2k(weight: np.ndarray, hwc: Any) -> np.ndarray:
     if hwc is None:
         return weight.T
     h, w, c = hwc

@@ -1,6 +1,7 @@
 """The type checker's gate, checked: mypy with the project's configuration (pyproject.toml's [tool.mypy], run by
 `make lint` before the tests) reports a deploytool function called with the wrong type — in an annotated function
-and, because `check_untyped_defs` is on, in an unannotated one too — and stays quiet on the right call. The
+and, because `check_untyped_defs` is on, in an unannotated one too — refuses a function without annotations
+(`disallow_untyped_defs`), and stays quiet on the right call. The
 package's own zero errors are `make lint`'s to check: a whole run takes longer than a unit test should."""
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def test_mypy_with_the_project_config_reports_a_wrong_argument_type(tmp_path, mo
                                       "--cache-dir", str(tmp_path / "cache"), str(caller)])
     assert status == 1, stdout + stderr
     errors = [line for line in stdout.splitlines() if ": error:" in line]
-    lines = sorted(int(m.group(1)) for e in errors if (m := re.search(r"caller\.py:(\d+): error:", e)))
-    assert lines == [5, 9], stdout
-    assert all('"check_name"' in e and "[arg-type]" in e for e in errors), stdout
+    by_line = {int(m.group(1)): e for e in errors if (m := re.search(r"caller\.py:(\d+): error:", e))}
+    assert sorted(by_line) == [5, 8, 9], stdout
+    assert all('"check_name"' in by_line[n] and "[arg-type]" in by_line[n] for n in (5, 9)), stdout
+    assert "[no-untyped-def]" in by_line[8], stdout
 
 
 def test_make_lint_runs_mypy_between_ruff_and_the_import_contracts():
