@@ -555,7 +555,8 @@ def test_models_that_cannot_be_compared_per_sample_are_one_line_and_no_finding(t
     ws = tmp_path / "ws"
     failures = []
     for name, model, data, needle, quantize in _odd_models(tmp_path):
-        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--format", "onnx,tflite", "--quantize",
+        formats = "onnx,tflite" if quantize == "int8-io" else "onnx"  # one format: no converter worker is started
+        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--format", formats, "--quantize",
                     quantize, "--target", "host", "--workspace", str(ws), "--quiet", cwd=tmp_path, timeout=300)
         if (why := _one_line(r, needle)) is not None:
             failures.append(f"{name}: {why}")
