@@ -16,7 +16,7 @@ from typing import Any, Callable, NoReturn
 
 from deploytool import __version__
 from deploytool.commands.common import common_args, examples, model_args, run_id_arg
-from deploytool.errors import DeploytoolError
+from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.run.flags import (
     format_words,
     non_negative_int,
@@ -173,76 +173,41 @@ def command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def _models(args: argparse.Namespace) -> int:
-    from deploytool.commands import models
-
-    return models.models(args)
-
-
-def _train(args: argparse.Namespace) -> int:
-    from deploytool.commands import models
-
-    return models.train_command(args)
-
-
-def _baseline(args: argparse.Namespace) -> int:
-    from deploytool.commands import models
-
-    return models.baseline(args)
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    from deploytool.commands import runs
-
-    return runs.migrate_command(args)
-
-
-def _report(args: argparse.Namespace) -> int:
-    from deploytool.commands import runs
-
-    return runs.report(args)
-
-
-def _localize(args: argparse.Namespace) -> int:
-    from deploytool.commands import localize
-
-    return localize.run(args)
-
-
-def _findings(args: argparse.Namespace) -> int:
-    from deploytool.commands import findings
-
-    return findings.run(args)
-
-
-def _lab(args: argparse.Namespace) -> int:
-    from deploytool.commands import lab
-
-    return lab.run(args)
-
-
-def _devices(args: argparse.Namespace) -> int:
-    from deploytool.commands import devices
-
-    return devices.run(args)
-
-
-def _study_command(args: argparse.Namespace) -> int:
-    from deploytool.commands import study
-
-    return study.run(args)
-
-
-# A command's handler. Each command's machinery lives in deploytool/commands/ and is imported (a plain import,
-# which import-linter and mypy see) only when that command runs: `deploytool --help` loads none of them, and
+# The commands. Each one's machinery lives in deploytool/commands/ and is imported (a plain import, which
+# import-linter and mypy see) only when that command runs: `deploytool --help` loads none of them, and
 # `deploytool migrate` loads neither the lab, the studies nor localize.
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "models": _models, "train": _train, "baseline": _baseline, "migrate": _migrate, "report": _report,
-    "localize": _localize, "findings": _findings, "lab": _lab, "devices": _devices, "study": _study_command}
+COMMANDS = ("models", "train", "baseline", "migrate", "report", "localize", "findings", "lab", "devices", "study")
 
 
 def handler(command: str) -> Callable[[argparse.Namespace], int]:
-    return COMMANDS[command]
+    """The function that runs `command`, its module imported now."""
+    if command in ("models", "train", "baseline"):
+        from deploytool.commands import models
+
+        return {"models": models.models, "train": models.train_command, "baseline": models.baseline}[command]
+    if command in ("migrate", "report"):
+        from deploytool.commands import runs
+
+        return runs.migrate_command if command == "migrate" else runs.report
+    if command == "localize":
+        from deploytool.commands import localize
+
+        return localize.run
+    if command == "findings":
+        from deploytool.commands import findings
+
+        return findings.run
+    if command == "lab":
+        from deploytool.commands import lab
+
+        return lab.run
+    if command == "devices":
+        from deploytool.commands import devices
+
+        return devices.run
+    if command == "study":
+        return _study().run
+    raise UnknownOption(f"unknown command {command!r}; commands are {', '.join(COMMANDS)}")
 
 
 def _study() -> Any:

@@ -52,7 +52,8 @@ def _quiet_torch() -> Iterator[None]:
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
-    return f"{type(e).__name__}: {first_line_of(text, 200)}" if first_line_of(text) else type(e).__name__
+    first = first_line_of(text, 200)
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def _tensor_pickle(reader: Any, member: str, path: Path) -> Any:

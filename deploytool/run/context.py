@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, NoReturn
 
@@ -23,6 +24,7 @@ from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
 from deploytool.run.compare import infer_task
+from deploytool.run.judge import Reference
 from deploytool.run.request import MigrateRequest
 from deploytool.runtimes import runtime_implementation
 from deploytool.runtimes.isolated import runtime_workers
@@ -40,6 +42,11 @@ class Source:
     framework: str
     artifact: Artifact
     baseline: Baseline
+
+    @cached_property
+    def reference(self) -> Reference:
+        """The baseline as the judge takes it, read from disk once for every row of the run."""
+        return self.baseline.reference()
 
 
 def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], where: str) -> None:
@@ -62,10 +69,9 @@ def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], wh
                             f"{values}; store targets of the output's shape")
 
 
-def _refuse_non_finite(model: str, framework: str, b: Baseline) -> None:
+def _refuse_non_finite(model: str, framework: str, out: np.ndarray) -> None:
     """A user's model whose own outputs on the PC hold NaN or infinity gives every row nothing to be compared with:
     one line naming the samples, before any row is judged (and a finding filed) against them."""
-    out = b.outputs()
     if out.dtype.kind != "f" or not len(out):
         return
     bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(1))
@@ -182,9 +188,10 @@ class RunContext:
                                        "against the model's inputs (ranges, shapes), or the model") from None
                 self.failed_sources[framework] = e
                 raise
+            src = Source(framework, art, b)
             if self.user_artifact is not None:
-                _refuse_non_finite(self.req.model, framework, b)
-            self.sources[framework] = Source(framework, art, b)
+                _refuse_non_finite(self.req.model, framework, src.reference.outputs)
+            self.sources[framework] = src
         return self.sources[framework]
 
     def _baseline_failed(self, e: StageFailed) -> NoReturn:
@@ -200,7 +207,7 @@ class RunContext:
                                f"({first_line_of(e.reason)}); fix the model (an op the runtime lacks, a tensor too "
                                "large) and run again") from None
         raise BadModelFile(f"{self.req.model}: your model does not run on this test set in its own runtime "
-                           f"({first_line_of(e.reason)[:300]}); check the test data against the model's inputs (token "
+                           f"({first_line_of(e.reason)}); check the test data against the model's inputs (token "
                            "ids below its vocabulary, lengths and value ranges it takes), or the model") from None
 
     def identity(self, target: str) -> dict[str, str]:

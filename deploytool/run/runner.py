@@ -296,7 +296,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     t = time.perf_counter()
     try:
         sig = ctx.spec.signature
-        r.comparison, r.measurement = judge(outputs, src.baseline.reference(), ctx.dataset.y_test, r.tolerances,
+        r.comparison, r.measurement = judge(outputs, src.reference, ctx.dataset.y_test, r.tolerances,
                                             r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
                                             sig.integer_outputs if sig is not None else ())
     except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)
