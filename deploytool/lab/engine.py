@@ -130,7 +130,10 @@ def client(scheduler: str | None = None, resources: dict[str, float] | None = No
 
         # the embedded worker's cells cancelled by Ctrl-C are not news: the night says it was interrupted
         logging.getLogger("distributed.worker").setLevel(logging.ERROR)
+        # no dashboard; the scheduler's own HTTP routes (it always serves some) on a free port of 127.0.0.1, not
+        # on every interface at 8787, where two labs running at once would collide (and Dask say so on stderr)
         with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
+                          scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                           resources=resources if resources is not None else local_resources(),
                           name="embedded") as cluster, Client(cluster) as c:
             yield c

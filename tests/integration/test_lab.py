@@ -267,3 +267,21 @@ def test_a_killed_driver_resumes_its_night_and_ctrl_c_marks_it_interrupted(lenet
         assert p.returncode == 130 and len(lines) == 1 and "interrupted" in lines[0], (night_name, err)
         (night,) = [r for r in SqlAlchemyStore(db).list_runs(limit=100) if r.run_id == f"lab-t-{night_name}"]
         assert night.status == "interrupted", night_name
+
+
+def test_the_embedded_cluster_serves_on_127_0_0_1_and_another_lab_at_8787_is_no_warning(recwarn):
+    """Two labs at once (or anything else on Dask's port 8787): the embedded scheduler's HTTP routes take a free
+    port of 127.0.0.1, say nothing, and cells still run."""
+    import socket
+
+    from deploytool.lab.engine import client
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 8787))
+        taken.listen()
+        with client() as c:
+            server = c.cluster.scheduler.http_server
+            assert c.submit(sum, [40, 2]).result() == 42
+            bound = {s.getsockname()[0] for s in server._sockets.values()}
+    assert bound == {"127.0.0.1"}, bound
+    assert not [w for w in recwarn if "already in use" in str(w.message)]
