@@ -19,6 +19,7 @@ from typing import Any
 from deploytool.artifact import Artifact, Plan
 from deploytool.errors import Frame, Raised
 from deploytool.latency import PairedLatency, unpaired_sentence
+from deploytool.tasks.base import Flip
 from deploytool.tolerances import TOLERANCE_METRICS
 
 SCHEMA_VERSION = 2
@@ -56,14 +57,6 @@ MEMORY_MEANING = {
     "device_peak_rss_bytes": "peak resident memory of the process that ran the model on the phone.",
     "peak_memory_footprint_bytes": "the peak memory footprint the TFLite benchmark reported on the phone.",
 }
-
-
-@dataclass(frozen=True)
-class Flip:
-    index: int
-    true_label: int
-    baseline_pred: int
-    target_pred: int
 
 
 @dataclass(frozen=True)
@@ -137,6 +130,8 @@ class Comparison:
     latency_ratio_ci: tuple[float, float] | None = None
     scored_output: str = ""  # the output accuracy, agreement and flips are of ("" : the only one)
     label_agreement: float | None = None  # the smallest exact_match over integer (label) outputs
+    # the metrics of a task that has its own (deploytool.tasks: a task registered beside the built-in ones)
+    task_metrics: dict[str, float | None] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"
@@ -388,6 +383,7 @@ class Result:
                 out.update(cosine_min=c.cosine_min, rel_error=c.rel_error, top5_agreement=c.top5_agreement,
                            mae=c.mae, rmse=c.rmse, baseline_rmse=c.baseline_rmse, rmse_increase=c.rmse_increase,
                            mae_increase=c.mae_increase)
+            out.update(c.task_metrics)
         if m is not None:
             mem = m.memory
             out.update(p50_ms=m.p50_ms, p90_ms=m.p90_ms, p99_ms=m.p99_ms, mean_ms=m.mean_ms,

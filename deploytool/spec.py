@@ -31,7 +31,6 @@ FRAMEWORKS = ("keras", "torch")
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "cosine")
 DATASETS = ("mnist", "cifar10", "digits", "synthetic")
-TASKS = ("classification", "regression", "raw")
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class ModelSpec:
     tolerances: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     description: str = ""
     source: str = ""  # the manifest file
-    task: str = "classification"  # what the first output is judged as (TASKS)
+    task: str = "classification"  # what the first output is judged as (deploytool.tasks)
     # every named input and output, for a model that is not one image in and class scores out (a user's
     # sequence, token or tabular model); None for the image classifiers (input_shape and labels say it all)
     signature: Signature | None = None

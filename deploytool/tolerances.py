@@ -1,6 +1,7 @@
-"""The tolerances' vocabulary: each metric a limit can be set on and the direction that is good, the default
-limits per task and group, and why a pair of limits cannot judge anything. Pure values (no files, no workspace):
-the judge reads them, and so do the manifest reader and the CLI."""
+"""The tolerances' vocabulary: each metric a limit can be set on and the direction that is good (a task with
+metrics of its own adds them, deploytool.tasks), a classifier's default limits per group, and why a pair of
+limits cannot judge anything. Pure values (no files, no workspace): the judge reads them, and so do the manifest
+reader and the CLI."""
 
 from __future__ import annotations
 
@@ -26,15 +27,7 @@ DEFAULT_TOLERANCES = {
     "none": {"accuracy_drop_points": (0.0, 0.5), "agreement": (1.0, 0.99), "max_abs_error": (1e-4, 1e-2)},
     "quantized": {"accuracy_drop_points": (1.0, 3.0), "agreement": (0.98, 0.95)},
 }
-# By task: a classifier as above; a regressor by its error against the labels and the baseline's outputs
-# (relative: its outputs have any scale); raw outputs (no labels) by their likeness to the baseline's.
-TASK_TOLERANCES = {
-    "classification": DEFAULT_TOLERANCES,
-    "regression": {"none": {"rmse_increase": (0.001, 0.01), "rel_error": (1e-4, 1e-2)},
-                   "quantized": {"rmse_increase": (0.05, 0.20), "rel_error": (0.05, 0.25)}},
-    "raw": {"none": {"rel_error": (1e-4, 1e-2), "cosine_min": (0.9999, 0.999)},
-            "quantized": {"cosine_min": (0.99, 0.95), "rel_error": (0.05, 0.20)}},
-}
+# Each task's own (deploytool.tasks) replace these for a model that is not a classifier.
 
 
 def source_tolerances(tolerances: dict[str, dict[str, tuple[float, float]]],

@@ -75,7 +75,7 @@ def _print_results(results: list[Result]) -> None:
     for r in results:
         m = r.metrics
         rows.append((r.combo.framework, r.combo.format, r.combo.quantize, r.combo.where,
-                     *(c.fmt(num(m.get(c.attr))) for c in view.brief),
+                     *(tasks.text_of(c, num(m.get(c.attr))) for c in view.brief),
                      _fmt(m.get("p50_ms"), ".3f"), _fmt(m.get("p90_ms"), ".3f"), _ratio_ci(r),
                      _fmt(m.get("size_bytes"), ".0f", 1 / 1024),
                      (str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:70]}")

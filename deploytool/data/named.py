@@ -139,10 +139,7 @@ def _labels(arrays: dict[str, np.ndarray], name: str, n: int, path: Path) -> np.
         raise DataError(f"{path}: {name} is a single value (a 0-d array), not one label per sample")
     if len(y) != n:
         raise ShapeError(f"{path}: {n} samples but {len(y)} labels in {name}")
-    if np.issubdtype(y.dtype, np.integer):
-        if y.ndim != 1:
-            raise DataError(f"{path}: {name} holds integers of shape {list(y.shape)}: a classifier's labels are one "
-                            "class index per sample (N,); store float targets for a regressor")
+    if np.issubdtype(y.dtype, np.integer):  # their shape is the task's to judge (deploytool.tasks)
         if y.size and (int(y.max()) > np.iinfo(np.int64).max or int(y.min()) < 0):
             raise DataError(f"{path}: {name} holds class indices {y.min()}..{y.max()}; labels are 0..classes-1")
         return y.astype(np.int64)

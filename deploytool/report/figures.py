@@ -55,7 +55,7 @@ def matrix(rows: list["ReportRow"], view: "TaskView | None" = None) -> str:
     for v in rows:
         i, j = names.index(f"{v.framework}→{v.format}/{v.quantize}"), cols.index(v.where)
         if v.status == "measured":
-            text, fill = headline.fmt(num(getattr(v, headline.attr, None))), _OUTCOME_FILL.get(v.outcome, "#e6e8eb")
+            text, fill = tasks.text_of(headline, tasks.metric_of(v, headline.attr)), _OUTCOME_FILL.get(v.outcome, "#e6e8eb")
         else:
             text, fill = _STATUS_SHORT.get(v.status, v.status[:8]), "#e0736f" if v.failing else "#e6e8eb"
         tip = f"{v.label}: {v.outcome}" + (f" — {first_line(v.reason, 300)}" if v.reason else "")
@@ -94,7 +94,7 @@ def _size_scatter(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView")
     groups: Counter[tuple[float, float]] = Counter()
     pts: list[tuple[tuple[float, float], "ReportRow", float, float]] = []
     for v in measured:
-        metric = num(getattr(v, view.size.attr, None))
+        metric = tasks.metric_of(v, view.size.attr)
         if metric is None or not v.size_bytes:
             continue
         key: tuple[float, float] = (round(v.size_bytes), round(scale * metric, 6))
@@ -114,11 +114,11 @@ def _size_scatter(inp: "ReportInput", rows: list["ReportRow"], view: "TaskView")
             label = (f"{v.framework}→" if with_fw else "") + f"{v.format}/{v.quantize}" + (
                 f" +{extra}" if extra else "")
         points.append(svg.Point(size / div, scale * metric, label,
-                                f"{v.label}: {view.size.head} {view.size.fmt(metric)}, {fmt_bytes(size)}, {v.outcome}",
+                                f"{v.label}: {view.size.head} {tasks.text_of(view.size, metric)}, {fmt_bytes(size)}, {v.outcome}",
                                 fcol[v.format], tshape[v.where], alert=v.failing))
     for fw, value, size in baselines:
         points.append(svg.Point(size / div, scale * value, f"{fw} baseline",
-                                f"{fw} baseline (PC): {view.size.head} {view.size.fmt(value)}, {fmt_bytes(size)}",
+                                f"{fw} baseline (PC): {view.size.head} {tasks.text_of(view.size, value)}, {fmt_bytes(size)}",
                                 baseline=True))
     legend = ([("format", "", "none")] + [(f, fcol[f], "circle") for f in formats] + [("target", "", "none")]
               + [(t, "#666", tshape[t]) for t in targets] + ([("PC baseline", "#111", "diamond")] if baselines else []))
@@ -147,11 +147,11 @@ def row_metric(rows: list["ReportRow"], column: "Column") -> str:
     """SVG: one measured row's value of `column` (a regressor's RMSE change against the baseline) per point, at
     its # in the summary table, coloured by format; a percentage change is drawn in percent."""
     measured = [(i, v, x) for i, v in enumerate(rows, 1)
-                if v.status == "measured" and (x := num(getattr(v, column.attr, None))) is not None]
+                if v.status == "measured" and (x := tasks.metric_of(v, column.attr)) is not None]
     formats = list(dict.fromkeys(v.format for _, v, _ in measured))
     col = {f: svg.PALETTE[i % len(svg.PALETTE)] for i, f in enumerate(formats)}
     scale = 100.0 if column.percent else 1.0
-    points = [svg.Point(float(i), scale * x, f"#{i}", f"#{i} {v.label}: {column.head} {column.fmt(x)}",
+    points = [svg.Point(float(i), scale * x, f"#{i}", f"#{i} {v.label}: {column.head} {tasks.text_of(column, x)}",
                         col[v.format], alert=v.failing) for i, v, x in measured]
     return svg.scatter(points, title=f"{column.head} per row", x_label="row (# in the summary table)",
                        y_label=column.head + (" (%)" if scale != 1.0 else ""), x_log=False,

@@ -214,7 +214,7 @@ def _header(inp: "ReportInput", counts: dict[str, Any], versions: dict[str, str]
 def _baseline_quality(view: "tasks.TaskView", fw: str, baseline: dict[str, Any], rows: list["ReportRow"]) -> str:
     """`accuracy 98.40%`, `RMSE 0.3444`, or "" where the task has no baseline figure (raw outputs, no labels)."""
     value = tasks.baseline_value(view, fw, baseline, rows)
-    return "" if value is None else f"{view.size.head} {view.size.fmt(value)}"
+    return "" if value is None else f"{view.size.head} {tasks.text_of(view.size, value)}"
 
 
 def _provenance(inp: "ReportInput", rows: list["ReportRow"], versions: dict[str, str]) -> dict[str, Any]:

@@ -117,7 +117,8 @@ def json_document(inp: "ReportInput", rows: list["ReportRow"]) -> dict[str, Any]
             "combo_key": row.combo_key, "label": row.label,
             **{k: getattr(row, k) for k in ("framework", "format", "quantize", "target", "device", "backend", "status")},
             "reason": clean(row.reason), "verdict": row.verdict, "failing": row.failing, "triage": row.triage,
-            "metrics": {k: _number(getattr(row, k)) for k in METRIC_KEYS} if row.verdict is not None else {},
+            "metrics": {**{k: _number(getattr(row, k)) for k in METRIC_KEYS}, **row.task_metrics}
+                       if row.verdict is not None else {},
             "checks": [asdict(c) for c in row.checks], "tolerances": row.tolerances,
             "memory_figures": row.memory_figures, "notes": row.notes, "regression": row.regression,
             "artifact": {k: art.get(k) for k in ARTIFACT_KEYS},
@@ -155,7 +156,7 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
     (deploytool.report.tasks), then failures and regressions."""
     view = tasks.view_of(rows)
     counts = counts_of(rows)
-    base = ", ".join(f"{fw} {view.size.fmt(v)}" for fw, b in sorted(inp.baselines.items())
+    base = ", ".join(f"{fw} {tasks.text_of(view.size, v)}" for fw, b in sorted(inp.baselines.items())
                      if (v := tasks.baseline_value(view, fw, b, rows)) is not None)
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
     lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_code(inp.run_id)}`", "",
@@ -228,7 +229,7 @@ def terminal_columns(rows: list["ReportRow"]) -> list[tuple[str, Callable[["Repo
     in summary.md), latency, size and the result."""
     view = tasks.view_of(rows)
     return [("combination", lambda r: r.label),
-            *((c.head, lambda r, c=c: c.fmt(num(getattr(r, c.attr, None)))) for c in view.brief),
+            *((c.head, lambda r, c=c: tasks.text_of(c, tasks.metric_of(r, c.attr))) for c in view.brief),
             ("p50 ms", lambda r: fmt_ms(r.p50_ms)), ("×p50", lambda r: fmt_ratio(r.latency_ratio_p50)),
             ("size", lambda r: fmt_bytes(r.size_bytes)), ("result", lambda r: r.outcome + (" ↓" if r.regression else ""))]
 

@@ -72,10 +72,11 @@ class Baseline:
 
 
 def _accuracy(out: Outputs, dataset: Dataset, scored: str = "") -> float:
-    """Top-1 accuracy of the scored output (`scored`, else the first) against integer labels; NaN where there is
-    none to take (no labels, regression targets)."""
+    """Top-1 accuracy of the scored output (`scored`, else the first) against integer labels of one class per
+    sample; NaN where there is none to take (no labels, regression targets, labels of a task of its own such as
+    one class per pixel: that task scores the baseline beside each row, deploytool.tasks)."""
     y = dataset.y_test
-    if not len(y) or y.dtype.kind not in "iu":
+    if not len(y) or y.dtype.kind not in "iu" or y.ndim != 1:
         return float("nan")
     named = split(out.outputs, out.output_layout) if out.output_layout is not None else None
     first = out.outputs if named is None else (named[scored] if scored in named else named.first)

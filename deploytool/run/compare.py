@@ -13,7 +13,8 @@ from typing import Iterator, Mapping, Protocol
 import numpy as np
 
 from deploytool.errors import OutputMismatch, UnknownOption
-from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, Flip, OutputComparison
+from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, OutputComparison
+from deploytool.tasks import get_task
 from deploytool.tolerances import TOLERANCE_METRICS, tolerance_problem
 
 
@@ -92,38 +93,6 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray,
                             if integer and len(t) else None)
 
 
-def top_k_agreement(target: np.ndarray, reference: np.ndarray, k: int = 5) -> float:
-    """Share of samples whose reference top-1 class is among the target's top k."""
-    t = np.asarray(target).reshape(len(target), -1)
-    best = np.asarray(reference).reshape(len(reference), -1).argmax(1)
-    top = np.argpartition(-t, kth=min(k, t.shape[1]) - 1, axis=1)[:, :k]
-    return float(np.mean((top == best[:, None]).any(1)))
-
-
-def regression_errors(predicted: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """(MAE, RMSE) of predictions against float labels of the same number of values per sample."""
-    p = np.asarray(predicted, np.float64).reshape(len(labels), -1)
-    y = np.asarray(labels, np.float64).reshape(len(labels), -1)
-    if p.shape != y.shape:
-        raise ValueError(f"the output has {p.shape[1]} values per sample, the labels {y.shape[1]}")
-    d = p - y
-    return float(np.abs(d).mean()), float(np.sqrt(np.mean(d * d)))
-
-
-def _increase(value: float, baseline: float) -> float:
-    if baseline == 0:
-        return 0.0 if value == 0 else float("inf")
-    return (value - baseline) / baseline
-
-
-def infer_task(y: np.ndarray | None, first_output_shape: tuple[int, ...]) -> str:
-    """Integer labels: classification; float labels: regression; no labels: classification when the first
-    output is one score per class (N, C >= 2), else raw."""
-    if y is not None and len(y):
-        return "classification" if np.issubdtype(np.asarray(y).dtype, np.integer) else "regression"
-    return "classification" if len(first_output_shape) == 1 and first_output_shape[0] >= 2 else "raw"
-
-
 def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray,
             tolerances: dict[str, tuple[float, float]], *, costs: Costs = NOT_MEASURED,
             baseline_costs: Costs = NOT_MEASURED, task: str = "classification") -> Comparison:
@@ -161,31 +130,18 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
     key = scored if scored in names else names[0]
     first, base_first = outputs[key], baseline[key]
     n = len(base_first)
-    t2 = np.asarray(first, np.float32).reshape(n, -1)
-    b2 = np.asarray(base_first, np.float32).reshape(n, -1)
     labelled = y_true is not None and len(y_true) == n
+    the_task = get_task(task)
+    scores = the_task.score(np.asarray(first, np.float32), np.asarray(base_first, np.float32),
+                            np.asarray(y_true) if labelled else None)
     nan = float("nan")
-    acc = base_acc = agreement = nan
-    flips: list[Flip] = []
-    top5 = mae = rmse = base_mae = base_rmse = None
-    if task == "classification":
-        pred, base_pred = t2.argmax(1), b2.argmax(1)
-        agreement = float(np.mean(pred == base_pred))
-        y = np.asarray(y_true) if labelled else np.full(n, -1)
-        if labelled:
-            acc, base_acc = float(np.mean(pred == y)), float(np.mean(base_pred == y))
-        flips = [Flip(int(i), int(y[i]), int(base_pred[i]), int(pred[i])) for i in np.flatnonzero(pred != base_pred)]
-        if t2.shape[1] >= 10:
-            top5 = top_k_agreement(t2, b2, 5)
-    elif task == "regression" and labelled:
-        mae, rmse = regression_errors(t2, np.asarray(y_true))
-        base_mae, base_rmse = regression_errors(b2, np.asarray(y_true))
+    task_fields = {"accuracy": nan, "baseline_accuracy": nan, "accuracy_delta_points": nan, "agreement": nan,
+              **scores.fields}
     memory_bytes, baseline_memory_bytes = dict(costs.memory_bytes), dict(baseline_costs.memory_bytes)
     mem_key = memory_pair(memory_bytes, baseline_memory_bytes)
     cosines = [o.cosine_min for o in per_output]
     c = Comparison(
-        accuracy=acc, baseline_accuracy=base_acc, accuracy_delta_points=100.0 * (acc - base_acc),
-        agreement=agreement, flipped=flips,
+        flipped=list(scores.flipped),
         max_abs_error=max(o.max_abs_error for o in per_output),
         mean_abs_error=float(np.mean([o.mean_abs_error for o in per_output])),
         latency_ratio_p50=_ratio(costs.p50_ms, baseline_costs.p50_ms),
@@ -195,40 +151,35 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
         size_ratio=_ratio(costs.size_bytes, baseline_costs.size_bytes),
         task=task, outputs=per_output,
         cosine_min=float("nan") if any(np.isnan(cosines)) else min(cosines),
-        rel_error=max(o.rel_error for o in per_output), top5_agreement=top5,
-        mae=mae, rmse=rmse, baseline_mae=base_mae, baseline_rmse=base_rmse,
-        mae_increase=_increase(mae, base_mae) if mae is not None and base_mae is not None else None,
-        rmse_increase=_increase(rmse, base_rmse) if rmse is not None and base_rmse is not None else None,
-        scored_output=key if len(names) > 1 and task != "raw" else "",
+        rel_error=max(o.rel_error for o in per_output),
+        scored_output=key if len(names) > 1 and the_task.scores_one_output else "",
         label_agreement=min((o.exact_match for o in per_output if o.exact_match is not None), default=None),
+        task_metrics=dict(scores.metrics), **task_fields,
     )
-    c.checks = _checks(c, tolerances)
+    c.checks = _checks(c, tolerances, () if labelled else the_task.label_metrics)
     outcomes = {ch.outcome for ch in c.checks}
     c.verdict = "fail" if "fail" in outcomes else ("degraded" if "degraded" in outcomes else "pass")
     return c
 
 
-def _checks(c: Comparison, tolerances: dict[str, tuple[float, float]]) -> list[Check]:
-    """A check per tolerance whose metric this row has (no accuracy without labels, no top-5 below 10 classes,
-    no MAE increase without regression labels); a NaN value (a non-finite output) fails its check."""
+def _checks(c: Comparison, tolerances: dict[str, tuple[float, float]], unlabelled: tuple[str, ...] = ()) -> list[Check]:
+    """A check per tolerance whose metric this row has (no accuracy without labels: the task's `unlabelled`
+    metrics, no top-5 below 10 classes, no MAE increase without regression labels); a NaN value (a non-finite
+    output) fails its check."""
     values = {"accuracy_drop_points": -c.accuracy_delta_points, "agreement": c.agreement,
               "max_abs_error": c.max_abs_error, "top5_agreement": c.top5_agreement, "cosine_min": c.cosine_min,
               "rel_error": c.rel_error, "mae_increase": c.mae_increase, "rmse_increase": c.rmse_increase,
-              "label_agreement": c.label_agreement}
+              "label_agreement": c.label_agreement, **c.task_metrics}
     if c.label_agreement is not None and "label_agreement" not in tolerances and "agreement" in tolerances:
         tolerances = {**tolerances, "label_agreement": tolerances["agreement"]}
     out = []
     for metric, lim in tolerances.items():
         v = values.get(metric)
-        if v is None or (metric in _LABEL_METRICS and np.isnan(v) and c.task == "classification"
-                         and np.isnan(c.accuracy)):
+        if v is None or metric in unlabelled:
             continue
         out.append(judge(metric, float("inf") if np.isnan(v) and TOLERANCE_METRICS[metric] == "max" else
                          (float("-inf") if np.isnan(v) else v), lim))
     return out
-
-
-_LABEL_METRICS = ("accuracy_drop_points",)
 
 
 def parse_tolerance_overrides(items: list[str]) -> dict[str, tuple[float, float]]:

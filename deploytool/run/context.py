@@ -23,13 +23,13 @@ from deploytool.errors import BadModelFile, DataError, DeploytoolError, Raised, 
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
-from deploytool.run.compare import infer_task
 from deploytool.run.judge import Reference
 from deploytool.run.request import MigrateRequest
 from deploytool.runtimes import runtime_implementation
 from deploytool.runtimes.isolated import runtime_workers
 from deploytool.spec import ModelSpec, load_spec
-from deploytool.tolerances import TASK_TOLERANCES, source_tolerances
+from deploytool.tasks import get_task, infer_task
+from deploytool.tolerances import source_tolerances
 from deploytool.targets import Position, Preflight, RunSettings, get_target
 from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash
@@ -51,22 +51,11 @@ class Source:
 
 def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], where: str) -> None:
     """Labels that cannot mean what the task does (float labels for a classifier, a classifier of one value,
-    regression targets of another width than the output) would judge every row wrongly: one line instead."""
+    regression targets of another width than the output) would judge every row wrongly: one line instead (each
+    task's own rule, deploytool.tasks)."""
     if any(d <= 0 for d in scored_shape):
         return  # a dimension the signature leaves open: the rows' own shape checks judge it
-    values = int(np.prod(scored_shape)) if scored_shape else 1
-    if task == "classification":
-        if len(y) and y.dtype.kind == "f":
-            raise DataError(f"{where}: --task classification, but y holds floats (regression targets); store integer "
-                            "class indices, or use --task regression")
-        if values < 2:
-            raise DataError(f"{where}: --task classification, but the scored output holds {values} value per sample; "
-                            "a classifier gives one score per class (use --task regression or raw, or --output)")
-    if task == "regression" and len(y):
-        width = int(np.prod(y.shape[1:])) if y.ndim > 1 else 1
-        if width != values:
-            raise DataError(f"{where}: the regression targets y hold {width} value(s) per sample, the scored output "
-                            f"{values}; store targets of the output's shape")
+    get_task(task).check_labels(y, int(np.prod(scored_shape)) if scored_shape else 1, where)
 
 
 def _refuse_non_finite(model: str, framework: str, out: np.ndarray) -> None:
@@ -138,7 +127,7 @@ class RunContext:
                                                         tuple(d or 0 for d in first))
             check_labels_fit(task, dataset.y_test, tuple(d or 0 for d in first), str(req.test_npz))
             spec = replace(spec, task=task, tolerances=spec.tolerances or source_tolerances(
-                TASK_TOLERANCES[task], spec.signature.quantized))
+                get_task(task).tolerances, spec.signature.quantized))
             note = note.replace("x_train/y_train", "<input>_train arrays (or x_train)")
         tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,

@@ -10,9 +10,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
+from deploytool import tasks
 from deploytool.convert import FORMATS, QUANTIZE_WORDS
 from deploytool.errors import UnknownOption
-from deploytool.spec import TASKS
 from deploytool.targets import selectable
 
 
@@ -61,9 +61,10 @@ def user_model_args(p: argparse.ArgumentParser) -> None:
                    help="your own test set: .npz with x (one input: images (N,H,W,C), sequences, features, token ids) "
                         "or one array per model input named after it; y (N,) optional: integer labels, float "
                         "targets, or none (judged against the PC baseline's outputs)")
-    p.add_argument("--task", choices=TASKS, default=None,
+    p.add_argument("--task", choices=tasks.names(), default=None,
                    help="what the model's first output is judged as (default: integer labels mean classification, "
-                        "float labels regression; without labels, class scores mean classification, else raw)")
+                        "float labels regression; without labels, class scores mean classification, else raw; "
+                        "a plugin in $DEPLOYTOOL_PLUGINS may register more)")
     p.add_argument("--output", default=None, metavar="NAME",
                    help="the output a classifier is scored on (default: the first float output of per-class scores, "
                         "e.g. `probabilities` beside an integer `label`); every output is still compared")

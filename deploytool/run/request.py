@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from deploytool.spec import TASKS
+from deploytool import tasks
 from deploytool.errors import UnknownOption
 from deploytool.run.usermodel import is_model_file
 from deploytool.targets import RunSettings, get_target
@@ -74,8 +74,8 @@ class MigrateRequest:
         problems = []
         if self.threads < 1:
             problems.append(f"threads={self.threads} (must be >= 1)")
-        if self.task not in (None, *TASKS):
-            problems.append(f"task={self.task!r} (must be one of {', '.join(TASKS)}, or None to infer it)")
+        if self.task not in (None, *tasks.names()):
+            problems.append(f"task={self.task!r} (must be one of {', '.join(tasks.names())}, or None to infer it)")
         if self.data_layout not in (None, "NHWC", "NCHW"):
             problems.append(f"data_layout={self.data_layout!r} (must be NHWC, NCHW or None)")
         if self.warmup_runs < 0:

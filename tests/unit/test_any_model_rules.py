@@ -84,6 +84,7 @@ def test_a_zipmap_becomes_per_class_scores_in_class_order_and_other_sequences_ar
     ("classification", np.array([0.5, 1.5], np.float32), (10,), "y holds floats"),
     ("classification", np.array([0, 1]), (1,), "1 value per sample"),
     ("classification", np.array([0, 1]), (), "1 value per sample"),
+    ("classification", np.zeros((2, 3), np.int64), (10,), "one class index per sample (N,)"),
     ("regression", np.zeros((2, 3), np.float32), (10,), "hold 3 value(s) per sample, the scored output 10"),
 ])
 def test_labels_that_cannot_mean_the_task_are_one_line(task, y, shape, words):

@@ -9,8 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from deploytool.run.compare import (compare, compare_outputs, cosine_per_sample, infer_task, output_comparison,
-                                    regression_errors, top_k_agreement)
+from deploytool.run.compare import compare, compare_outputs, cosine_per_sample, output_comparison
+from deploytool.tasks import infer_task
+from deploytool.tasks.classification import top_k_agreement
+from deploytool.tasks.regression import regression_errors
 
 
 def test_cosine_per_sample_by_hand():

@@ -21,7 +21,8 @@ from deploytool.modelfiles.signature import Signature, TensorSpec, output_spec, 
 from deploytool.modelfiles.tflite_io import TensorQuant, quantization_notes
 from deploytool.run.compare import output_comparison
 from deploytool.spec import Preprocess
-from deploytool.tolerances import DEFAULT_TOLERANCES, TASK_TOLERANCES, source_tolerances
+from deploytool.tasks import TASKS
+from deploytool.tolerances import DEFAULT_TOLERANCES, source_tolerances
 
 
 def test_a_quantized_integer_input_takes_floats_and_one_without_a_scale_takes_token_ids():
@@ -80,8 +81,8 @@ def test_a_source_that_computes_in_integers_is_judged_by_the_quantized_tolerance
     tol = source_tolerances(DEFAULT_TOLERANCES, quantized_source=True)
     assert tol["none"] == tol["quantized"] == DEFAULT_TOLERANCES["quantized"]
     assert "max_abs_error" not in tol["none"]  # one output step between two kernels is not a failure
-    raw = source_tolerances(TASK_TOLERANCES["raw"], quantized_source=True)
-    assert raw["none"] == TASK_TOLERANCES["raw"]["quantized"]
+    raw = source_tolerances(TASKS["raw"].tolerances, quantized_source=True)
+    assert raw["none"] == TASKS["raw"].tolerances["quantized"]
     plain = source_tolerances(DEFAULT_TOLERANCES, quantized_source=False)
     assert plain == DEFAULT_TOLERANCES and plain["none"] is not DEFAULT_TOLERANCES["none"]  # copies
 

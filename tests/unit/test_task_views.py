@@ -16,7 +16,8 @@ import pytest
 
 from deploytool.commands import runs
 from deploytool.report import ReportInput, summary_rows, text, write_report
-from deploytool.report.tasks import VIEWS, cells, view_for, view_of
+from deploytool.report.tasks import cells, text_of, view_for, view_of
+from deploytool.tasks import TASKS
 from deploytool.result import Combo, Result
 from deploytool.run.compare import Costs, compare_outputs
 from tests import results as factory
@@ -96,9 +97,9 @@ def test_a_model_of_several_outputs_shows_each_whatever_its_task(task, labelled)
 
 
 def test_an_unknown_task_reads_as_a_classifier_and_no_labels_only_changes_a_classifier():
-    assert view_for("detection") == VIEWS["classification"]
-    assert view_for("regression", labelled=False) == VIEWS["regression"]
-    assert view_for("classification", labelled=False) == VIEWS["classification, no labels"]
+    assert view_for("detection") == TASKS["classification"].view
+    assert view_for("regression", labelled=False) == TASKS["regression"].view
+    assert view_for("classification", labelled=False) == TASKS["classification"].unlabelled_view
 
 
 def test_a_cell_is_marked_when_it_reads_worse_than_the_baseline():
@@ -196,6 +197,6 @@ def test_the_terminal_tables_show_the_same_brief_columns_as_summary_md(make, hea
     rows = summary_rows(inp)
     view = view_of(rows)
     first = shown.getvalue().splitlines()[1]
-    assert all(c.fmt(getattr(rows[0], c.attr)) in first for c in view.brief), first
+    assert all(text_of(c, getattr(rows[0], c.attr)) in first for c in view.brief), first
     plain = text.plain_table(rows).splitlines()
     assert re.match(r"combination\s+" + r"\s+".join(map(re.escape, heads)) + r"\s+p50 ms", plain[0]), plain[0]
