@@ -18,10 +18,10 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.convert import convert
 from deploytool.errors import StageFailed
+from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 
 # Set in the worker before anything imports TensorFlow: its native log noise stays below warnings.
-WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TFDF_DISABLE_WELCOME_MESSAGE": "1"}
 
 
 def _quiet() -> None:

@@ -16,6 +16,11 @@ import sys
 import tempfile
 from types import ModuleType
 
+# The environment of every worker process deploytool spawns (a conversion, a runtime's measurement, a training, a
+# sweep point): TensorFlow's native log without its INFO and WARNING lines (its errors stay in the worker's log,
+# where a crash is explained), and TF-DF without its welcome banner.
+WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TFDF_DISABLE_WELCOME_MESSAGE": "1"}
+
 
 def import_tensorflow() -> ModuleType:
     if "tensorflow" in sys.modules:

@@ -26,6 +26,7 @@ from deploytool import runtimes
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed
+from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.latency import PairedLatency, clean_blocks, floor_of
 from deploytool.runtimes.base import Outputs, Runtime
@@ -55,7 +56,6 @@ _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_BYTES = 128 * 1024
 
 # Set in the worker before its framework is imported.
-WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def _init_worker(ref: str, *also: str) -> None:

@@ -39,7 +39,8 @@ from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.sweep_measure import PointBudget
 from deploytool.study.sweep_report import sections
-from deploytool.study.sweep_worker import TF_FORMATS, WORKER_ENV
+from deploytool.proc.quiet import WORKER_ENV
+from deploytool.study.sweep_worker import TF_FORMATS
 from deploytool.targets import Position, RunSettings, all_targets, expand, get_target
 from deploytool.train import train
 from deploytool.workspace import Workspace

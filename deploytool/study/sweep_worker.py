@@ -32,7 +32,6 @@ from deploytool.train.fit import fit_keras, fit_torch
 # TensorFlow's pools are sized when it starts: a format it runs gets its thread count before anything imports it.
 TF_FORMATS = ("keras", "saved_model")
 # Set in the child before anything imports TensorFlow.
-WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _pin_tensorflow_threads(threads: int) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 from deploytool.errors import TrainingFailed
 from deploytool.proc.threads import pin
+from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost
 from deploytool.train.fit import fit_measured
 
 # Set in the worker before TensorFlow starts: the user's terminal shows the progress bars, not TF's logs.
-WORKER_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
 _THREADS: dict[str, Any] = {}  # in the worker: what pinning the threads gave
 
