@@ -51,13 +51,22 @@ def load_plugins() -> None:
                                 f"{': ' + first if first else ''}); fix or unset it") from None
 
 
+class _Lazy(Generic[T]):
+    """A registered entry not made yet: `load` imports its module and makes it."""
+
+    def __init__(self, load: Callable[[], T]):
+        self.load = load
+
+
 class Registry(Mapping[str, T], Generic[T]):
     """name -> entry, in the order the entries were registered. Registering a name again replaces its entry
-    (in its place); `unregister` removes it (tests register doubles for a while)."""
+    (in its place); `unregister` removes it (tests register doubles for a while). An entry whose module is costly
+    to import (a target's machinery) is registered `lazy`: a function that imports it with a plain import (which
+    import-linter and mypy see) and returns the entry, called on the first lookup of its name."""
 
     def __init__(self, what: str):
         self.what = what  # what one entry is, for messages: "architecture"
-        self._entries: dict[str, T] = {}
+        self._entries: dict[str, T | _Lazy[T]] = {}
 
     def register(self, name: str) -> Callable[[E], E]:
         """The decorator: `@REGISTRY.register(name)` above what is registered (returned unchanged)."""
@@ -74,13 +83,22 @@ class Registry(Mapping[str, T], Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def lazy(self, name: str, loader: Callable[[], T]) -> None:
+        """Register `name` now and its entry when it is first looked up (`loader()` imports and makes it)."""
+        if not name:
+            raise ValueError(f"a registered {self.what} needs a name")
+        self._entries[name] = _Lazy(loader)
+
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
 
     # -- the mapping: every lookup sees the plugins' entries too ---------------------------------------------
     def __getitem__(self, name: str) -> T:
         load_plugins()
-        return self._entries[name]
+        entry = self._entries[name]
+        if isinstance(entry, _Lazy):
+            entry = self._entries[name] = entry.load()  # in its place: the order stays the registration's
+        return entry
 
     def __contains__(self, name: object) -> bool:
         load_plugins()

@@ -14,7 +14,7 @@ import argparse
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, ContextManager
+from typing import Any, ClassVar, ContextManager, Iterable
 
 from deploytool.errors import UnknownOption
 from deploytool.runtimes import formats_on
@@ -171,3 +171,21 @@ class Target:
         runtime = " ".join(str(environment[k]) for k in ("runtime", "runtime_version", "version")
                            if environment.get(k))
         return runtime or self.name
+def expand(values: Iterable[str], allowed: Iterable[str], what: str) -> list[str]:
+    """`("a,b", "all")` -> the named items, in order, once each; an unknown one is a one-line error."""
+    allowed = list(allowed)
+    out: list[str] = []
+    for v in values:
+        for item in str(v).split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if item == "all":
+                out.extend(allowed)
+            elif item not in allowed:
+                raise UnknownOption(f"unknown {what} {item!r}; choose from {', '.join(allowed)} or all")
+            else:
+                out.append(item)
+    return list(dict.fromkeys(out))
+
+

@@ -21,8 +21,7 @@ from deploytool.devices.web_harness import check_harness
 from deploytool.runtimes.web import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label
 from deploytool.runtimes.web_session import WebSession, probe_webgpu_adapter
-from deploytool.targets import expand
-from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
+from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions, expand
 
 # a backend word may name the library whose rows it widens: tfjs:<backend> (TF.js graphs), ort:<backend> (ONNX)
 LIBRARIES = {"tfjs": "tfjs_graph", "ort": "onnx"}
