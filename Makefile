@@ -23,24 +23,20 @@ system:
 
 python: $(STAMP)
 
-# torch first and alone: the CPU wheel on disk; anything else would pull a CUDA build.
-# requirements-nodeps.txt after the lock and without their dependencies: onnx2tf pins old versions of the
-# whole stack but works on ours.
-# pip unpacks without compiling (--no-compile), then compileall compiles the ~25,600 files on every core: pip
-# compiles them one by one (a fresh venv: 142 s -> 67 s of pip + 43 s of compileall on 2 cores). The bytecode is
+# scripts/install_python.sh: torch's CPU wheel (the one on disk; anything else would pull a CUDA build), the lock,
+# then requirements-nodeps.txt without their dependencies (onnx2tf pins old versions of the whole stack but works
+# on ours), then deploytool; with uv from pip's own configuration (a fresh venv: ~10 s where pip took 67 s), pip
+# when uv cannot. Neither compiles: compileall compiles the ~25,600 files on every core (pip compiled them one by
+# one: a fresh venv took 142 s -> 67 s of pip + 43 s of compileall on 2 cores). The bytecode is
 # the same (timestamp pycs); a file no Python 3.11 can compile (a few examples and py3.12-only tests inside
 # packages) is skipped the way pip skips it, so compileall's exit status is not ours to check. Nothing runs the
 # packages' own tests nor transformers (only litert-torch's generative examples import it): not compiling them
 # halves compileall (63 s -> 32 s on 2 cores, 25,600 -> 17,700 files); a module left out still imports, compiled
 # in memory.
-PIP_INSTALL := $(BIN)/pip install -q --disable-pip-version-check --no-compile
-$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml
+$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml scripts/install_python.sh
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "deploytool needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) torch==2.13.0
-	$(PIP_INSTALL) -r requirements.lock
-	$(PIP_INSTALL) --no-deps -r requirements-nodeps.txt
-	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	scripts/install_python.sh $(VENV)
 	$(BIN)/python -m compileall -qq -j 0 -x '(/tests?/|_test\.py$$|/site-packages/transformers/)' $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
 	touch $(STAMP)
 
