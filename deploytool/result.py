@@ -137,6 +137,9 @@ class Comparison:
     latency_ratio_ci: tuple[float, float] | None = None
     scored_output: str = ""  # the output accuracy, agreement and flips are of ("" : the only one)
     label_agreement: float | None = None  # the smallest exact_match over integer (label) outputs
+    # why agreement with this baseline says nothing (deploytool.run.weak_set): the row was then judged on output
+    # error and cosine instead of agreement and accuracy ("": judged as its task asks)
+    agreement_uninformative: str = ""
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"

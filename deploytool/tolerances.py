@@ -72,3 +72,18 @@ def tolerance_problem(metric: str, limits: tuple[float, ...]) -> str | None:
         return (f"is inverted: {metric} passes at <= {pass_limit:g} and fails beyond {fail_limit:g}, "
                 f"so the pass limit must be the smaller one")
     return None
+
+
+# What a classifier's row is judged by when its test set is weak (deploytool.run.weak_set: agreement with the
+# baseline says nothing): its limits less the ones agreement and accuracy stand behind, plus output error and cosine.
+AGREEMENT_METRICS = ("agreement", "top5_agreement", "label_agreement", "accuracy_drop_points")
+WEAK_SET_METRICS = ("cosine_min", "rel_error")
+
+
+def weak_set_tolerances(tolerances: dict[str, tuple[float, float]],
+                        quantized: bool) -> dict[str, tuple[float, float]]:
+    """The row's `tolerances` without the agreement family, with cosine_min and rel_error at the row's own limits
+    when it has them (a manifest's or --tolerance's), else the raw task's for the row's group (`quantized`)."""
+    raw = TASK_TOLERANCES["raw"]["quantized" if quantized else "none"]
+    kept = {m: lim for m, lim in tolerances.items() if m not in AGREEMENT_METRICS}
+    return {**kept, **{m: tolerances.get(m, raw[m]) for m in WEAK_SET_METRICS}}

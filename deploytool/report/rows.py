@@ -94,6 +94,7 @@ class ReportRow:
     outputs: tuple[OutputComparison, ...] = ()  # every output against the baseline's (empty: older rows)
     scored_output: str = ""  # the output accuracy and agreement are of (a model of several outputs)
     label_agreement: float | None = None  # the smallest share of samples with integer outputs equal to the baseline's
+    agreement_uninformative: str = ""  # why agreement says nothing on this test set (judged on error and cosine)
 
     @property
     def outcome(self) -> str:
@@ -180,5 +181,6 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             outputs=tuple(comp.outputs) if comp is not None else (),
             scored_output=comp.scored_output if comp is not None else "",
             label_agreement=num(comp.label_agreement) if comp is not None else None,
+            agreement_uninformative=clean(comp.agreement_uninformative) if comp is not None else "",
         ))
     return rows
