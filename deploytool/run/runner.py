@@ -32,7 +32,7 @@ from deploytool.run.weak_set import JUDGED_INSTEAD
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
-from deploytool.runtimes.measure import PAIR_BLOCKS
+from deploytool.runtimes.measure import PAIR_BLOCKS, PairingTooLong
 from deploytool.tolerances import weak_set_tolerances
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
@@ -183,6 +183,8 @@ def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,
                               ref_cls, ref_options, src.artifact,
                               ctx.dataset.in_layout(ctx.dataset.x_test, src.artifact.layout),
                               f"the PC baseline ({src.framework})"), ""
+    except PairingTooLong as e:  # a model too slow to time in blocks within a row's budget
+        return None, f"{e}: timed alone"
     except Exception as e:  # the row was measured; only its pairing failed
         first = first_line_of(str(e), 200)
         return None, f"timing it beside the PC baseline failed ({type(e).__name__}: {first})"
