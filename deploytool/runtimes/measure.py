@@ -102,6 +102,20 @@ def readings_for(samples: int, k: int) -> int:
     return max(math.ceil(samples / k), min(samples, MIN_READINGS))
 
 
+# A row's batch-1 timing (one reading per test sample unless told) stops at about this many seconds: 5,000 samples
+# of a 11 ms model would take a minute where 1,800 readings say as much of its percentiles (issue 38).
+LATENCY_BUDGET_S = 20.0
+
+
+def readings_within(readings: int, one_reading_s: float, budget_s: float | None = None) -> int:
+    """`readings`, or fewer when they would take longer than `budget_s` (LATENCY_BUDGET_S) at `one_reading_s`
+    each: as many as fit, never fewer than MIN_READINGS (nor more than asked)."""
+    if not math.isfinite(one_reading_s) or one_reading_s <= 0:
+        return readings
+    budget = LATENCY_BUDGET_S if budget_s is None else budget_s
+    return min(readings, max(MIN_READINGS, int(budget // one_reading_s)))
+
+
 # How long the load check watches /proc/stat before a row's timing: 20 ticks of 2 CPUs at 100 Hz, a 5% step,
 # fine for the lab's rule (a row is busy when fewer CPUs than its threads were free).
 LOAD_CHECK_S = 0.1
@@ -188,7 +202,8 @@ def run_batched(predict: Predict, inputs: Batch, batch_size: int) -> tuple[Batch
 
 def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
                 samples: int | None) -> tuple[np.ndarray, float, int]:
-    """Batch-1 latency of every sample (or the first `samples`), in ms.
+    """Batch-1 latency of every sample (or the first `samples`), in ms; without a count, of as many samples as
+    LATENCY_BUDGET_S holds at the warm-up's speed (`readings_within`: a real-size model on a large test set).
 
     Returns (latencies_ms, first_inference_ms, k). The first call is timed
     apart: it often includes lazy initialisation that steady state does not
@@ -208,8 +223,10 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
         warm[i] = time.perf_counter() - t
     # The fastest warm-up run, not the median: it is the model's own cost, so K stays the same between runs
     # on a busy machine (a K that flips between 1 and 21 moves p50 by itself).
-    k = inferences_per_reading(float(warm.min())) if warmup_runs else 1
+    fastest = float(warm.min()) if warmup_runs else first_ms / 1e3
+    k = inferences_per_reading(fastest) if warmup_runs else 1
     if k == 1:
+        n = readings_within(n, fastest) if samples is None else n  # a count the user asked for is kept
         lat = np.empty(n, dtype=np.float64)
         for i in range(n):
             x = inputs[i : i + 1]
@@ -263,7 +280,7 @@ PAIR_READING_S = 0.25e-3
 # one keeps its blocks (the units the ratio and its interval come from) and gives up readings per block, down to
 # one, then blocks, down to MIN_PAIR_BLOCKS; one slower still is not paired (PairingTooLong). The warm-up before
 # stops after PAIR_WARMUP_BUDGET_S once two inferences of a side are timed.
-PAIR_BUDGET_S = 30.0
+PAIR_BUDGET_S = 20.0
 PAIR_WARMUP_BUDGET_S = 2.0
 # From this inference time on, a reading has no untimed warm inferences before it: the time a side loses to the
 # other having just run (0.06-0.27 ms for Keras's LeNet-5, see above) is under 3% of it, and the warm inferences
