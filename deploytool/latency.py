@@ -146,6 +146,8 @@ class PairedLatency:
     clean: int = 0  # how many blocks the ratio comes from (all of them when too few were clean)
     # the reference's fastest block over the rows paired before this one in the same worker (NaN: none before)
     reference_floor_ms: float = float("nan")
+    budget_s: float = float("nan")  # the seconds the row's blocks were sized to fit (issue 38; NaN: rows before)
+    sized: str = ""  # why the row got fewer blocks or readings than a short inference gets ("": it did not)
 
     @classmethod
     def of(cls, target_block_ms: Sequence[float], reference_block_ms: Sequence[float], reference: str,
@@ -179,7 +181,8 @@ class PairedLatency:
         used = (f", the ratio from the {self.clean} blocks where both were within {100 * CLEAN_TOLERANCE:.0f}% of "
                 f"their fastest{floor}"
                 if 0 < self.clean < self.blocks else "")
-        return (f"paired with {self.reference} in {self.blocks} alternating blocks{where}{used}: "
+        sized = f" ({self.sized})" if self.sized else ""
+        return (f"paired with {self.reference} in {self.blocks} alternating blocks{sized}{where}{used}: "
                 f"{self.ratio:.3g}x [{self.ratio_low:.3g}, {self.ratio_high:.3g}] "
                 f"(p50 {self.target_p50_ms:.4g} ms beside the reference's {self.reference_p50_ms:.4g} ms); "
                 f"machine drift {self.drift:.2g}x during timing{load}")
@@ -199,7 +202,7 @@ class PairedLatency:
 
 _FIELDS = set(PairedLatency.__dataclass_fields__)
 _FLOATS = ("target_p50_ms", "target_p90_ms", "reference_p50_ms", "reference_p90_ms", "ratio", "ratio_low",
-           "ratio_high", "drift", "reference_floor_ms")
+           "ratio_high", "drift", "reference_floor_ms", "budget_s")
 
 
 def unpaired_sentence(where: str, why: str, inferences_per_reading: int = 1) -> str:

@@ -132,6 +132,9 @@ class Comparison:
     label_agreement: float | None = None  # the smallest exact_match over integer (label) outputs
     # the metrics of a task that has its own (deploytool.tasks: a task registered beside the built-in ones)
     task_metrics: dict[str, float | None] = field(default_factory=dict)
+    # why agreement with this baseline says nothing (deploytool.tasks.weak_set): the row was then judged on output
+    # error and cosine instead of agreement and accuracy ("": judged as its task asks)
+    agreement_uninformative: str = ""
 
     def __bool__(self) -> bool:
         return self.verdict == "pass"

@@ -71,13 +71,28 @@ def _refuse_sparse(model_path: Path, location: str, real: Path) -> None:
                            "copy the file with `cp --sparse=never` if its zeros are real")
 
 
+# protobuf parses one message of at most 2 GiB: a larger .onnx cannot be read by onnx or onnxruntime (issue 38).
+PROTOBUF_LIMIT_BYTES = 2**31
+
+
+def refuse_over_protobuf_limit(model_path: Path) -> None:
+    """An .onnx file (itself, its external data aside) over PROTOBUF_LIMIT_BYTES: one line before anything is read
+    (a model over 2 GiB keeps its weights as external data, which is read, copied and served beside it)."""
+    size = Path(model_path).stat().st_size
+    if size > PROTOBUF_LIMIT_BYTES:
+        raise BadModelFile(f"{model_path}: {size / 2**30:.3g} GiB in one .onnx file, beyond the 2 GiB protobuf "
+                           "(so onnx and onnxruntime) can read; save it with its weights as external data: "
+                           "onnx.save_model(model, path, save_as_external_data=True)")
+
+
 def external_locations(model_path: Path) -> list[str]:
     """The `location` strings of an ONNX model's external data, as written in it, each checked.
 
-    Raises BadModelFile for an unreadable model, a location that leaves the model's folder
-    (absolute, `..`, or a link out of it) or a file that is missing.
+    Raises BadModelFile for an unreadable model, one over PROTOBUF_LIMIT_BYTES in its own file, a location that
+    leaves the model's folder (absolute, `..`, or a link out of it) or a file that is missing.
     """
     model_path = Path(model_path)
+    refuse_over_protobuf_limit(model_path)
     locations = _locations(_read_proto(model_path))
     for loc in locations:
         _checked(model_path, loc)

@@ -207,7 +207,7 @@ def _header(inp: "ReportInput", counts: dict[str, Any], versions: dict[str, str]
                        "p50_ms": fmt_ms((b.get("latency") or {}).get("p50_ms")), "size": fmt_bytes(b.get("size_bytes"))}
                       for fw, b in sorted(inp.baselines.items())],
         "versions": [(k, versions[k]) for k in _KEY_VERSIONS if k in versions],
-        "data_warnings": [str(w) for w in inp.run_info.get("data_warnings") or []],
+        "data_warnings": [str(w) for w in inp.run_info.get("data_warnings") or []] + tasks.weak_set_warnings(rows),
     }
 
 

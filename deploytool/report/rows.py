@@ -95,6 +95,7 @@ class ReportRow:
     scored_output: str = ""  # the output accuracy and agreement are of (a model of several outputs)
     label_agreement: float | None = None  # the smallest share of samples with integer outputs equal to the baseline's
     task_metrics: dict[str, float | None] = field(default_factory=dict)  # a task's own metrics (deploytool.tasks)
+    agreement_uninformative: str = ""  # why agreement says nothing on this test set (judged on error and cosine)
 
     @property
     def outcome(self) -> str:
@@ -182,5 +183,6 @@ def summary_rows(inp: "ReportInput") -> list[ReportRow]:
             scored_output=comp.scored_output if comp is not None else "",
             label_agreement=num(comp.label_agreement) if comp is not None else None,
             task_metrics={k: num(v) for k, v in comp.task_metrics.items()} if comp is not None else {},
+            agreement_uninformative=clean(comp.agreement_uninformative) if comp is not None else "",
         ))
     return rows

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from deploytool.report.numbers import MISSING, fmt_cosine, fmt_count, fmt_float, fmt_pct, fmt_points, num
 from deploytool.tasks import TASKS, Column, TaskView
+from deploytool.tasks.raw import COS_MIN, REL_ERR
 
 if TYPE_CHECKING:
     from deploytool.report.rows import ReportRow
@@ -59,11 +60,29 @@ def view_for(task: str, labelled: bool = True, outputs: int = 1) -> TaskView:
 
 def view_of(rows: Iterable["ReportRow"]) -> TaskView:
     """The run's view from its measured rows: their task (a run is one model, so one task; none measured: a
-    classifier's), whether any was scored against labels, and their most outputs."""
+    classifier's), whether any was scored against labels, and their most outputs. A classifier on a weak test set
+    (deploytool.tasks.weak_set: agreement says nothing) is read by what its rows were judged on: the cosine is its
+    headline, beside the output error."""
     measured = [r for r in rows if r.status == "measured"]
     task = next((r.task for r in measured if r.task in TASKS), "classification")
     labelled = not measured or any(r.accuracy is not None for r in measured)
-    return view_for(task, labelled, max((len(r.outputs) for r in measured), default=1))
+    view = view_for(task, labelled, max((len(r.outputs) for r in measured), default=1))
+    if any(r.agreement_uninformative for r in measured):
+        view = replace(view, columns=_with(view.columns, COS_MIN, REL_ERR), brief=_with(view.brief, COS_MIN),
+                       headline=COS_MIN)
+    return view
+
+
+def _with(columns: tuple[Column, ...], *more: Column) -> tuple[Column, ...]:
+    return columns + tuple(c for c in more if c.attr not in {x.attr for x in columns})
+
+
+def weak_set_warnings(rows: Iterable["ReportRow"]) -> list[str]:
+    """What the header says of the test set from the rows' judgements: each distinct reason a row gave for agreement
+    saying nothing (a weak test set), once."""
+    reasons = dict.fromkeys(r.agreement_uninformative for r in rows
+                            if r.status == "measured" and r.agreement_uninformative)
+    return [f"weak: {why}; agreement says nothing, rows judged on output error and cosine" for why in reasons]
 
 
 def cells(view: TaskView, row: Any, columns: tuple[Column, ...] | None = None) -> list[dict[str, Any]]:

@@ -161,7 +161,8 @@ def markdown(inp: "ReportInput", rows: list["ReportRow"], html_name: str = "repo
     icon = {"pass": "✅", "degraded": "⚠️", "fail": "❌"}.get(overall(counts), "➖")
     lines = [f"### deploytool: {_md(inp.model)} on {_md(inp.dataset)} — run `{_code(inp.run_id)}`", "",
              f"{icon} **{one_line_summary(counts)}**" + (f" · baseline {view.size.head} {base}" if base else ""), "",
-             *[f"⚠️ test set: {_md(w)}" + "\n" for w in inp.run_info.get("data_warnings") or []],
+             *[f"⚠️ test set: {_md(w)}" + "\n" for w in [*(inp.run_info.get("data_warnings") or []),
+                                                          *tasks.weak_set_warnings(rows)]],
              f"| combination | {' | '.join(c.head for c in view.brief)} | p50 ms | ×p50 | size | ×size | result |",
              "|---|" + "--:|" * (len(view.brief) + 4) + "---|"]
     for r in rows:

@@ -15,6 +15,7 @@ import numpy as np
 from deploytool.errors import OutputMismatch, UnknownOption
 from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, OutputComparison
 from deploytool.tasks import get_task
+from deploytool.tasks.weak_set import weak_set_tolerances
 from deploytool.tolerances import TOLERANCE_METRICS, tolerance_problem
 
 
@@ -95,12 +96,12 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray,
 
 def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray,
             tolerances: dict[str, tuple[float, float]], *, costs: Costs = NOT_MEASURED,
-            baseline_costs: Costs = NOT_MEASURED, task: str = "classification") -> Comparison:
+            baseline_costs: Costs = NOT_MEASURED, task: str = "classification", quantized: bool = False) -> Comparison:
     """One output (a classifier's scores, as every image model here has): `compare_outputs` of that output."""
     n = len(y_true) if y_true is not None and len(y_true) else len(baseline_outputs)
     return compare_outputs({"output": np.asarray(outputs).reshape(n, -1)},
                            {"output": np.asarray(baseline_outputs).reshape(n, -1)}, y_true, tolerances,
-                           task=task, costs=costs, baseline_costs=baseline_costs)
+                           task=task, costs=costs, baseline_costs=baseline_costs, quantized=quantized)
 
 
 class NamedArrays(Protocol):
@@ -116,12 +117,14 @@ class NamedArrays(Protocol):
 def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndarray | None,
                     tolerances: dict[str, tuple[float, float]], *, task: str, scored: str = "",
                     integer_outputs: tuple[str, ...] = (), costs: Costs = NOT_MEASURED,
-                    baseline_costs: Costs = NOT_MEASURED) -> Comparison:
+                    baseline_costs: Costs = NOT_MEASURED, quantized: bool = False) -> Comparison:
     """Every output against the baseline's (in the baseline's order; an integer output also for equality: the
     smallest share is `label_agreement`); the task's metrics on the scored output (`scored`, else the first):
     accuracy, agreement and flips for a classifier (accuracy only with labels), MAE/RMSE and their increase
     for a regressor. Checks only the metrics `tolerances` name, so a row is judged as its task asks; a label
-    output is held to the agreement's limits unless `label_agreement` has its own."""
+    output is held to the agreement's limits unless `label_agreement` has its own. A classifier whose baseline
+    makes agreement say nothing (deploytool.tasks.weak_set) is judged on output error and cosine instead, at the
+    limits of its group (`quantized`: deploytool.tasks.weak_set.weak_set_tolerances)."""
     names = list(baseline)
     missing = [n for n in names if n not in outputs]
     if missing:
@@ -155,7 +158,10 @@ def compare_outputs(outputs: NamedArrays, baseline: NamedArrays, y_true: np.ndar
         scored_output=key if len(names) > 1 and the_task.scores_one_output else "",
         label_agreement=min((o.exact_match for o in per_output if o.exact_match is not None), default=None),
         task_metrics=dict(scores.metrics), **task_fields,
+        agreement_uninformative=the_task.uninformative(np.asarray(base_first, np.float32)),
     )
+    if c.agreement_uninformative:
+        tolerances = weak_set_tolerances(tolerances, quantized)
     c.checks = _checks(c, tolerances, () if labelled else the_task.label_metrics)
     outcomes = {ch.outcome for ch in c.checks}
     c.verdict = "fail" if "fail" in outcomes else ("degraded" if "degraded" in outcomes else "pass")

@@ -47,10 +47,12 @@ def paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
 
 def judge(outputs: Outputs, reference: Reference, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],
           size_bytes: int, task: str = "classification", paired: PairedLatency | None = None,
-          scored: str = "", integer_outputs: tuple[str, ...] = ()) -> tuple[Comparison, Measurement]:
+          scored: str = "", integer_outputs: tuple[str, ...] = (),
+          quantized: bool = False) -> tuple[Comparison, Measurement]:
     """Compare one combination's outputs with its baseline's under `tolerances`, as `task` asks: every output of
     a model with a signature, the class scores of an image classifier. `paired`: the row's latency timed against
-    the baseline's model in alternating blocks, which then gives the latency ratios."""
+    the baseline's model in alternating blocks, which then gives the latency ratios. `quantized`: the row is
+    judged by the quantized group's limits (what a weak test set's output error and cosine are held to)."""
     m = measurement_of(outputs, paired)
     costs = Costs(m.p50_ms, m.p90_ms, m.memory_bytes, size_bytes)
     if reference.layout is not None:
@@ -58,8 +60,9 @@ def judge(outputs: Outputs, reference: Reference, y_true: np.ndarray, tolerances
             raise ValueError("the row's outputs carry no layout, the baseline's do")
         c = compare_outputs(split(outputs.outputs, outputs.output_layout), split(reference.outputs, reference.layout),
                             y_true if len(y_true) else None, tolerances, task=task, scored=scored,
-                            integer_outputs=integer_outputs, costs=costs, baseline_costs=reference.costs)
+                            integer_outputs=integer_outputs, costs=costs, baseline_costs=reference.costs,
+                            quantized=quantized)
     else:
         c = compare(outputs.outputs, reference.outputs, y_true, tolerances, costs=costs,
-                    baseline_costs=reference.costs)
+                    baseline_costs=reference.costs, quantized=quantized)
     return paired_ratios(c, paired), m

@@ -31,7 +31,8 @@ from deploytool.run.usermodel import QUANTIZED_IO
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
-from deploytool.runtimes.measure import PAIR_BLOCKS
+from deploytool.runtimes.measure import PAIR_BLOCKS, PairingTooLong
+from deploytool.tasks.weak_set import JUDGED_INSTEAD, weak_set_tolerances
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 
@@ -181,6 +182,8 @@ def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,
                               ref_cls, ref_options, src.artifact,
                               ctx.dataset.in_layout(ctx.dataset.x_test, src.artifact.layout),
                               f"the PC baseline ({src.framework})"), ""
+    except PairingTooLong as e:  # a model too slow to time in blocks within a row's budget
+        return None, f"{e}: timed alone"
     except Exception as e:  # the row was measured; only its pairing failed
         first = first_line_of(str(e), 200)
         return None, f"timing it beside the PC baseline failed ({type(e).__name__}: {first})"
@@ -237,15 +240,25 @@ def pair_again(ctx: RunContext, results: list[Result]) -> list[Result]:
     return list(changed.values())
 
 
-def row_notes(ctx: RunContext, combo: Combo, artifact: Artifact, outputs: Outputs, src: Source) -> list[str]:
+def judged_quantized(combo: Combo, src: Source) -> bool:
+    """Whether the row is held to the quantized group's limits: a quantized row, or any row of a source that itself
+    computes in integers (deploytool.tolerances.source_tolerances)."""
+    return combo.quantized or bool(src.artifact.options.get(QUANTIZED_IO))
+
+
+def row_notes(ctx: RunContext, combo: Combo, artifact: Artifact, outputs: Outputs, src: Source,
+              agreement_uninformative: str = "") -> list[str]:
     """The artifact's and the runtime's notes, then what the run adds: the calibration set of an int8 row, the
-    tolerances a source that is itself quantized is judged by (deploytool.tolerances.source_tolerances)."""
+    tolerances a source that is itself quantized is judged by (deploytool.tolerances.source_tolerances), and
+    why agreement says nothing on a weak test set (deploytool.tasks.weak_set)."""
     notes = list(artifact.notes) + list(outputs.notes)
     if ctx.calibration_note and combo.quantize in ("int8", "int8-io"):
         notes.append(ctx.calibration_note)
     if not combo.quantized and src.artifact.options.get(QUANTIZED_IO):
         notes.append("judged by the quantized tolerances: the source model itself computes in integers (its I/O "
                      "tensors are quantized), and kernels round integer arithmetic differently")
+    if agreement_uninformative:
+        notes.append(f"weak test set: {agreement_uninformative}: {JUDGED_INSTEAD}")
     return notes
 
 
@@ -296,9 +309,12 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     t = time.perf_counter()
     try:
         sig = ctx.spec.signature
+        quantized = judged_quantized(combo, src)
         r.comparison, r.measurement = judge(outputs, src.reference, ctx.dataset.y_test, r.tolerances,
                                             r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
-                                            sig.integer_outputs if sig is not None else ())
+                                            sig.integer_outputs if sig is not None else (), quantized)
+        if r.comparison.agreement_uninformative:  # the limits it was judged by, as the row keeps them
+            r.tolerances = weak_set_tolerances(r.tolerances, quantized)
     except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)
         r.status = Status.RUNTIME_FAILED
         r.reason = f"its outputs do not match the PC baseline's: {e}"
@@ -314,7 +330,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
             r.environment["latency_is_baselines"] = True
     if paired is not None and paired.others_busy_fraction is not None:  # the lab judges latency by it too
         r.environment["cpu_busy_fraction_during_timing"] = paired.others_busy_fraction
-    r.notes = row_notes(ctx, combo, r.artifact, outputs, src)
+    r.notes = row_notes(ctx, combo, r.artifact, outputs, src, r.comparison.agreement_uninformative)
     out_path = ctx.ws.outputs_path(run_id, key)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     np.save(out_path, outputs.outputs)

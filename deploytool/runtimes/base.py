@@ -108,7 +108,7 @@ class HostOptions(RuntimeOptions):
 
     threads: int = 1
     warmup_runs: int = 10
-    latency_samples: int | None = None  # batch-1 timings; None: one per test sample
+    latency_samples: int | None = None  # batch-1 timings; None: one per test sample, within LATENCY_BUDGET_S
     batch_size: int = 256  # of the whole-set pass (a fixed-batch model runs at its own)
     load_check_s: float = LOAD_CHECK_S  # how long the CPU load is watched before timing
 

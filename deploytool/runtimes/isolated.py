@@ -187,8 +187,9 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
             _unpin(former)
     t, r = timed["target_ms"], timed["reference_ms"]
     _FLOORS[key] = floor_of(timed["reference_block_ms"], floor)
+    plan = timed["plan"]
     return PairedLatency.of(timed["target_block_ms"], timed["reference_block_ms"], reference, cpus=tuple(cpus),
-                            reference_floor_ms=floor,
+                            reference_floor_ms=floor, budget_s=plan.budget_s, sized=plan.why(*timed["one_inference_s"]),
                             target_p50_ms=float(np.median(t)), target_p90_ms=float(np.percentile(t, 90)),
                             reference_p50_ms=float(np.median(r)), reference_p90_ms=float(np.percentile(r, 90)),
                             readings_per_block=int(timed["readings_per_block"]),

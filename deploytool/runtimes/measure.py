@@ -11,6 +11,7 @@ import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -101,6 +102,20 @@ def readings_for(samples: int, k: int) -> int:
     return max(math.ceil(samples / k), min(samples, MIN_READINGS))
 
 
+# A row's batch-1 timing (one reading per test sample unless told) stops at about this many seconds: 5,000 samples
+# of a 11 ms model would take a minute where 1,800 readings say as much of its percentiles (issue 38).
+LATENCY_BUDGET_S = 20.0
+
+
+def readings_within(readings: int, one_reading_s: float, budget_s: float | None = None) -> int:
+    """`readings`, or fewer when they would take longer than `budget_s` (LATENCY_BUDGET_S) at `one_reading_s`
+    each: as many as fit, never fewer than MIN_READINGS (nor more than asked)."""
+    if not math.isfinite(one_reading_s) or one_reading_s <= 0:
+        return readings
+    budget = LATENCY_BUDGET_S if budget_s is None else budget_s
+    return min(readings, max(MIN_READINGS, int(budget // one_reading_s)))
+
+
 # How long the load check watches /proc/stat before a row's timing: 20 ticks of 2 CPUs at 100 Hz, a 5% step,
 # fine for the lab's rule (a row is busy when fewer CPUs than its threads were free).
 LOAD_CHECK_S = 0.1
@@ -187,7 +202,8 @@ def run_batched(predict: Predict, inputs: Batch, batch_size: int) -> tuple[Batch
 
 def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
                 samples: int | None) -> tuple[np.ndarray, float, int]:
-    """Batch-1 latency of every sample (or the first `samples`), in ms.
+    """Batch-1 latency of every sample (or the first `samples`), in ms; without a count, of as many samples as
+    LATENCY_BUDGET_S holds at the warm-up's speed (`readings_within`: a real-size model on a large test set).
 
     Returns (latencies_ms, first_inference_ms, k). The first call is timed
     apart: it often includes lazy initialisation that steady state does not
@@ -207,8 +223,10 @@ def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
         warm[i] = time.perf_counter() - t
     # The fastest warm-up run, not the median: it is the model's own cost, so K stays the same between runs
     # on a busy machine (a K that flips between 1 and 21 moves p50 by itself).
-    k = inferences_per_reading(float(warm.min())) if warmup_runs else 1
+    fastest = float(warm.min()) if warmup_runs else first_ms / 1e3
+    k = inferences_per_reading(fastest) if warmup_runs else 1
     if k == 1:
+        n = readings_within(n, fastest) if samples is None else n  # a count the user asked for is kept
         lat = np.empty(n, dtype=np.float64)
         for i in range(n):
             x = inputs[i : i + 1]
@@ -256,6 +274,74 @@ PAIR_WARM_INFERENCES = 3
 # A paired reading of a short inference lasts about this long (K = PAIR_READING_S / one inference): long enough
 # for perf_counter (~0.1 us), short enough that a block holds PAIR_READINGS pairs within PAIR_BLOCK_S.
 PAIR_READING_S = 0.25e-3
+# Real-size models (issue 38): the sizes above, made for sub-millisecond models, would time a 0.7 s inference for
+# half an hour. A row's blocks, their readings and warm inferences are sized from the measured time of one inference
+# so they fit in PAIR_BUDGET_S (`plan_pairing`): a model of a few ms takes the sizes above, well inside it; a longer
+# one keeps its blocks (the units the ratio and its interval come from) and gives up readings per block, down to
+# one, then blocks, down to MIN_PAIR_BLOCKS; one slower still is not paired (PairingTooLong). The warm-up before
+# stops after PAIR_WARMUP_BUDGET_S once two inferences of a side are timed.
+PAIR_BUDGET_S = 20.0
+PAIR_WARMUP_BUDGET_S = 2.0
+# From this inference time on, a reading has no untimed warm inferences before it: the time a side loses to the
+# other having just run (0.06-0.27 ms for Keras's LeNet-5, see above) is under 3% of it, and the warm inferences
+# would triple the cost of every reading.
+PAIR_LONG_INFERENCE_S = 10e-3
+
+
+class PairingTooLong(Exception):
+    """One inference is too slow for even MIN_PAIR_BLOCKS blocks within the row's budget: the row is timed alone."""
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """How one paired timing is sized (`plan_pairing`)."""
+
+    blocks: int  # timed in any case
+    max_blocks: int  # extended up to this while too few blocks are clean (== blocks: not extended)
+    readings_per_block: int  # of each side
+    warm_inferences: int  # untimed, before each reading
+    budget_s: float
+    limited: bool  # the budget cut the readings or blocks below what a short inference gets
+
+    def why(self, target_s: float, reference_s: float) -> str:
+        """Why this many blocks, for the row's sentence ("" when the budget did not bind)."""
+        if not self.limited:
+            return ""
+        return (f"{self.readings_per_block} reading(s) per side per block, as one inference takes "
+                f"{_seconds(target_s)}, the reference's {_seconds(reference_s)}, and a row's paired timing has "
+                f"{self.budget_s:g} s")
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.3g} s" if s >= 1 else f"{1e3 * s:.3g} ms"
+
+
+def pair_warm_inferences(one_inference_s: float) -> int:
+    """Untimed inferences before each reading: PAIR_WARM_INFERENCES, none from PAIR_LONG_INFERENCE_S on."""
+    return 0 if math.isfinite(one_inference_s) and one_inference_s >= PAIR_LONG_INFERENCE_S else PAIR_WARM_INFERENCES
+
+
+def plan_pairing(target_s: float, reference_s: float, k_target: int = 1, k_reference: int = 1,
+                 blocks: int = PAIR_BLOCKS, max_blocks: int = 0, budget_s: float = PAIR_BUDGET_S,
+                 block_s: float = PAIR_BLOCK_S) -> PairPlan:
+    """The plan of a paired timing whose one inference takes `target_s` and `reference_s` seconds (K of them per
+    reading), asked for `blocks` blocks, extended up to `max_blocks` (0: not extended): as asked (readings filling
+    `block_s`, at least PAIR_READINGS) when that fits in `budget_s`; else fewer readings per block, down to one,
+    then fewer blocks, down to MIN_PAIR_BLOCKS. Raises PairingTooLong when even that does not fit."""
+    warm = pair_warm_inferences(max(target_s, reference_s))
+    pair_s = max((k_target + warm) * target_s + (k_reference + warm) * reference_s, 1e-9)
+    readings = max(PAIR_READINGS, math.ceil(block_s / pair_s))
+    most = max(blocks, max_blocks)
+    if most * readings * pair_s <= budget_s:
+        return PairPlan(blocks, most, readings, warm, budget_s, False)
+    pairs = int(budget_s // pair_s)  # reading pairs the budget holds
+    readings = max(1, min(readings, pairs // blocks))
+    fit = pairs // readings
+    if fit < MIN_PAIR_BLOCKS:
+        raise PairingTooLong(f"one inference takes {_seconds(target_s)} (the reference's {_seconds(reference_s)}): "
+                             f"{MIN_PAIR_BLOCKS} blocks of one reading per side would take "
+                             f"{MIN_PAIR_BLOCKS * pair_s:.0f} s, beyond a row's {budget_s:g} s of paired timing")
+    return PairPlan(min(blocks, fit), min(most, fit), readings, warm, budget_s, True)
 
 
 def pair_blocks(latency_samples: int | None) -> int:
@@ -314,44 +400,56 @@ def others_busy_fraction(stat_before: str, stat_after: str, own_cpu_s: float, wa
     return min(1.0, max(0.0, busy - own_cpu_s / (wall_s * cpus)))
 
 
-def _reading_k(predict: Predict, rows: list, warmup_runs: int) -> int:
-    warm = []
+def _warm_up(predict: Predict, rows: list, warmup_runs: int) -> float:
+    """The fastest of the warm-up inferences (at least 3; past PAIR_WARMUP_BUDGET_S, no more once two ran)."""
+    warm: list[float] = []
+    start = time.perf_counter()
     for i in range(max(warmup_runs, 3)):
         t = time.perf_counter()
         predict(rows[i % len(rows)])
         warm.append(time.perf_counter() - t)
-    return inferences_per_reading(min(warm), PAIR_READING_S)
+        if len(warm) >= 2 and time.perf_counter() - start > PAIR_WARMUP_BUDGET_S:
+            break
+    return min(warm)
 
 
 def time_paired(target: Predict, reference: Predict, target_inputs: Any, reference_inputs: Any,
                 warmup_runs: int = 10, blocks: int = PAIR_BLOCKS,
                 block_s: float = PAIR_BLOCK_S, max_blocks: int = 0,
-                enough: Callable[[list[float], list[float]], bool] | None = None) -> dict[str, Any]:
+                enough: Callable[[list[float], list[float]], bool] | None = None,
+                budget_s: float = PAIR_BUDGET_S) -> dict[str, Any]:
     """Time `target` and `reference` (batch 1, the same samples in turn) in `blocks` blocks of alternating readings,
-    then in more blocks, up to `max_blocks` in all, while `enough(target figures, reference figures)` is false.
+    then in more blocks, up to `max_blocks` in all, while `enough(target figures, reference figures)` is false; the
+    blocks and readings as `plan_pairing` sizes them for `budget_s` (PairingTooLong: not even the fewest fit).
 
     Returns {"target_block_ms", "reference_block_ms": each block's PAIR_QUANTILE reading, "target_ms",
-    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K)}; a reading is ms per
-    inference (K inferences per reading when one is under SHORT_INFERENCE_S).
+    "reference_ms": every reading, "readings_per_block", "k": (target K, reference K), "plan": the PairPlan,
+    "one_inference_s": (target's, reference's) from the trial reading}; a reading is ms per inference (K
+    inferences per reading when one is under SHORT_INFERENCE_S).
     """
     n = min(len(target_inputs), len(reference_inputs))
     t_rows = [target_inputs[i : i + 1] for i in range(n)]
     r_rows = [reference_inputs[i : i + 1] for i in range(n)]
-    kt, kr = _reading_k(target, t_rows, warmup_runs), _reading_k(reference, r_rows, warmup_runs)
+    t_fast, r_fast = _warm_up(target, t_rows, warmup_runs), _warm_up(reference, r_rows, warmup_runs)
+    kt, kr = inferences_per_reading(t_fast, PAIR_READING_S), inferences_per_reading(r_fast, PAIR_READING_S)
     sides = {"target": (target, t_rows, kt), "reference": (reference, r_rows, kr)}
-    # one trial reading of each side says how many pairs of readings fill a block
-    pair_s = 0.0
-    for fn, rows, k in sides.values():
+    warm = pair_warm_inferences(max(t_fast, r_fast))
+    # one trial reading of each side says what a reading costs once the other side has run
+    one: dict[str, float] = {}
+    for name, (fn, rows, k) in sides.items():
         t = time.perf_counter()
-        for i in range(k + PAIR_WARM_INFERENCES):  # a reading's K inferences and its untimed warm ones
+        for i in range(k + warm):  # a reading's K inferences and its untimed warm ones
             fn(rows[i % n])
-        pair_s += time.perf_counter() - t
-    per_block = max(PAIR_READINGS, math.ceil(block_s / max(pair_s, 1e-9)))
+        one[name] = (time.perf_counter() - t) / (k + warm)
+    plan = plan_pairing(one["target"], one["reference"], kt, kr, blocks, max_blocks if enough is not None else 0,
+                        budget_s, block_s)
+    per_block = plan.readings_per_block
     readings: dict[str, list[float]] = {"target": [], "reference": []}
     figures: dict[str, list[float]] = {"target": [], "reference": []}
     cursor = {"target": 0, "reference": 0}
     b = 0
-    while b < blocks or (enough is not None and b < max_blocks and not enough(figures["target"], figures["reference"])):
+    while b < plan.blocks or (enough is not None and b < plan.max_blocks
+                              and not enough(figures["target"], figures["reference"])):
         order = ("target", "reference") if b % 2 == 0 else ("reference", "target")
         b += 1
         block: dict[str, list[float]] = {"target": [], "reference": []}
@@ -360,7 +458,7 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
                 fn, rows, k = sides[name]
                 batch = [rows[(cursor[name] + i) % n] for i in range(k)]
                 cursor[name] += k
-                for _ in range(PAIR_WARM_INFERENCES):  # untimed: the reading starts warm, whatever the other side did
+                for _ in range(plan.warm_inferences):  # untimed: the reading starts warm, whatever the other side did
                     fn(batch[-1])
                 t = time.perf_counter()
                 for x in batch:
@@ -371,4 +469,5 @@ def time_paired(target: Predict, reference: Predict, target_inputs: Any, referen
             figures[name].append(float(np.quantile(block[name], PAIR_QUANTILE)))
     return {"target_block_ms": figures["target"], "reference_block_ms": figures["reference"],
             "target_ms": np.asarray(readings["target"]), "reference_ms": np.asarray(readings["reference"]),
-            "readings_per_block": per_block, "k": (kt, kr)}
+            "readings_per_block": per_block, "k": (kt, kr), "plan": plan,
+            "one_inference_s": (one["target"], one["reference"])}

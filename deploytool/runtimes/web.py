@@ -187,6 +187,10 @@ class WebRuntime(Runtime):
     # ---- load
     def _load(self, artifact: Artifact) -> None:
         t_start = time.perf_counter()
+        if artifact.size_bytes > BROWSER_MAX_MODEL_BYTES:  # before a browser or a page is started for it
+            raise StageFailed("unsupported", f"the model is {artifact.size_bytes / 2**30:.3g} GiB; a browser runtime "
+                                             "holds it in a WebAssembly heap of at most 4 GiB, once as the file and "
+                                             "again as tensors, so models over 2 GiB are not run in the browser")
         offered = FORMAT_BACKENDS.get(artifact.format, ("wasm",))
         if self.options.backend not in offered:
             raise StageFailed("unsupported", f"backend={self.options.backend} does not run {artifact.format} models "
@@ -614,6 +618,11 @@ class WebRuntime(Runtime):
     def browser_process_ids(self) -> set[int]:
         """Chromium processes of the current browser (empty when closed)."""
         return self._browser.process_ids if self._browser is not None else set()
+
+
+# A model file (with its external data or weight shards) larger than this is not run in the browser (issue 38):
+# wasm32 addresses 4 GiB, and the page holds the fetched bytes beside the tensors made from them.
+BROWSER_MAX_MODEL_BYTES = 2**31
 
 
 def _onnx_external_data(path: Path) -> list[str]:

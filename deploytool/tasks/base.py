@@ -96,6 +96,12 @@ class Task:
         """Refuse labels this task cannot judge (one line, DataError); `values` = the scored output's values per
         sample."""
 
+    def uninformative(self, baseline: np.ndarray) -> str:
+        """Why this task's agreement metrics say nothing with a baseline that gave these outputs (a weak test set:
+        the row is then judged on output error and cosine, deploytool.tasks.weak_set), in one sentence; "" when
+        they do."""
+        return ""
+
     def score(self, target: np.ndarray, baseline: np.ndarray, y: np.ndarray | None) -> Scores:
         """The task's numbers: `target` and `baseline` are the scored output as the model gives it ((N, ...)
         float32: reshape to (N, -1) for values per sample); `y` the labels (None: the test set has none)."""

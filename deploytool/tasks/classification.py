@@ -10,6 +10,7 @@ import numpy as np
 
 from deploytool.errors import DataError
 from deploytool.tasks.base import Column, Flip, Scores, Task, TaskView
+from deploytool.tasks.weak_set import agreement_uninformative
 from deploytool.tolerances import DEFAULT_TOLERANCES
 
 ACCURACY = Column("accuracy", "accuracy", "pct", title="top-1 accuracy against the test set's labels", percent=True)
@@ -60,6 +61,9 @@ class Classification(Task):
         if values < 2:
             raise DataError(f"{where}: --task classification, but the scored output holds {values} value per sample; "
                             "a classifier gives one score per class (use --task regression or raw, or --output)")
+
+    def uninformative(self, baseline: np.ndarray) -> str:
+        return agreement_uninformative(baseline)
 
     def score(self, target: np.ndarray, baseline: np.ndarray, y: np.ndarray | None) -> Scores:
         target, baseline = target.reshape(len(target), -1), baseline.reshape(len(baseline), -1)

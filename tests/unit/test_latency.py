@@ -283,3 +283,86 @@ def test_tonights_spread_is_the_sample_standard_deviation_of_its_processes_logs(
     logs = [np.log(0.080), np.log(0.080), np.log(0.100)]
     assert regress.process_spread(logs) == 0.0
     assert regress.tonights_spread(logs) == pytest.approx(np.log(1.25) / np.sqrt(3))
+
+
+# ------------------------------------------------------------------ sizing by the time of one inference (issue 38)
+def _cost_s(plan: measure.PairPlan, t: float, r: float, kt: int = 1, kr: int = 1) -> float:
+    """The most seconds `plan`'s blocks can take."""
+    return plan.max_blocks * plan.readings_per_block * ((kt + plan.warm_inferences) * t + (kr + plan.warm_inferences) * r)
+
+
+def test_a_sub_millisecond_model_is_timed_as_before_well_inside_the_budget():
+    t, r = 30e-6, 35e-6  # LeNet-5 in onnxruntime and Keras
+    kt, kr = measure.inferences_per_reading(t, measure.PAIR_READING_S), measure.inferences_per_reading(r, measure.PAIR_READING_S)
+    plan = measure.plan_pairing(t, r, kt, kr, blocks=measure.PAIR_FIRST_BLOCKS, max_blocks=measure.PAIR_MAX_BLOCKS)
+    pair_s = (kt + 3) * t + (kr + 3) * r
+    assert (plan.blocks, plan.max_blocks, plan.warm_inferences, plan.limited) == (40, 60, 3, False)
+    assert plan.readings_per_block == max(measure.PAIR_READINGS, math.ceil(measure.PAIR_BLOCK_S / pair_s))
+    assert _cost_s(plan, t, r, kt, kr) < 1.0 and plan.why(t, r) == ""
+
+
+def test_a_mobilenet_sized_model_drops_the_warm_inferences_and_keeps_its_blocks():
+    plan = measure.plan_pairing(11e-3, 20e-3, blocks=40, max_blocks=60)
+    assert (plan.blocks, plan.max_blocks, plan.readings_per_block, plan.warm_inferences) == (40, 60, 8, 0)
+    assert not plan.limited and _cost_s(plan, 11e-3, 20e-3) <= measure.PAIR_BUDGET_S
+
+
+def test_a_bert_sized_model_keeps_blocks_of_one_reading_within_the_budget():
+    """0.7 s and 0.5 s per inference: 1.2 s a pair of readings; 20 s hold 16 blocks of one reading each."""
+    assert measure.PAIR_BUDGET_S == 20.0
+    plan = measure.plan_pairing(0.7, 0.5, blocks=40, max_blocks=60)
+    assert (plan.blocks, plan.max_blocks, plan.readings_per_block, plan.warm_inferences) == (16, 16, 1, 0)
+    assert plan.limited and _cost_s(plan, 0.7, 0.5) <= 20.0
+    assert plan.why(0.7, 0.5) == ("1 reading(s) per side per block, as one inference takes 700 ms, the reference's "
+                                  "500 ms, and a row's paired timing has 20 s")
+
+
+def test_the_cost_never_passes_the_budget_and_the_timing_only_shrinks_as_inferences_grow():
+    """The blocks timed in any case, and the readings the longest timing holds (blocks x readings), never grow with
+    the inference time — on each side of PAIR_LONG_INFERENCE_S, where the warm inferences (3 per reading) stop: just
+    below it a model gets less than just above, its warm inferences costing the budget three times its reading."""
+    short: list[tuple[int, int]] = []
+    long: list[tuple[int, int]] = []
+    for t in np.geomspace(1e-5, 1.9, 60):
+        plan = measure.plan_pairing(float(t), float(t), blocks=40, max_blocks=60)
+        assert _cost_s(plan, t, t) <= measure.PAIR_BUDGET_S and plan.blocks >= measure.MIN_PAIR_BLOCKS
+        (short if t < measure.PAIR_LONG_INFERENCE_S else long).append(
+            (plan.blocks, plan.max_blocks * plan.readings_per_block))
+    for side in (short, long):
+        for i in (0, 1):
+            assert [x[i] for x in side] == sorted((x[i] for x in side), reverse=True)
+    assert short[0][0] == long[0][0] == 40 and long[-1][0] == 5  # 1.9 s a side: 20 s hold 5 pairs of readings
+
+
+def test_an_inference_too_slow_for_five_blocks_is_not_paired_and_says_why():
+    with pytest.raises(measure.PairingTooLong, match=r"one inference takes 4 s \(the reference's 3.5 s\): 5 blocks"):
+        measure.plan_pairing(4.0, 3.5, blocks=20)
+
+
+def test_a_budget_sized_row_says_so_in_its_sentence_and_keeps_it_through_json():
+    p = PairedLatency.of([1.0] * 25, [2.0] * 25, "the PC baseline (onnx)", budget_s=30.0,
+                         sized=measure.plan_pairing(0.7, 0.5, blocks=40, max_blocks=60).why(0.7, 0.5))
+    assert "in 25 alternating blocks (1 reading(s) per side per block, as one inference takes 700 ms" in p.describe()
+    assert PairedLatency.from_json(p.to_json()) == p
+
+
+def test_slow_sides_are_timed_in_the_planned_blocks_without_warm_inferences():
+    """time_paired follows its plan, sized from the inference time it measured (the real clock, 12 ms sleeps): a
+    side slower than PAIR_LONG_INFERENCE_S has no untimed warm inferences, and a 0.6 s budget holds about 24 pairs
+    of readings, so blocks of one reading each, alternating which side goes first."""
+    import time as _time
+
+    calls: list[str] = []
+
+    def slow(tag: str):
+        def run(x):
+            calls.append(tag)
+            _time.sleep(0.012)
+        return run
+
+    out = measure.time_paired(slow("t"), slow("r"), np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=3, blocks=20,
+                              budget_s=0.6)
+    plan = out["plan"]
+    assert plan.warm_inferences == 0 and plan.limited and plan.readings_per_block == 1
+    assert len(out["target_block_ms"]) == plan.blocks == len(out["target_ms"])
+    assert 5 <= plan.blocks <= 25 and calls[-2 * plan.blocks:][:4] == ["t", "r", "r", "t"]

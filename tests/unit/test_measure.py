@@ -91,3 +91,29 @@ def test_busy_note_names_the_phone_that_was_busy_and_not_this_machines_load():
     note = measure.busy_note(0.9, 2, 8, where="the phone emu-1")
     assert note.startswith("the phone emu-1 was busy") and "90% of 8 CPUs" in note and "1-minute load" not in note
     assert "1-minute load" in measure.busy_note(0.9, 2, 2)
+
+
+def test_batch1_timing_of_a_whole_set_stops_at_its_budget_but_never_below_min_readings():
+    from deploytool.runtimes.measure import LATENCY_BUDGET_S, MIN_READINGS, readings_within
+
+    assert readings_within(5000, 0.011) == int(LATENCY_BUDGET_S // 0.011) == 1818  # MobileNet-size at 11 ms
+    assert readings_within(300, 0.3e-3) == 300  # LeNet-5: the whole set fits
+    assert readings_within(5000, 0.7) == MIN_READINGS and readings_within(48, 0.7) == 48  # BERT-size: the floor
+    assert readings_within(100, float("nan")) == 100
+
+
+def test_time_batch1_times_fewer_samples_of_a_slow_model_unless_a_count_was_asked(monkeypatch):
+    import time
+
+    from deploytool.runtimes import measure
+
+    monkeypatch.setattr(measure, "LATENCY_BUDGET_S", 0.3)  # a smaller budget, the same rule: 10 ms sleeps
+
+    def slow(x):
+        time.sleep(0.01)
+
+    monkeypatch.setattr(measure, "MIN_READINGS", 5)
+    lat, _, k = measure.time_batch1(slow, np.zeros((200, 1)), warmup_runs=2, samples=None)
+    assert k == 1 and 5 <= len(lat) <= 30
+    lat, _, _ = measure.time_batch1(slow, np.zeros((200, 1)), warmup_runs=2, samples=40)
+    assert len(lat) == 40

@@ -180,3 +180,34 @@ def test_a_sparse_weights_file_is_refused_before_it_is_copied_or_read(tmp_path):
     with open(data, "ab") as fh:
         fh.write(os.urandom(2**20) * (onnx_external.SPARSE_MIN_BYTES // 2**20 + 1))  # then 65 MiB written out
     assert onnx_external.external_files(m) == [data]
+
+
+# ------------------------------------------------------------------ large files (issue 38, part 5)
+def test_an_onnx_file_over_2_gib_in_itself_is_refused_in_one_line_before_it_is_read(tmp_path):
+    """A real 2 GiB + 1 byte file (sparse: no disk spent); its bytes are never parsed, so what they hold is moot."""
+    big = tmp_path / "big.onnx"
+    with open(big, "wb") as f:
+        f.truncate(onnx_external.PROTOBUF_LIMIT_BYTES + 1)
+    with pytest.raises(BadModelFile) as e:
+        onnx_external.external_locations(big)
+    msg = str(e.value)
+    assert "\n" not in msg and "2 GiB in one .onnx file" in msg and "save_as_external_data=True" in msg
+
+
+def test_a_model_whose_weights_are_external_data_is_read_whatever_their_size(tmp_path):
+    path = tmp_path / "m" / "model.onnx"
+    tiny_onnx(path)
+    assert onnx_external.external_locations(path) == ["model.onnx.data"]
+
+
+def test_a_browser_row_of_a_model_over_2_gib_is_refused_before_a_browser_starts(tmp_path):
+    from deploytool.artifact import Artifact
+    from deploytool.runtimes.web import BROWSER_MAX_MODEL_BYTES, WebRuntime
+
+    art = Artifact(path=tmp_path / "model.onnx", format="onnx", framework="onnx", layout="NHWC",
+                   input_shape=(4, 4, 1), num_outputs=3, size_bytes=BROWSER_MAX_MODEL_BYTES + 1)
+    rt = WebRuntime(backend="wasm")
+    with pytest.raises(StageFailed) as e:
+        rt.load(art)
+    assert e.value.status == "unsupported" and "models over 2 GiB are not run in the browser" in e.value.reason
+    assert rt._session is None  # no browser was started for it
