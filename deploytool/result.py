@@ -250,10 +250,27 @@ class Measurement:
     latency_inferences_per_reading: int = 1
     # the row's latency timed against the PC baseline's in alternating blocks (None: timed alone; issue 25)
     paired: PairedLatency | None = None
+    not_paired: str = ""  # why the latency was timed alone ("" : paired, or a row measured before it was said)
+    is_baselines: bool = False  # the latency is the PC baseline's own (the row runs the baseline's very file)
 
     @property
     def memory(self) -> tuple[str, float] | None:
         return primary_memory(self.memory_bytes)
+
+
+@dataclass
+class LabPlace:
+    """Where a lab night measured a row: its cell, the cell's label in the lab file, the host and Dask worker."""
+
+    cell: str = ""
+    label: str = ""
+    host: str = ""
+    worker: str = ""
+
+
+# Keys older rows kept in Result.environment for what are typed fields now (LabPlace, Measurement).
+_LAB_KEYS = {"lab_cell": "cell", "lab_label": "label", "lab_host": "host", "lab_worker": "worker"}
+_MEASUREMENT_KEYS = {"latency_not_paired": "not_paired", "latency_is_baselines": "is_baselines"}
 
 
 @dataclass
@@ -336,6 +353,7 @@ class Result:
     triage: Triage | None = None  # a failing row's class (deploytool.bugs.triage)
     # (name, one sample's shape) of each output stored side by side in outputs_path; None: one output
     output_layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    lab: LabPlace = field(default_factory=LabPlace)  # where a lab night measured it (deploytool.lab; empty: not one)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -361,8 +379,8 @@ class Result:
             return ""
         if m.paired is not None:
             return m.paired.describe()
-        why = self.environment.get("latency_not_paired") or "measured before rows were timed against the baseline"
-        if self.environment.get("latency_is_baselines"):
+        why = m.not_paired or "measured before rows were timed against the baseline"
+        if m.is_baselines:
             return why
         return unpaired_sentence(self.combo.where, why, m.latency_inferences_per_reading)
 
@@ -409,7 +427,7 @@ class Result:
                 v = v.to_json() if v is not None else {}
             elif f.name == "tolerances":
                 v = {k: list(lim) for k, lim in v.items()}
-            elif f.name in ("combo", "comparison", "measurement", "times"):
+            elif f.name in ("combo", "comparison", "measurement", "times", "lab"):  # (lab is never None)
                 v = asdict(v) if v is not None else None
             elif f.name in ("raised", "triage"):
                 v = v.to_json() if v is not None else None
@@ -421,6 +439,7 @@ class Result:
         d = dict(d)
         if int(d.pop("schema", 1) or 1) < 2:
             d = _upgrade_v1(d)
+        d = _typed_environment(d)
         d["combo"] = Combo(**d["combo"])
         d["comparison"] = comparison_from_json(d.get("comparison"))
         if d.get("measurement"):
@@ -432,6 +451,7 @@ class Result:
         d["artifact"] = Artifact.from_json(d["artifact"]) if d.get("artifact") else None
         d["plan"] = Plan.from_json(d["plan"]) if d.get("plan") else None
         d["times"] = StageTimes(**(d.get("times") or {}))
+        d["lab"] = LabPlace(**(d.get("lab") or {}))
         d["raised"] = Raised.from_json(d.get("raised"))
         d["triage"] = Triage.from_json(d.get("triage"))
         d["tolerances"] = {k: (float(v[0]), float(v[1])) for k, v in (d.get("tolerances") or {}).items()}
@@ -439,6 +459,21 @@ class Result:
             d["output_layout"] = tuple((str(n), tuple(int(x) for x in s)) for n, s in d["output_layout"])
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _typed_environment(d: dict[str, Any]) -> dict[str, Any]:
+    """A row stored when deploytool's own facts rode in `environment` (lab_cell, latency_not_paired, ...): those
+    keys become the typed fields they are now; the runtime's own facts stay."""
+    env = dict(d.get("environment") or {})
+    if not any(k in env for k in (*_LAB_KEYS, *_MEASUREMENT_KEYS)):
+        return d
+    d = {**d, "environment": {k: v for k, v in env.items() if k not in _LAB_KEYS and k not in _MEASUREMENT_KEYS}}
+    lab = {f: str(env[k]) for k, f in _LAB_KEYS.items() if k in env}
+    if lab and not d.get("lab"):
+        d["lab"] = lab
+    if d.get("measurement"):
+        d["measurement"] = {**d["measurement"], **{f: env[k] for k, f in _MEASUREMENT_KEYS.items() if k in env}}
+    return d
 
 
 def comparison_from_json(d: dict[str, Any] | None) -> Comparison | None:

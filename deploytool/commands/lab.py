@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         r = j.result
         flag = "ALERT " if j.alert else "      "
         what = "; ".join(f"{c.metric} {c.outcome}" for c in j.changes if c.outcome != "same")
-        print(f"{flag}{r.environment.get('lab_label', r.combo.label)} [{r.environment.get('lab_host', '')}]: "
+        print(f"{flag}{r.lab.label or r.combo.label} [{r.lab.host}]: "
               f"{r.outcome}" + (f" ({what})" if what else ""))
     print(f"lab report: {out.paths.html}")
     print(f"night {out.night}: {len(out.judged)} cells, {len(out.alerts)} alert(s)")

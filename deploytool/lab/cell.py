@@ -12,7 +12,7 @@ from typing import Any
 from deploytool.bugs.findings import settle_row
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.provenance import host_identity, host_name
-from deploytool.result import Combo
+from deploytool.result import Combo, LabPlace
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
 from deploytool.run.runner import run_combination
@@ -64,6 +64,6 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
             worker = get_worker().name
         except (ImportError, ValueError):
             worker = ""
-        r.environment = {**r.environment, "lab_cell": cell["cell"], "lab_host": host_name(), "lab_worker": str(worker),
-                         "threads": ctx.req.threads, **ctx.identity(combo.target)}
+        r.lab = LabPlace(cell=cell["cell"], host=host_name(), worker=str(worker))
+        r.environment = {**r.environment, "threads": ctx.req.threads, **ctx.identity(combo.target)}
         return r.to_json()

@@ -135,9 +135,9 @@ def lab_history(lab_name: str, ws: Workspace, store: ResultStore, run_id: str, n
         folder = ws.report_dir(night.run_id)
         rows = _night_rows(folder)
         for r in stored.stored_results(store, ws, night.run_id):
-            key = (r.environment.get("lab_cell", ""), r.environment.get("lab_host", ""))
+            key = (r.lab.cell, r.lab.host)
             row = rows.get(key, {})
-            label = row.get("label") or r.environment.get("lab_label") or r.combo.label
+            label = row.get("label") or r.lab.label or r.combo.label
             trend = cells.setdefault(key, CellTrend(key[0], key[1], label, [None] * len(nights)))
             trend.label = label  # the newest night's words
             trend.points[i] = _point(r, row, night, folder, here)

@@ -25,7 +25,7 @@ from deploytool.lab.labfile import Lab, describe
 from deploytool.lab.outputs import write_night
 from deploytool.migrate import plan_matrix, requested_targets
 from deploytool.provenance import host_name
-from deploytool.result import Combo, Measurement, Result, Status
+from deploytool.result import Combo, LabPlace, Measurement, Result, Status
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
@@ -131,7 +131,7 @@ def _model_plan(lab: Lab, m: Any, threads: int, ws: Workspace,
 
 def _lost(cell: Cell, run_id: str, status: Status, reason: str) -> Result:
     return Result(run_id=run_id, combo_key=stable_hash({"cell": cell.id, "status": str(status)}, 16), model=cell.model,
-                  dataset="", combo=cell.combo, status=status, reason=reason, environment={"lab_cell": cell.id})
+                  dataset="", combo=cell.combo, status=status, reason=reason, lab=LabPlace(cell=cell.id))
 
 
 def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = None, scheduler: str | None = None,
@@ -145,7 +145,7 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
     timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
         cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)}, engine.cluster_cpus(c))
-        done = {r.environment.get("lab_cell") for r in store.results_for(run_id) if r.status.final}
+        done = {r.lab.cell for r in store.results_for(run_id) if r.status.final}
         todo = [cell for cell in cells if cell.id not in done]
         try:  # from the moment the night is recorded, an interruption marks it so
             store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
@@ -226,12 +226,12 @@ def _measure_again_until_sure(lab: Lab, ws: Workspace, store: ResultStore, run_i
     processes: dict[tuple[str, str], list[Result]] = {}
     measured_again: set[Any] = set()
     for attempt in range(1, lab.regression.latency_measure_again + 1):
-        ids = {j.result.environment.get("lab_cell") for j in judged if _measure_again(j)}
+        ids = {j.result.lab.cell for j in judged if _measure_again(j)}
         again = [cell for cell in cells if cell.id in ids]
         if not again:
             break
         for j in judged:
-            if j.result.environment.get("lab_cell") in ids:
+            if j.result.lab.cell in ids:
                 processes.setdefault(_key(j.result), [j.result])
         log(f"night {night}: measuring {len(again)} cell(s) again in a new process ({attempt} of at most "
             f"{lab.regression.latency_measure_again}) to confirm a latency change")
@@ -260,7 +260,7 @@ def _fastest(rows: list[Result]) -> Result:
 def _after_measuring_again(judged: list[Judged], again: set[Any]) -> list[Judged]:
     """Say so where tonight's row was measured more than once; a latency still unclear stays unclear."""
     for j in judged:
-        if j.result.environment.get("lab_cell") in again:
+        if j.result.lab.cell in again:
             j.measured_again = True
             j.changes = [replace(c, detail=f"{c.detail} (measured again tonight)")
                          if c.metric == "latency" and c.outcome == "unclear" else c for c in j.changes]
@@ -281,11 +281,11 @@ def _previous_nights(store: ResultStore, lab: Lab, run_id: str) -> list[RunRecor
 
 def _by_cell(results: list[Result]) -> dict[tuple[str, str], Result]:
     """A night's results by (cell, host): the same cell measured on another host is another series."""
-    return {(r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")): r for r in results}
+    return {(r.lab.cell, r.lab.host): r for r in results}
 
 
 def _key(r: Result) -> tuple[str, str]:
-    return r.environment.get("lab_cell", ""), r.environment.get("lab_host", "")
+    return r.lab.cell, r.lab.host
 
 
 def _paired(r: Result) -> Any:
@@ -298,7 +298,7 @@ def row_load(r: Result) -> MachineLoad | None:
     """The load a row's latency was timed under (regress.MachineLoad), None when it recorded none. A row from
     before rows named their CPU count takes this machine's, when this machine measured it."""
 
-    here = os.cpu_count() if r.environment.get("lab_host") == host_name() else None
+    here = os.cpu_count() if r.lab.host == host_name() else None
     return regress.MachineLoad.of(r.environment, here)
 
 
@@ -340,7 +340,7 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
     truth: dict[str, np.ndarray | None] = {}
     judged = []
     for r in tonight:
-        key = (r.environment.get("lab_cell", ""), r.environment.get("lab_host", ""))
+        key = (r.lab.cell, r.lab.host)
         history = [(night, by[key]) for night, by in earlier if key in by]
         j = Judged(r)
         if history:
@@ -365,9 +365,9 @@ def judge_night(lab: Lab, ws: Workspace, store: ResultStore, run_id: str, cells:
             if r.measurement is not None and series and on_trend:
                 value = now_paired.ratio if now_paired is not None else r.measurement.p50_ms
                 j.changes.append(regress.trend(series + [value], min_relative=reg.latency_min_relative))
-        r.environment.setdefault("lab_label", labels.get(key[0], r.combo.label))
+        r.lab.label = r.lab.label or labels.get(key[0], r.combo.label)
         judged.append(j)
-    return sorted(judged, key=lambda j: (not j.alert, not j.result.failing, j.result.environment.get("lab_label", "")))
+    return sorted(judged, key=lambda j: (not j.alert, not j.result.failing, j.result.lab.label))
 
 
 def _labels_of(lab: Lab, ws: Workspace, model: str) -> np.ndarray | None:

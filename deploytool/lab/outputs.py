@@ -39,15 +39,14 @@ def _rows(out: Any, reports: dict[str, str], folder: Path) -> list[dict[str, Any
     rows = []
     for j in out.judged:
         r = j.result
-        env = r.environment
         bundle = Path(r.bundle) / "README.md" if r.bundle else None
-        rows.append({"cell": env.get("lab_cell", ""), "label": env.get("lab_label", r.combo.label),
-                     "host": env.get("lab_host", ""), "worker": env.get("lab_worker", ""), "outcome": r.outcome,
+        rows.append({"cell": r.lab.cell, "label": r.lab.label or r.combo.label,
+                     "host": r.lab.host, "worker": r.lab.worker, "outcome": r.outcome,
                      "failing": r.failing, "alert": j.alert, "reason": first_line_of(r.reason),
                      "accuracy": r.metrics.get("accuracy"), "p50_ms": r.metrics.get("p50_ms"),
                      "previous_night": j.previous_night, "measured_again": j.measured_again, "bundle": r.bundle,
                      "bundle_link": bundle.relative_to(folder).as_posix() if bundle and bundle.is_relative_to(folder)
-                     else None, "report": reports.get(env.get("lab_cell", "")),
+                     else None, "report": reports.get(r.lab.cell),
                      "changes": [asdict(c) for c in j.changes if c.outcome != "same"]})
     return rows
 
@@ -107,7 +106,7 @@ def write_run_reports(ws: Workspace, store: ResultStore, out: Any, cells: list[A
     by_cell = {c.id: c for c in cells}
     groups: dict[str, list[Any]] = {}
     for j in out.judged:
-        cell = by_cell.get(j.result.environment.get("lab_cell", ""))
+        cell = by_cell.get(j.result.lab.cell)
         if cell is not None:
             groups.setdefault(stable_hash(cell.request, 8), []).append((cell, j.result))
     links = {}

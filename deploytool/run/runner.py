@@ -324,10 +324,9 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
     r.output_layout = outputs.output_layout
     r.times.compare = time.perf_counter() - t
     r.status, r.environment = Status.MEASURED, dict(outputs.environment)
-    if not_paired:
-        r.environment["latency_not_paired"] = not_paired
-        if outputs is not None and baseline_reusable(ctx, combo, r.artifact, src):
-            r.environment["latency_is_baselines"] = True
+    if not_paired and r.measurement is not None:
+        r.measurement = dataclasses.replace(r.measurement, not_paired=not_paired, is_baselines=outputs is not None
+                                            and baseline_reusable(ctx, combo, r.artifact, src))
     if paired is not None and paired.others_busy_fraction is not None:  # the lab judges latency by it too
         r.environment["cpu_busy_fraction_during_timing"] = paired.others_busy_fraction
     r.notes = row_notes(ctx, combo, r.artifact, outputs, src, r.comparison.agreement_uninformative)

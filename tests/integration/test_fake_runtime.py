@@ -98,5 +98,5 @@ runtimes = ["{fake.NAME}"]
     night = run_night(load_lab(tmp_path / "lab.toml"), ws, SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}"), "n1",
                       progress=False, log=lambda s: None)
     (cell,) = night.judged
-    assert cell.result.combo.runtime == fake.NAME and cell.result.environment["lab_worker"]
+    assert cell.result.combo.runtime == fake.NAME and cell.result.lab.worker
     assert cell.result.verdict == "fail" and cell.result.comparison.agreement < 0.5

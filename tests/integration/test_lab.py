@@ -64,7 +64,7 @@ def test_nights_flag_injected_regressions_and_identical_nights_raise_none(double
     store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
     first = _night(lab, ws, store, "n1")
     (cell,) = first.judged
-    assert cell.result.verdict == "pass" and cell.result.environment["lab_worker"] and not first.alerts
+    assert cell.result.verdict == "pass" and cell.result.lab.worker and not first.alerts
     assert _night(lab, ws, store, "n2").alerts == []  # identical night: no alert
     again = _night(lab, ws, store, "n2")  # the same name resumes: nothing is measured twice
     assert again.reused == 1 and again.alerts == []
@@ -122,7 +122,7 @@ def test_lab_report_matrix_trends_and_links(double, lenet5_workspace, tmp_path):
         run_night(lab, ws, store, name, progress=False, log=lambda s: None)
     double.update(slower=1.3, flips=100, only_threads=2)  # one cell of two regresses, and fails (a bug bundle)
     out = run_night(lab, ws, store, "n3", progress=False, log=lambda s: None)
-    assert [j.result.environment["lab_label"] for j in out.alerts] == ["lenet5 keras->tflite/none on host[lab-double] x2t"]
+    assert [j.result.lab.label for j in out.alerts] == ["lenet5 keras->tflite/none on host[lab-double] x2t"]
 
     page = out.paths.html.read_text()
     matrix = page.split('<section id="matrix">')[1].split("</section>")[0]

@@ -149,13 +149,13 @@ def test_cells_run_where_their_resource_is_a_killed_worker_is_retried_a_missing_
     out = done["out"]
     rows = {(r.combo.target, r.combo.device): r for r in (j.result for j in out.judged)}
     host = rows[("host", "")]
-    assert host.status == "measured" and host.environment["lab_worker"] == "host-b2", host.environment  # retried
+    assert host.status == "measured" and host.lab.worker == "host-b2", host.lab  # retried
     on_phone = rows[("android", phone.serial)]
     assert on_phone.status == "measured", on_phone.reason
-    assert on_phone.environment["lab_worker"] == "phone-host", on_phone.environment
+    assert on_phone.lab.worker == "phone-host", on_phone.lab
     in_browser = rows[("web", "")]
     assert in_browser.status == "measured", in_browser.reason
-    assert in_browser.environment["lab_worker"] == "browser-host" and in_browser.environment["browser_version"]
+    assert in_browser.lab.worker == "browser-host" and in_browser.environment["browser_version"]
     missing = rows[("android", "no-such-phone")]
     assert missing.status == "no_worker" and "android-no-such-phone" in missing.reason
     assert _lines(log, "done") == [str(cluster.procs["host-b2"].pid)]  # the killed cell was measured once, by b2

@@ -30,4 +30,4 @@ def test_nights_go_to_postgresql_and_are_judged_from_it(double, lenet5_workspace
         nights = {r.run_id: r.status for r in fresh.list_runs(limit=100) if r.model == "lab:t"}
         assert nights == {"lab-t-n1": "complete", "lab-t-n2": "complete"}
         (row,) = fresh.results_for("lab-t-n2")
-        assert row.status == "measured" and row.environment["lab_worker"] and row.environment["lab_host"]
+        assert row.status == "measured" and row.lab.worker and row.lab.host

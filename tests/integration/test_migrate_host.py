@@ -111,11 +111,11 @@ def test_host_rows_time_their_latency_beside_the_pc_baseline(host_run):
         if r.status != "measured":
             continue
         p = r.measurement.paired
-        if r.environment.get("latency_is_baselines"):
+        if r.measurement.is_baselines:
             assert p is None and "ratio 1 by definition" in r.latency_how
             continue
         paired += 1
-        assert p is not None, (r.label, r.environment.get("latency_not_paired"))
+        assert p is not None, (r.label, r.measurement.not_paired)
         assert PAIR_BLOCKS <= p.blocks <= PAIR_MAX_BLOCKS and 5 <= p.clean <= p.blocks
         assert p.reference == f"the PC baseline ({r.combo.framework})"
         if not math.isfinite(p.reference_floor_ms):  # the first row its pairing worker timed for this baseline

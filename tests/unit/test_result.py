@@ -11,7 +11,7 @@ from deploytool.artifact import Plan
 from deploytool.result import format_tolerance
 from deploytool.errors import UnknownOption
 from deploytool.run.request import MigrateRequest
-from deploytool.result import SCHEMA_VERSION, Combo, Result, StageTimes
+from deploytool.result import SCHEMA_VERSION, Combo, LabPlace, Result, StageTimes
 from tests import results as factory
 
 PLAN = Plan(source_format="keras", fmt="onnx", quantize="int8", artifact_format="onnx",
@@ -24,6 +24,19 @@ def test_a_result_survives_json_exactly():
     doc = json.loads(json.dumps(r.to_json(), allow_nan=False))
     assert doc["schema"] == SCHEMA_VERSION and doc["status"] == "measured"
     assert Result.from_json(doc) == r
+
+
+def test_deploytools_own_facts_are_typed_fields_and_older_rows_keeping_them_in_environment_are_upgraded():
+    r = factory.result(environment={"runtime": "litert"}, lab=LabPlace("c1", "lenet5 x", "h", "w"),
+                       measurement=factory.measurement(not_paired="timed alone: a lab cell", is_baselines=True))
+    assert Result.from_json(json.loads(json.dumps(r.to_json()))) == r
+    old = r.to_json()
+    old.pop("lab")
+    old["measurement"] = {k: v for k, v in old["measurement"].items() if k not in ("not_paired", "is_baselines")}
+    old["environment"] = {"runtime": "litert", "lab_cell": "c1", "lab_label": "lenet5 x", "lab_host": "h",
+                          "lab_worker": "w", "latency_not_paired": "timed alone: a lab cell", "latency_is_baselines": True}
+    assert Result.from_json(old) == r  # the runtime's own facts stay in environment, deploytool's are fields
+    assert "timed alone: a lab cell" in r.latency_how and Result.from_json(factory.result().to_json()).lab == LabPlace()
 
 
 def test_the_plan_is_stored_as_its_fields_and_none_as_an_empty_object():
