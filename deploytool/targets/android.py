@@ -34,7 +34,7 @@ class AndroidOptions(TargetOptions):
             object.__setattr__(self, "benchmark_binary", str(Path(self.benchmark_binary).expanduser().absolute()))
 
 
-class AndroidTarget(Target):
+class AndroidTarget(Target[AndroidOptions]):
     name = "android"
     label = "Android over ADB"
     Options = AndroidOptions
@@ -56,10 +56,10 @@ class AndroidTarget(Target):
         return {"devices": tuple(args.device), "delegate": args.delegate,
                 "benchmark_binary": str(args.benchmark_model) if args.benchmark_model else None}
 
-    def positions(self, options: Any, preflight: Preflight, artifact_format: str) -> list[Position]:
+    def positions(self, options: AndroidOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
         return [Position(device=d, backend=options.delegate) for d in preflight.devices]
 
-    def preflight(self, options: Any, *, run: bool = True) -> Preflight:
+    def preflight(self, options: AndroidOptions, *, run: bool = True) -> Preflight:
         if not run:
             return Preflight(devices=tuple(options.devices))
 
@@ -76,7 +76,7 @@ class AndroidTarget(Target):
             serials = [x for s in got.serials for x in adb.select_devices(s)]  # a named serial must be ready too
         return Preflight(devices=tuple(serials))
 
-    def runtime_options(self, options: Any, settings: RunSettings, position: Position) -> dict[str, Any]:
+    def runtime_options(self, options: AndroidOptions, settings: RunSettings, position: Position) -> dict[str, Any]:
         # benchmark_model prints summaries, not per-run times: each latency sample is its own run
         return {"serial": position.device, "delegate": position.backend, "threads": settings.threads,
                 "benchmark_binary": options.benchmark_binary, "timeout_s": settings.timeout_s,
@@ -85,7 +85,7 @@ class AndroidTarget(Target):
     def single_run_options(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
         return {**runtime_options, "warmup_runs": 0, "latency_runs": 1}
 
-    def lab_preflight(self, options: Any, resources: dict[str, dict[str, str]]) -> Preflight:
+    def lab_preflight(self, options: AndroidOptions, resources: dict[str, dict[str, str]]) -> Preflight:
         """The phones the lab's workers own (`android-<serial>`, with the model and ABI their workers told),
         narrowed by the `devices` selectors (empty or "every": all of them). A serial named but owned by no worker
         stays: its cell is `no_worker` after the bounded wait (a phone may be plugged in). A selector no phone
@@ -121,7 +121,7 @@ class AndroidTarget(Target):
         except (DeviceNotFound, DeviceError, OSError):
             return {}
 
-    def reproduce_args(self, options: Any, position: Position) -> list[str]:
+    def reproduce_args(self, options: AndroidOptions, position: Position) -> list[str]:
         args = ["--device", position.device, "--delegate", position.backend]
         if options.benchmark_binary:
             args += ["--benchmark-model", str(options.benchmark_binary)]

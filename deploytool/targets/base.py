@@ -14,7 +14,7 @@ import argparse
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, ContextManager, Iterable
+from typing import Any, ClassVar, ContextManager, Generic, Iterable, TypeVar
 
 from deploytool.errors import UnknownOption
 from deploytool.runtimes import formats_on
@@ -73,12 +73,16 @@ class Preflight:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-class Target:
-    """Subclass per target module; register an instance with `deploytool.targets.register`."""
+OptionsT = TypeVar("OptionsT", bound=TargetOptions)
+
+
+class Target(Generic[OptionsT]):
+    """Subclass per target module, generic in its options (`class WebTarget(Target[WebOptions])`, with `Options =
+    WebOptions`); register an instance with `deploytool.targets.register`."""
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""  # for people: "headless Chromium"
-    Options: ClassVar[type[TargetOptions]] = NoOptions
+    Options: type[OptionsT] = NoOptions  # type: ignore[assignment]  # a target without options: NoOptions
     selectable: ClassVar[bool] = True  # offered to --target (the PC baseline is not)
     # A failing row's bug bundle reproducer runs the model in a host runtime; on the host target that *is*
     # the runtime that failed, so the reproducer judges the row itself (exit code 1 when it reproduces).
@@ -88,8 +92,8 @@ class Target:
     threads_on_worker: ClassVar[bool] = True
 
     # -- options ---------------------------------------------------------------
-    def options(self, values: dict[str, Any] | None = None) -> TargetOptions:
-        return self.Options.from_dict(values, self.name)
+    def options(self, values: dict[str, Any] | None = None) -> OptionsT:
+        return self.Options.from_dict(values, self.name)  # type: ignore[return-value]  # from_dict makes an Options
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         """Flags this target adds to `deploytool migrate`."""
@@ -106,17 +110,17 @@ class Target:
     def formats(self) -> tuple[str, ...]:
         return formats_on(self.name)
 
-    def positions(self, options: TargetOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
+    def positions(self, options: OptionsT, preflight: Preflight, artifact_format: str) -> list[Position]:
         """The matrix axes for one artifact format."""
         return [Position()]
 
-    def preflight(self, options: TargetOptions, *, run: bool = True) -> Preflight:
+    def preflight(self, options: OptionsT, *, run: bool = True) -> Preflight:
         """Find what the target needs (browser, devices) before anything runs; a missing part is one line,
         exit 2. `run=False`: a stored run is being reported, nothing will run."""
         return Preflight()
 
     # -- the run ------------------------------------------------------------------
-    def session(self, options: TargetOptions, preflight: Preflight) -> ContextManager[dict[str, Any]]:
+    def session(self, options: OptionsT, preflight: Preflight) -> ContextManager[dict[str, Any]]:
         """What this target's rows share while a run is open (a browser, a device connection): a context
         manager opened around a run's rows, yielding runtime options every row then gets on top of
         `runtime_options`. Nothing may start before a row needs it, so a run with nothing to do starts
@@ -124,7 +128,7 @@ class Target:
         return contextlib.nullcontext({})
 
     # -- one combination ---------------------------------------------------------
-    def runtime_options(self, options: TargetOptions, settings: RunSettings, position: Position) -> dict[str, Any]:
+    def runtime_options(self, options: OptionsT, settings: RunSettings, position: Position) -> dict[str, Any]:
         return {"threads": settings.threads, "warmup_runs": settings.warmup_runs,
                 "latency_samples": settings.latency_samples, "timeout_s": settings.timeout_s}
 
@@ -132,11 +136,11 @@ class Target:
         """The options for one quick untimed run (localize's cuts): no warm-up, one latency sample."""
         return {**runtime_options, "warmup_runs": 0, "latency_samples": 1}
 
-    def reproduce_args(self, options: TargetOptions, position: Position) -> list[str]:
+    def reproduce_args(self, options: OptionsT, position: Position) -> list[str]:
         """`deploytool migrate` flags that put a row of this target back on the same axes."""
         return []
 
-    def lab_preflight(self, options: TargetOptions, resources: dict[str, dict[str, str]]) -> Preflight:
+    def lab_preflight(self, options: OptionsT, resources: dict[str, dict[str, str]]) -> Preflight:
         """The preflight of a lab night, from the resources its workers advertise, each with the facts its worker
         told about it (`resource_facts`); nothing is looked for here."""
         return Preflight()

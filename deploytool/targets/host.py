@@ -4,9 +4,8 @@ the row itself."""
 
 from __future__ import annotations
 
-from typing import Any
 
-from deploytool.targets.base import Preflight, Target
+from deploytool.targets.base import NoOptions, Preflight, Target
 
 # How a host row's latency is measured enters every host row's identity: rows stored before it was timed against
 # the PC baseline in alternating blocks (issue 25) are measured again, their accuracy and outputs unchanged. v2: the
@@ -14,15 +13,15 @@ from deploytool.targets.base import Preflight, Target
 LATENCY_MEASURED = "paired-with-baseline-v2"
 
 
-class HostTarget(Target):
+class HostTarget(Target[NoOptions]):
     name = "host"
     label = "this machine's CPU"
     judges_itself = True
 
-    def preflight(self, options: Any, *, run: bool = True) -> Preflight:
+    def preflight(self, options: NoOptions, *, run: bool = True) -> Preflight:
         return Preflight(identity={"latency": LATENCY_MEASURED})
 
-    def lab_preflight(self, options: Any, resources: dict[str, dict[str, str]]) -> Preflight:
+    def lab_preflight(self, options: NoOptions, resources: dict[str, dict[str, str]]) -> Preflight:
         return Preflight(identity={"latency": LATENCY_MEASURED})
 
     def local_resources(self, browsers: int = 1) -> dict[str, float]:

@@ -4,10 +4,10 @@ target is compared with, so `--target` does not offer it."""
 
 from __future__ import annotations
 
-from deploytool.targets.base import Target
+from deploytool.targets.base import NoOptions, Target
 
 
-class PcTarget(Target):
+class PcTarget(Target[NoOptions]):
     name = "pc"
     label = "the PC baseline"
     selectable = False

@@ -53,7 +53,7 @@ class WebOptions(TargetOptions):
         return any(w.rpartition(":")[2] == "webgpu" for w in self.backends)
 
 
-class WebTarget(Target):
+class WebTarget(Target[WebOptions]):
     name = "web"
     label = "headless Chromium"
     Options = WebOptions
@@ -72,10 +72,10 @@ class WebTarget(Target):
     def flags_given(self, args: argparse.Namespace) -> list[str]:
         return ["--backend"] if getattr(args, "backend", None) is not None else []
 
-    def positions(self, options: Any, preflight: Preflight, artifact_format: str) -> list[Position]:
+    def positions(self, options: WebOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
         return [Position(backend=b) for b in backends_for(options.backends, artifact_format)]
 
-    def preflight(self, options: Any, *, run: bool = True) -> Preflight:
+    def preflight(self, options: WebOptions, *, run: bool = True) -> Preflight:
         if not run:
             return Preflight()
 
@@ -92,11 +92,11 @@ class WebTarget(Target):
         return {k: v for k, v in identity.items() if k != ADAPTER_KEY or position.backend == "webgpu"}
 
     @contextmanager
-    def session(self, options: Any, preflight: Preflight) -> Iterator[dict[str, Any]]:
+    def session(self, options: WebOptions, preflight: Preflight) -> Iterator[dict[str, Any]]:
         with WebSession() as shared:  # launches Chromium when the first row asks for it
             yield {"session": shared}
 
-    def runtime_options(self, options: Any, settings: RunSettings, position: Position) -> dict[str, Any]:
+    def runtime_options(self, options: WebOptions, settings: RunSettings, position: Position) -> dict[str, Any]:
         return {**super().runtime_options(options, settings, position), "backend": position.backend}
 
     def resource(self, position: Position) -> str:
@@ -110,7 +110,7 @@ class WebTarget(Target):
             return {}
         return {"chromium": max(1, browsers)}
 
-    def reproduce_args(self, options: Any, position: Position) -> list[str]:
+    def reproduce_args(self, options: WebOptions, position: Position) -> list[str]:
         return ["--backend", position.backend]
 
     def runs_on(self, environment: dict[str, Any], position: Position) -> str:
