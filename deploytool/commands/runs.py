@@ -38,10 +38,12 @@ def _refuse_more_threads_than_cores(threads: int) -> None:
                             "(more threads only contend for the same cores)")
 
 
-def migrate_command(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace) -> MigrateRequest:
+    """The migrate request of parsed flags, checked as the command checks them. deploytool.api builds the same
+    namespace from Python values and calls this too: one request, one run id, for the CLI and the API."""
     _refuse_flags_of_other_targets(args)
     _refuse_more_threads_than_cores(args.threads)
-    req = MigrateRequest(
+    return MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
         target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
@@ -51,7 +53,10 @@ def migrate_command(args: argparse.Namespace) -> int:
         run_id=args.run_id, fresh=args.fresh, localize=args.localize, limit_test=args.test_samples,
         **user_model_fields(args),
     )
-    out = migrate(req, args.workspace, args.db, progress=not args.quiet)
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    out = migrate(request_of(args), args.workspace, args.db, progress=not args.quiet)
     _print_results(out.results)
     if out.report_paths is not None:
         print(f"report: {out.report_paths.html}")
