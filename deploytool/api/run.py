@@ -54,13 +54,13 @@ class Run:
     def row(self, label: str | None = None, **fields: Any) -> Row:
         """The one row with this label, or whose fields are these (`run.row(format="onnx", target="web")`);
         UnknownOption when none or several match, naming the rows there are."""
-        found = [r for r in self.rows if (label is None or r.label == label) and r.matches(**fields)]
-        if len(found) == 1:
-            return found[0]
         unknown = [k for k in fields if k not in Row.__dataclass_fields__]
         if unknown:
             raise UnknownOption(f"run.row(): rows have no field {unknown[0]!r}; match on framework, format, "
                                 "quantize, target, backend, device, runtime, status or verdict")
+        found = [r for r in self.rows if (label is None or r.label == label) and r.matches(**fields)]
+        if len(found) == 1:
+            return found[0]
         asked = ", ".join([*([repr(label)] if label else []), *(f"{k}={v!r}" for k, v in fields.items())])
         what = "no row" if not found else f"{len(found)} rows"
         raise UnknownOption(f"{what} of run {self.run_id} match {asked}; its rows: "

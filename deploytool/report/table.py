@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import html
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -104,13 +104,13 @@ def row_of(r: Result) -> Row:
         device=r.combo.device, runtime=r.combo.runtime, status=str(r.status),
         verdict=str(r.verdict) if r.verdict is not None else None, failing=r.failing, reason=clean(r.reason),
         triage=r.triage.klass if r.triage is not None else None, task=c.task if c is not None else "classification",
-        metrics=metrics, outputs=tuple(c.outputs) if c is not None else (), checks=tuple(c.checks) if c else (),
+        metrics=metrics, outputs=tuple(c.outputs) if c is not None else (), checks=tuple(c.checks) if c is not None else (),
         tolerances={k: (float(v[0]), float(v[1])) for k, v in r.tolerances.items()},
         notes=tuple(dict.fromkeys(clean(n) for n in [*r.notes, *(art.get("notes") or [])])),
         bundle=Path(r.bundle) if r.bundle else None)
 
 
-_KEYS = ("run_id", "label", "framework", "format", "quantize", "target", "backend", "device", "runtime", "status",
+_KEYS = ("run_id", "combo_key", "label", "framework", "format", "quantize", "target", "backend", "device", "runtime", "status",
          "verdict", "failing", "triage", "task", "reason")
 _OUTPUT_KEYS = ("max_abs_error", "mean_abs_error", "rel_error", "cosine_min", "cosine_mean", "exact_match")
 
@@ -119,7 +119,7 @@ def flat(row: Row) -> dict[str, Any]:
     """The row as one level of scalars: its words, every metric, each output's error as `output.NAME.METRIC`,
     and the bundle's path (CSV, Parquet and DataFrame columns)."""
     out: dict[str, Any] = {k: getattr(row, k) for k in _KEYS}
-    out.update({k: row.metrics.get(k) for k in (*METRIC_KEYS, "size_bytes")})
+    out.update({k: row.metrics.get(k) for k in METRIC_KEYS})
     for o in row.outputs:
         out.update({f"output.{o.name}.{k}": num(getattr(o, k)) for k in _OUTPUT_KEYS})
     out["bundle"] = str(row.bundle) if row.bundle else None
@@ -177,10 +177,3 @@ def html_table(rows: Iterable[Row], caption: str = "") -> str:
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return ("<table>" + cap + "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join(lines) + "</tbody></table>")
-
-
-def as_json(row: Row) -> dict[str, Any]:
-    """The row's values as plain JSON types (outputs and checks as dicts)."""
-    d = asdict(row)
-    d["bundle"] = str(row.bundle) if row.bundle else None
-    return d
