@@ -143,8 +143,9 @@ def load_run(run_id: str, workspace: str | Path | None = None, db: str | None = 
         raise UnknownOption(f"run {record.run_id} is a study's, of points, not rows; `deploytool report "
                             f"{record.run_id}` writes its report")
     html = ws.root / "reports" / record.run_id / "report.html"
-    return Run.of(record.run_id, record.model, stored_results(store, ws, record.run_id),
-                  html if html.exists() else None, ws, db)
+    model = str(record.request.get("model") or record.model)  # as the request named it, like migrate()'s Run
+    return Run.of(record.run_id, model, stored_results(store, ws, record.run_id), html if html.exists() else None,
+                  ws, db)
 
 
 def findings(workspace: str | Path | None = None, db: str | None = None, klass: str | None = None,

@@ -17,7 +17,8 @@ from deploytool.workspace import Workspace
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """One migrate run: `rows` in the order of its matrix, `report_path` its report.html (None when no report
+    """One migrate run: `model` as its request names it (a zoo name, or the path of the file that ran: a model
+    object's saved file), `rows` in the order of its matrix, `report_path` its report.html (None when no report
     was written), `workspace` and `db` where it is kept. `results` holds the full `deploytool.result.Result`
     behind each row, for what a Row does not show (not part of the stable API)."""
 
