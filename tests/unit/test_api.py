@@ -1,4 +1,4 @@
-"""The Python API without running a model: `import deploytool` stays cheap (no TensorFlow, torch or numpy; the
+"""The Python API (deploytool.api) without running a model: `import deploytool` stays cheap (no TensorFlow, torch or numpy; the
 API loads on first use), the API builds the very request the CLI's parser builds, a Row holds report.json's
 values of its Result, a Run finds one row or says which there are, shows escaped HTML and a DataFrame, rows
 export as CSV (Parquet: with pyarrow, else one line), and the pytest helper's limits name what a row broke."""
@@ -190,5 +190,12 @@ def test_report_format_csv_prints_the_stored_rows(tmp_path, capsys):
     assert main(["report", "r", "--format", "csv", "--output", str(tmp_path / "rows.csv"),
                  "--workspace", str(tmp_path)]) == 0
     assert len(list(csv.DictReader((tmp_path / "rows.csv").open()))) == 3
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:  # one line and exit 2, as for any user mistake
+        assert main(["report", "r", "--format", "parquet", "--workspace", str(tmp_path)]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            "deploytool: error: --format parquet needs pyarrow, which is not installed; `pip install pyarrow`, or "
+            "use --format csv"]
     assert main(["lab", "history", "--format", "csv", "--workspace", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "night,lab,run,status,created"  # no nights: the header

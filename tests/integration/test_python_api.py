@@ -140,6 +140,7 @@ def shifted(monkeypatch):
 
 
 def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes_on_the_real_one(tmp_path, shifted):
+    """Also: the run's findings hold that row, and `localize` names where it goes wrong."""
     from deploytool import api
     from deploytool.testing import assert_migrates
 
@@ -159,4 +160,6 @@ def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes
         f"agreement {bad.agreement:.4g} < 0.99",
         f"report: {run.report_path}"]
     assert [f for f in run.findings if any(bad.label in e for e in f.examples)]  # the shifted row: a finding
+    where = api.localize(run, bad)  # a file kept in its format is traced op by op (by onnxruntime itself)
+    assert where.row == bad.label and [(c.layer, c.kind) for c in where.cuts] == [("logits", "MatMul")], where
     assert_migrates(str(model), (x, y), formats="onnx", workspace=ws, min_agreement=0.99, **LEAN)
