@@ -117,12 +117,12 @@ def migrate(model: Any, data: Any = None, *, targets: Words = ("host",), formats
     Raises the CLI's typed errors (deploytool.errors) for a user mistake; a combination that fails is a row."""
     from deploytool.migrate import migrate as run_migrate
 
-    ws = Workspace.open(workspace)
-    path = model_file(model, data, ws, name)
     unknown = sorted(set(options) - set(cli_args.__kwdefaults__ or {}))
     if unknown:
         raise UnknownOption(f"migrate() got an unknown option {unknown[0]!r}; options are "
                             + ", ".join(sorted(cli_args.__kwdefaults__ or {})))
+    ws = Workspace.open(workspace)
+    path = model_file(model, data, ws, name)
     args = cli_args(path, data_file(data, ws), targets=targets, formats=formats, quantize=quantize, **options)
     req = request_of(args)
     out = run_migrate(req, ws.root, db, progress=progress, log=log or _log.info, warn=_log.warning)
