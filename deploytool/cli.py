@@ -116,10 +116,19 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--row", default=None, help="only rows whose label contains this text (default: every failing row)")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
-    p = add("report", "write (again) the HTML, JSON, Markdown and JUnit report of a stored run",
-            "deploytool report lenet5-3f2a9c1b7d4e", "deploytool report --list")
+    p = add("report", "write (again) the HTML, JSON, Markdown and JUnit report of a stored run, or export its rows",
+            "deploytool report lenet5-3f2a9c1b7d4e", "deploytool report --list",
+            "deploytool report lenet5-3f2a9c1b7d4e --format csv > rows.csv",
+            "deploytool report lenet5-3f2a9c1b7d4e --format parquet --output rows.parquet")
     p.add_argument("run", nargs="?", help="a run id (or a unique prefix) from `deploytool report --list`")
     p.add_argument("--list", action="store_true", help="list stored runs")
+    p.add_argument("--format", choices=["html", "csv", "parquet"], default="html", dest="export",
+                   help="html (default): write the report's files again; csv: the rows, one line each (the Python "
+                        "API's Row.flat columns), on stdout or --output; parquet: the same rows into --output "
+                        "(needs pyarrow)")
+    p.add_argument("--output", type=Path, default=None, metavar="FILE",
+                   help="csv/parquet: the file to write (csv default: stdout; parquet default: rows.parquet in the "
+                        "run's report folder)")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
     p = add("findings", "distinct conversion/runtime bugs across runs: each triaged (upstream, unsupported, "
@@ -140,7 +149,8 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
 
     p = add("lab", "the device lab on Dask: run a night of a lab file, start a worker, list nights",
             "deploytool lab run examples/lab.toml", "deploytool lab run lab.toml --scheduler tcp://lab1:8786 --night 2026-12-03",
-            "deploytool lab worker --scheduler tcp://lab1:8786", "deploytool lab history --format json")
+            "deploytool lab worker --scheduler tcp://lab1:8786", "deploytool lab history --format json",
+            "deploytool lab history --format csv > nights.csv")
     p.add_argument("action", choices=["run", "worker", "history"], help="run LAB.toml, worker, or history")
     p.add_argument("lab", nargs="?", type=Path, help="run: the lab file (see examples/lab.toml)")
     p.add_argument("--night", type=run_id_arg, default=None, help="run: name the night (default: today's date; the same "
@@ -154,7 +164,8 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
                    help="worker: keep trying to reach the scheduler for as long as it takes (a service's way)")
     p.add_argument("--no-worker-timeout", type=positive_seconds, default=None,
                    help="run: seconds a cell waits for a worker with its resource before it is `no_worker` (default 30)")
-    p.add_argument("--format", choices=["text", "json"], default="text", dest="output", help="history: output format")
+    p.add_argument("--format", choices=["text", "json", "csv"], default="text", dest="output",
+                   help="history: output format (csv: one line per night, its summary's counts as columns)")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import sys
 
 from deploytool.commands.common import print_table
 from deploytool.errors import UnknownOption
@@ -32,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
                          "status": n.status, "created": n.created_at, **summary})
         if args.output == "json":
             print(json.dumps(rows, indent=1, default=str))
+        elif args.output == "csv":
+            _write_csv(rows)
         else:
             print_table(("night", "lab", "status", "cells", "alerts", "failing", "created"),
                          [(str(r["night"]), r["lab"], r["status"], str(r.get("cells", "-")), str(r.get("alerts", "-")),
@@ -52,3 +56,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"lab report: {out.paths.html}")
     print(f"night {out.night}: {len(out.judged)} cells, {len(out.alerts)} alert(s)")
     return 1 if out.alerts else 0
+
+
+def _write_csv(rows: list[dict]) -> None:
+    """`lab history --format csv`: one line per night; the summary's counts are columns (a nested value: JSON)."""
+    columns = list(dict.fromkeys(k for r in rows for k in r)) or ["night", "lab", "run", "status", "created"]
+    writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from deploytool.commands.common import print_table
@@ -12,10 +13,11 @@ from deploytool.errors import UnknownOption
 from deploytool.migrate import MigrateRequest, migrate
 from deploytool.report import tasks
 from deploytool.report.numbers import num
+from deploytool.report.table import csv_text, row_of, write_parquet
 from deploytool.result import Result
 from deploytool.run.compare import parse_tolerance_overrides
 from deploytool.run.flags import user_model_fields
-from deploytool.run.stored import rebuild_report
+from deploytool.run.stored import rebuild_report, stored_results
 from deploytool.store import open_store
 from deploytool.targets import all_targets, expand, selectable
 from deploytool.workspace import Workspace
@@ -38,10 +40,12 @@ def _refuse_more_threads_than_cores(threads: int) -> None:
                             "(more threads only contend for the same cores)")
 
 
-def migrate_command(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace) -> MigrateRequest:
+    """The migrate request of parsed flags, checked as the command checks them. deploytool.api builds the same
+    namespace from Python values and calls this too: one request, one run id, for the CLI and the API."""
     _refuse_flags_of_other_targets(args)
     _refuse_more_threads_than_cores(args.threads)
-    req = MigrateRequest(
+    return MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
         target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
@@ -51,7 +55,10 @@ def migrate_command(args: argparse.Namespace) -> int:
         run_id=args.run_id, fresh=args.fresh, localize=args.localize, limit_test=args.test_samples,
         **user_model_fields(args),
     )
-    out = migrate(req, args.workspace, args.db, progress=not args.quiet)
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    out = migrate(request_of(args), args.workspace, args.db, progress=not args.quiet)
     _print_results(out.results)
     if out.report_paths is not None:
         print(f"report: {out.report_paths.html}")
@@ -111,6 +118,8 @@ def report(args: argparse.Namespace) -> int:
     run = store.get_run(args.run)
     if run is None:
         raise UnknownOption(f"no stored run {args.run!r}; `deploytool report --list` shows the runs")
+    if args.export != "html":
+        return _export_rows(args, run.run_id, stored_results(store, ws, run.run_id), ws)
     results: list[Result] = []
     if run.request.get("study"):  # a study run (deploytool/study/): its points, not rows
         from deploytool.commands import study
@@ -120,4 +129,18 @@ def report(args: argparse.Namespace) -> int:
         paths, results = rebuild_report(run, store, ws)
     _print_results(results)
     print(f"report: {paths.html}")
+    return 0
+
+
+def _export_rows(args: argparse.Namespace, run_id: str, results: list[Result], ws: Workspace) -> int:
+    """`report RUN --format csv|parquet`: the stored rows as a table, read from the store (no report is written)."""
+    rows = [row_of(r) for r in results]
+    if args.export == "csv":
+        if args.output is None:
+            sys.stdout.write(csv_text(rows))
+            return 0
+        args.output.write_text(csv_text(rows), encoding="utf-8")
+    else:
+        write_parquet(rows, args.output or ws.report_dir(run_id) / "rows.parquet")
+    print(f"rows: {args.output or ws.report_dir(run_id) / 'rows.parquet'}")
     return 0

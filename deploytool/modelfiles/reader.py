@@ -80,8 +80,16 @@ def keras_signature(model: Any) -> Signature:
     outs = model.outputs if isinstance(model.outputs, (list, tuple)) else [model.outputs]
     names = list(getattr(model, "output_names", None) or [])
     return Signature(tuple(spec_of(_keras_name(t), t.dtype, dims(t)) for t in model.inputs),
-                     tuple(output_spec(names[i] if i < len(names) else _keras_name(t), t.dtype, dims(t))
+                     tuple(output_spec(names[i] if i < len(names) else _layer_name(t), t.dtype, dims(t))
                            for i, t in enumerate(outs)))
+
+
+def _layer_name(t: Any) -> str:
+    """An output without a name of its own (a Sequential model has no output_names) by the layer that makes it,
+    which the .keras file keeps: its tensor's name (`keras_tensor_5`) counts the models this process loaded
+    before, and would change the signature, hence the run id, of the same file loaded again."""
+    layer = getattr(getattr(t, "_keras_history", None), "operation", None)
+    return str(getattr(layer, "name", "") or "") or _keras_name(t)
 
 
 def _keras_name(t: Any) -> str:
