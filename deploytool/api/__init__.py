@@ -11,8 +11,8 @@ API; they change only with a note in the README. `Run.results` (the full `deploy
 module not named here are internal. User mistakes raise `deploytool.errors.DeploytoolError` subclasses
 (`UnknownOption`, `DataError`, `BadModelFile`, ...) with the same one-line message the CLI prints.
 
-    import deploytool
-    run = deploytool.migrate(model, (x_test, y_test), targets=("host", "web"), formats="onnx,tflite")
+    from deploytool import api
+    run = api.migrate(model, (x_test, y_test), targets=("host", "web"), formats="onnx,tflite")
     run.failing, run.row(format="onnx", target="web").agreement, run.to_pandas()
 """
 
