@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from deploytool.errors import UnknownOption
-from deploytool.report.numbers import fmt_bytes, fmt_ms, fmt_pct, num
+from deploytool.report import tasks
+from deploytool.report.numbers import fmt_bytes, fmt_ms, num
 from deploytool.report.text import METRIC_KEYS, clean
 from deploytool.result import Check, OutputComparison, Result
 
@@ -156,11 +157,11 @@ def write_parquet(rows: Iterable[Row], path: Path) -> Path:
 
 
 def _headline(row: Row) -> str:
+    """The row's number the report's verdict matrix shows, by its task's view (deploytool.tasks)."""
     if row.verdict is None:
         return ""
-    if row.task == "regression" and row.rmse_increase is not None:
-        return f"ΔRMSE {100 * row.rmse_increase:+.2f}%"
-    return f"agree {fmt_pct(row.agreement)}"
+    column = tasks.view_for(row.task, labelled=row.accuracy is not None).headline
+    return f"{column.head} {tasks.text_of(column, num(row.metrics.get(column.attr)))}"
 
 
 def html_table(rows: Iterable[Row], caption: str = "") -> str:

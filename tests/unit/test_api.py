@@ -132,7 +132,7 @@ def test_a_runs_html_is_escaped_and_its_dataframe_has_a_column_per_value():
     run, _ = _runs()
     page = run._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page and "3 rows, 2 failing" in page
-    assert page.count("<tr") == 4 and "agree 50.00%" in page
+    assert page.count("<tr") == 4 and "Δ pts −5.00" in page  # the task view's headline, as the verdict matrix
     frame = run.to_pandas()
     assert list(frame["label"]) == [r.label for r in run.rows] and list(frame["combo_key"]) == ["a", "b", "c"]
     assert frame.loc[1, "output.logits.cosine_min"] == 0.9 and frame.loc[1, "agreement"] == 0.5
