@@ -98,6 +98,7 @@ def test_a_keras_model_object_on_host_and_web_gives_the_rows_of_the_clis_report(
     assert list(frame["target"]) == ["host", "web"] and frame.filter(like=".cosine_min").min().min() > 0.999
 
 
+@pytest.mark.browser
 def test_a_torch_module_object_is_exported_on_its_data_and_gives_the_rows_of_the_clis_report(tmp_path):
     import torch
 
@@ -107,12 +108,15 @@ def test_a_torch_module_object_is_exported_on_its_data_and_gives_the_rows_of_the
     module = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh(), torch.nn.Linear(16, CLASSES))
     module.train()
     x, y, npz = _data(tmp_path)
-    run = api.migrate(module, {"x": x, "y": y}, formats="onnx", workspace=tmp_path / "ws", **LEAN)
+    run = api.migrate(module, {"x": x, "y": y}, targets=("host", "web"), formats="onnx", workspace=tmp_path / "ws",
+                      **LEAN)
     assert module.training  # exported in eval mode, handed back as it came
-    (row,) = run.rows
-    assert (row.framework, row.format, row.status, row.verdict) == ("torch", "onnx", "measured", "pass"), row
+    assert {r.target for r in run.rows} == {"host", "web"}
+    for row in run.rows:
+        assert (row.framework, row.format, row.status, row.verdict) == ("torch", "onnx", "measured", "pass"), row
     assert Path(run.model).suffix == ".pt2" and Path(run.model).is_relative_to(tmp_path / "ws" / "from-python")
-    assert_rows_are_the_reports(run, _cli_report(run, npz, "--format", "onnx", "--quantize", "none"))
+    assert_rows_are_the_reports(run, _cli_report(run, npz, "--target", "host,web", "--format", "onnx", "--quantize",
+                                                  "none"))
 
 
 @pytest.mark.browser
