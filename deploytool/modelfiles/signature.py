@@ -81,9 +81,15 @@ class Signature:
         return tuple(t.name for t in self.outputs)
 
     @property
-    def single_image(self) -> bool:
-        """One image input and one output: the path every stage took before signatures existed."""
-        return len(self.inputs) == 1 and self.inputs[0].kind == "image" and len(self.outputs) == 1
+    def image_classifier(self) -> bool:
+        """One 4-D float input of fixed size and one output of class scores (N, C >= 2): the path image models
+        always took (its checks, layouts, preprocessing and messages). A per-pixel or per-step output (N, C, H, W)
+        is not one score per class. The one place this is decided."""
+        if len(self.inputs) != 1 or len(self.outputs) != 1:
+            return False
+        x, y = self.inputs[0], self.outputs[0]
+        fixed = x.rank == 4 and all(d is not None for d in x.shape[1:])
+        return fixed and x.is_float and y.rank == 2 and (y.shape[-1] or 0) >= 2
 
     def scored_output(self, wanted: str | None = None) -> TensorSpec:
         """The output a classifier is scored on: `wanted` when named (KeyError when the model has none of that

@@ -139,14 +139,8 @@ def _options(path: Path, sig: Signature) -> dict[str, object]:
 
 
 def _image_classifier(sig: Signature, opts: UserModelOptions) -> bool:
-    """One 4-D float input of fixed size and one output of class scores: the path image models always took
-    (its checks, layouts, preprocessing and messages unchanged)."""
-    if len(sig.inputs) != 1 or len(sig.outputs) != 1 or opts.task not in (None, "classification"):
-        return False
-    x, y = sig.inputs[0], sig.outputs[0]
-    fixed = x.rank == 4 and all(d is not None for d in x.shape[1:])
-    # (N, C) scores: a per-pixel or per-step output (N, C, H, W) is not one score per class
-    return fixed and x.is_float and y.rank == 2 and (y.shape[-1] or 0) >= 2
+    """The signature's image classifier (Signature.image_classifier) not asked to be judged as another task."""
+    return sig.image_classifier and opts.task in (None, "classification")
 
 
 def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,

@@ -16,7 +16,7 @@ def test_an_onnx_text_classifier_has_two_int64_token_inputs(tmp_path):
     assert [(t.name, t.dtype, t.shape, t.kind) for t in sig.inputs] == [
         ("input_ids", "int64", (None, 12), "tokens"), ("attention_mask", "int64", (None, 12), "tokens")]
     assert [(t.name, t.dtype, t.shape) for t in sig.outputs] == [("logits", "float32", (None, 3))]
-    assert not sig.single_image and not sig.all_float_inputs
+    assert not sig.image_classifier and not sig.all_float_inputs
     open_len = read_signature(anymodels.onnx_text_classifier(tmp_path / "o.onnx", seq=None), "onnx")
     assert open_len.inputs[0].shape == (None, None)
 

@@ -11,7 +11,7 @@ import pytest
 
 from deploytool.data.feed import Feed, channels_last, restore_channels_first
 from deploytool.errors import DataError, StageFailed
-from deploytool.modelfiles.signature import Signature, TensorSpec, flatten_outputs, spec_of
+from deploytool.modelfiles.signature import Signature, TensorSpec, flatten_outputs, output_spec, spec_of
 from deploytool.run.compare import compare_outputs
 from deploytool.run.context import check_labels_fit
 from deploytool.runtimes.onnxrt import as_array
@@ -100,3 +100,17 @@ def test_labels_that_cannot_mean_the_task_are_one_line(task, y, shape, words):
 ])
 def test_labels_that_fit_their_task_pass(task, y, shape):
     check_labels_fit(task, y, shape, "t.npz")
+
+
+@pytest.mark.parametrize("inputs, outputs, expected", [
+    ([("image", "float32", (None, 28, 28, 1))], [("scores", "float32", (None, 10))], True),
+    ([("image", "float32", (None, 3, 32, 32))], [("scores", "float32", (None, 10))], True),  # NCHW too
+    ([("image", "float32", (None, None, None, 3))], [("scores", "float32", (None, 10))], False),  # open size
+    ([("image", "float32", (None, 16, 16, 3))], [("mask", "float32", (None, 16, 16, 3))], False),  # per pixel
+    ([("image", "float32", (None, 16, 16, 3))], [("value", "float32", (None, 1))], False),  # one value
+    ([("ids", "int64", (None, 1, 12, 1))], [("scores", "float32", (None, 3))], False),  # not float
+    ([("a", "float32", (None, 8, 8, 1)), ("b", "float32", (None, 8, 8, 1))], [("s", "float32", (None, 2))], False),
+])
+def test_an_image_classifier_is_decided_in_one_place(inputs, outputs, expected):
+    sig = Signature(tuple(spec_of(*i) for i in inputs), tuple(output_spec(*o) for o in outputs))
+    assert sig.image_classifier is expected
