@@ -96,12 +96,12 @@ def _log(what: str) -> None:
 def register() -> None:
     KNOBS.update(json.loads(os.environ.get("LAB_DOUBLE_KNOBS") or "{}"))
     runtimes.register("host", "tflite", "lab-double", LabDouble)
-    runtimes.register("host", "tflite", "lab-slow", "tests.lab_double:SlowLiteRT")
+    runtimes.register("host", "tflite", "lab-slow", SlowLiteRT)
 
 
 def unregister() -> None:
-    runtimes.REGISTRY.pop(("host", "tflite", "lab-double"), None)
-    runtimes.REGISTRY.pop(("host", "tflite", "lab-slow"), None)
+    runtimes.unregister("host", "tflite", "lab-double")
+    runtimes.unregister("host", "tflite", "lab-slow")
 
 
 def dask_setup(worker: object) -> None:
