@@ -6,14 +6,12 @@ library is imported at module level anywhere under `deploytool/` except inside
 the function or module that needs it.
 
 The Python API is `deploytool.api` (`migrate`, `load_run`, `findings`, `localize`, `Run`, `Row`) and the model-CI
-helper `deploytool.testing.assert_migrates`; both load on first use (`deploytool.api.migrate(...)` after a bare
-`import deploytool`), so importing the package costs what it did. They are not names of this package itself:
+helper `deploytool.testing.assert_migrates`, imported as modules (`import deploytool.api as dt`, `from deploytool
+import api`), so importing the package alone costs what it did. They are not names of this package itself:
 `deploytool.migrate` and `deploytool.localize` are the subpackages that do the work.
 """
 
-import importlib
 import os
-from types import ModuleType
 
 __version__ = "0.1.0"
 
@@ -21,12 +19,3 @@ __version__ = "0.1.0"
 # not to, in every process that imports it (this one, the runtime and conversion workers, which inherit it)
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
-
-_LAZY = ("api", "testing")  # not `typing` at import time: it would cost more than the rest
-
-
-def __getattr__(name: str) -> ModuleType:
-    """`deploytool.api` and `deploytool.testing`, imported when first named (PEP 562)."""
-    if name in _LAZY:
-        return importlib.import_module(f"deploytool.{name}")
-    raise AttributeError(f"module 'deploytool' has no attribute {name!r}")

@@ -32,13 +32,9 @@ def _imported_after(code: str) -> set[str]:
 
 def test_import_deploytool_imports_no_framework_and_the_api_none_of_tensorflow_or_torch():
     assert not _imported_after("import deploytool") & set(HEAVY)
-    api = _imported_after("import deploytool\nassert callable(deploytool.api.migrate)\n"
+    api = _imported_after("import deploytool.api, deploytool.testing\nassert callable(deploytool.api.migrate)\n"
                           "assert callable(deploytool.testing.assert_migrates)")
     assert "deploytool" in api and not api & {"tensorflow", "torch", "keras", "jax", "onnxruntime"}
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        import deploytool
-
-        deploytool.nothing  # noqa: B018
 
 
 @pytest.mark.parametrize("flags, kwargs", [
