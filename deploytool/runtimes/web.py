@@ -62,6 +62,7 @@ NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers n
 WEBGPU_LATENCY_SAMPLES = 100
 ORT_LOG_LINE = re.compile(r"\[[VI]:onnxruntime")  # onnxruntime-web's own verbose/info log, not an error
 DEFAULT_THREADS = 1
+CHUNK_BYTES = 256 * 2**20  # a WebOptions' chunk_bytes: 256 MiB of inputs (~430 images of 224x224x3 float32)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class WebOptions(RuntimeOptions):
     latency_samples: int | None = None  # None: one per test sample
     timeout_s: float = 600.0
     batch_size: int = 64  # of the whole-set pass in the page
+    # the test set goes to the page in chunks of at most this many bytes of inputs (at least one sample each), so
+    # the renderer's memory does not grow with the number of samples; the first chunk is also the one timed
+    chunk_bytes: int = CHUNK_BYTES
     session: WebSession | None = None  # the run's shared browser and server; None: this row's own
 
     @classmethod
@@ -97,10 +101,11 @@ class WebOptions(RuntimeOptions):
         set_("latency_samples", None if self.latency_samples is None else int(self.latency_samples))
         set_("batch_size", int(self.batch_size))
         set_("timeout_s", float(self.timeout_s))
+        set_("chunk_bytes", int(self.chunk_bytes))
         if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
-                or (self.latency_samples is not None and self.latency_samples < 1):
+                or (self.latency_samples is not None and self.latency_samples < 1) or self.chunk_bytes < 1:
             raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
-                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0")
+                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0, chunk_bytes>=1")
         if self.session is not None and not isinstance(self.session, WebSession):
             raise UnknownOption("web runtime option session must be a WebSession")
 
@@ -337,39 +342,27 @@ class WebRuntime(Runtime):
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         n = len(inputs)
-        with self._faults_end_the_row():
-            t0 = time.perf_counter()
-            urls, described = self._blobs(inputs)
-            write_ms = (time.perf_counter() - t0) * 1e3
-            self._server.clear_results()
-            cfg = {"n": n, "warmupRuns": self.options.warmup_runs, "latencySamples": self.options.latency_samples,
-                   "batchSize": self.options.batch_size, **described}
-            # what other processes took of this machine's CPUs just before the page's timing (the lab judges
-            # latency against it); Chromium's renderer is not running a job meanwhile
-            timed = self.options.latency_samples is None or self.options.latency_samples >= MIN_TIMED_SAMPLES
-            busy = cpu_busy_fraction() if timed else None  # as a host row's check
-            t_run = time.perf_counter()
-            try:
-                res = self._job("run", cfg)
-            finally:
-                for url in urls:
-                    self._server.drop_blob(url)
-            run_ms = (time.perf_counter() - t_run) * 1e3
-            t1 = time.perf_counter()
-            layout = None
-            if isinstance(inputs, Feed):
-                named, latency = self._collect_named(res, n)
-                layout, outputs = layout_of(named), named.flat()
-            else:
-                outputs, latency = self._collect(res, n)
-            collect_ms = (time.perf_counter() - t1) * 1e3
-            memory = self._memory(res)
-        timings = dict(self._timings_ms)
-        timings.update(inputs_write=write_ms, inputs_fetch=res["inputs_fetch_ms"],
-                       inference=res["inference_ms"], results_post=res["results_post_ms"],
-                       results_collect=collect_ms, page_run=res["page_run_ms"], run_total=run_ms)
+        per_sample = max(1, (inputs.nbytes if isinstance(inputs, Feed) else np.asarray(inputs).nbytes) // max(n, 1))
+        step = max(1, int(self.options.chunk_bytes) // per_sample)
+        parts = [self._run_chunk(inputs[i:i + step], first=i == 0) for i in range(0, n, step)]
+        res, given, latency, timings, memory, busy = parts[0]
+        if len(parts) > 1:  # one result for the whole set: outputs in order, the costs summed, memory's peak
+            given = (Feed.concat([p[1] for p in parts]) if isinstance(given, Feed)
+                     else np.concatenate([p[1] for p in parts]))
+            for p in parts[1:]:
+                for k, v in p[3].items():
+                    timings[k] = timings.get(k, 0.0) + v
+                for k, v in p[4].items():
+                    memory[k] = max(memory.get(k, 0.0), v)
+            res = {**res, "n": n, "whole_set_ms": sum(p[0]["whole_set_ms"] for p in parts)}
+        layout = layout_of(given) if isinstance(given, Feed) else None
+        outputs = given.flat() if isinstance(given, Feed) else given
         env, notes = self._environment(res, timings)
         env.update(load_environment(busy))
+        if len(parts) > 1:
+            env["chunks"] = len(parts)
+            notes.append(f"the test set went to the page in {len(parts)} chunks of at most {step} samples "
+                         f"({self.options.chunk_bytes / 2**20:g} MiB of inputs); latency was timed in the first")
         whole_s = res["whole_set_ms"] / 1e3
         return Outputs(
             outputs=outputs,
@@ -382,6 +375,46 @@ class WebRuntime(Runtime):
             notes=notes,
             output_layout=layout,
         )
+
+    def _run_chunk(self, inputs: Batch, first: bool) -> tuple[dict[str, Any], Any, np.ndarray, dict[str, float],
+                                                                dict[str, float], Any]:
+        """One job of the page on `inputs`: the first chunk warms up and is timed at batch 1; the others only give
+        their outputs. (the page's result, outputs (a Feed of named ones, or an array), latencies, timings,
+        memory figures, the CPU-load reading before the timing)."""
+        n = len(inputs)
+        with self._faults_end_the_row():
+            t0 = time.perf_counter()
+            urls, described = self._blobs(inputs)
+            write_ms = (time.perf_counter() - t0) * 1e3
+            self._server.clear_results()
+            cfg = {"n": n, "warmupRuns": self.options.warmup_runs if first else 0,
+                   "latencySamples": self.options.latency_samples if first else 0,
+                   "batchSize": self.options.batch_size, **described}
+            # what other processes took of this machine's CPUs just before the page's timing (the lab judges
+            # latency against it); Chromium's renderer is not running a job meanwhile
+            timed = first and (self.options.latency_samples is None
+                               or self.options.latency_samples >= MIN_TIMED_SAMPLES)
+            busy = cpu_busy_fraction() if timed else None  # as a host row's check
+            t_run = time.perf_counter()
+            try:
+                res = self._job("run", cfg)
+            finally:
+                for url in urls:
+                    self._server.drop_blob(url)
+            run_ms = (time.perf_counter() - t_run) * 1e3
+            t1 = time.perf_counter()
+            outputs: Feed | np.ndarray
+            if isinstance(inputs, Feed):
+                outputs, latency = self._collect_named(res, n)
+            else:
+                outputs, latency = self._collect(res, n)
+            collect_ms = (time.perf_counter() - t1) * 1e3
+            memory = self._memory(res)
+        timings = dict(self._timings_ms) if first else {}
+        timings.update(inputs_write=write_ms, inputs_fetch=res["inputs_fetch_ms"],
+                       inference=res["inference_ms"], results_post=res["results_post_ms"],
+                       results_collect=collect_ms, page_run=res["page_run_ms"], run_total=run_ms)
+        return res, outputs, latency, timings, memory, busy
 
     def _collect_named(self, res: dict[str, Any], n: int) -> tuple[Feed, np.ndarray]:
         """Every output the page posted, dequantized where the TFLite tensor is int8, by the source's names."""
