@@ -62,7 +62,10 @@ NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers n
 WEBGPU_LATENCY_SAMPLES = 100
 ORT_LOG_LINE = re.compile(r"\[[VI]:onnxruntime")  # onnxruntime-web's own verbose/info log, not an error
 DEFAULT_THREADS = 1
-CHUNK_BYTES = 256 * 2**20  # a WebOptions' chunk_bytes: 256 MiB of inputs (~430 images of 224x224x3 float32)
+# A WebOptions' chunk_bytes: 16 MiB of inputs (27 images of 224x224x3 float32, 5,000 of 28x28x1). Measured
+# (bench/bench_web_chunks.py, onnxruntime-web wasm): the renderer's peak RSS from 200 to 1,600 images of 224x224x3
+# grows 4.60x sent in one piece, 2.22x in chunks of 256 MiB, 1.20x of 32 MiB, 1.06x of 16 MiB.
+CHUNK_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -344,7 +347,9 @@ class WebRuntime(Runtime):
         n = len(inputs)
         per_sample = max(1, (inputs.nbytes if isinstance(inputs, Feed) else np.asarray(inputs).nbytes) // max(n, 1))
         step = max(1, int(self.options.chunk_bytes) // per_sample)
-        parts = [self._run_chunk(inputs[i:i + step], first=i == 0) for i in range(0, n, step)]
+        head = max(step, min(self.options.latency_samples or 0, n))  # the first chunk holds the samples timed
+        parts = [self._run_chunk(inputs[:head], first=True)]
+        parts += [self._run_chunk(inputs[i:i + step], first=False) for i in range(head, n, step)]
         res, given, latency, timings, memory, busy = parts[0]
         if len(parts) > 1:  # one result for the whole set: outputs in order, the costs summed, memory's peak
             given = (Feed.concat([p[1] for p in parts]) if isinstance(given, Feed)
@@ -361,8 +366,9 @@ class WebRuntime(Runtime):
         env.update(load_environment(busy))
         if len(parts) > 1:
             env["chunks"] = len(parts)
-            notes.append(f"the test set went to the page in {len(parts)} chunks of at most {step} samples "
-                         f"({self.options.chunk_bytes / 2**20:g} MiB of inputs); latency was timed in the first")
+            notes.append(f"the test set went to the page in {len(parts)} chunks of {step} samples "
+                         f"({self.options.chunk_bytes / 2**20:g} MiB of inputs; the first {head}, the samples it "
+                         "timed); latency was timed in the first")
         whole_s = res["whole_set_ms"] / 1e3
         return Outputs(
             outputs=outputs,

@@ -309,14 +309,18 @@ def test_backend_option_applies_to_tfjs_only(models):
 
 def test_a_test_set_sent_in_chunks_gives_the_outputs_of_one_piece_and_times_the_first(models):
     """The page gets the test set a chunk at a time (its renderer's memory then does not grow with the set):
-    every sample's outputs, in order, equal one piece's; latency is timed at batch 1 in the first chunk only."""
+    every sample's outputs, in order, equal one piece's; latency is timed at batch 1 in the first chunk only,
+    which holds at least the samples asked to be timed."""
     per_sample, chunk_samples = models.inputs[:1].nbytes, 7  # and a last chunk of fewer
     whole = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=5)
     cut = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=5, chunk_bytes=chunk_samples * per_sample)
     n = len(models.inputs)
     assert cut.outputs.shape == whole.outputs.shape == (n, web_models.NUM_CLASSES)
     np.testing.assert_array_equal(cut.outputs, whole.outputs)
-    assert cut.latency_ms.shape == (min(5, chunk_samples),) and np.all(cut.latency_ms > 0)
-    assert cut.environment["chunks"] == -(-n // chunk_samples) and "chunks" not in whole.environment
-    assert any(f"{cut.environment['chunks']} chunks of at most {chunk_samples} samples" in m for m in cut.notes)
+    assert cut.latency_ms.shape == (5,) and np.all(cut.latency_ms > 0)
+    assert cut.environment["chunks"] == 1 + -(-(n - 7) // chunk_samples) and "chunks" not in whole.environment
+    assert any(f"{cut.environment['chunks']} chunks of {chunk_samples} samples" in m for m in cut.notes)
+    few = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=12, chunk_bytes=chunk_samples * per_sample)
+    np.testing.assert_array_equal(few.outputs, whole.outputs)
+    assert few.latency_ms.shape == (12,)  # the first chunk grows to hold the samples asked to be timed
     assert cut.memory_bytes["renderer_peak_rss_bytes"] > 20e6 and cut.throughput_sps > 0
