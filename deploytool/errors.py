@@ -69,6 +69,11 @@ class DeviceError(DeploytoolError):
     """A device that is attached but cannot be used (unauthorized, offline, wrong ABI)."""
 
 
+# The words of a row a phone had no room for (deploytool.runtimes.android), which triage reads as the device's state:
+# not the model's nor a library's fault.
+PHONE_STORAGE_FULL = "too little free storage"
+
+
 class HarnessMissing(DeploytoolError):
     """A device-side or browser-side harness piece is not installed."""
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from deploytool.errors import Frame, Raised, first_line_of
+from deploytool.errors import PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
@@ -227,6 +227,9 @@ def triage(result: Result, env: Environment, tools: Iterable[str] = ()) -> Triag
         found = rule(result)
         if found is not None:
             return _with_packages(found, packages)
+    if PHONE_STORAGE_FULL in (result.reason or ""):
+        return Triage(ENVIRONMENT, "the phone had no room for the run (not the model's nor a library's fault): "
+                      f"{first_line_of(result.reason)[:160]}", packages=packages)
     if any(w in (result.reason or "") for w in BROWSER_DID_NOT_START):
         return Triage(ENVIRONMENT, "this machine's browser did not start (not the model's nor a library's fault): "
                       f"{tool_words(result)[:120]}", packages=packages)

@@ -323,6 +323,15 @@ class AndroidDevice:
                 raise DeviceError(f"{remote} does not exist on {self.serial}")
             self._d.sync.pull_file(remote, Path(local))
 
+    def free_bytes(self, path: str) -> int | None:
+        """Bytes free for this user on the filesystem holding `path` (df's Available column, POSIX format so a
+        long device name does not wrap the line); None when df cannot say."""
+        r = self.shell(["df", "-kP", path], timeout_s=20, what="reading its free storage")
+        rows = [line.split() for line in r.stdout.strip().splitlines()[1:] if line.strip()]
+        if r.exit_code != 0 or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
+            return None
+        return int(rows[-1][3]) * 1024
+
     def file_size(self, remote: str) -> int | None:
         with self._errors(f"checking {posixpath.basename(remote)}"):
             st = self._d.sync.stat(remote)

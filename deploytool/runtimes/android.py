@@ -33,7 +33,7 @@ import numpy as np
 from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
-from deploytool.errors import DeviceError, HarnessMissing, StageFailed, UnknownOption
+from deploytool.errors import PHONE_STORAGE_FULL, DeviceError, HarnessMissing, StageFailed, UnknownOption
 from deploytool.data.feed import Batch, Feed, layout_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_tensors
@@ -42,6 +42,7 @@ from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
 
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "android_harness"
+STORAGE_MARGIN_BYTES = 16 * 2**20  # room the run's own files take beside the model and the test set (outputs, logs)
 DRIVER = HARNESS_DIR / "run_benchmark.sh"
 ENV_BINARY = "DEPLOYTOOL_BENCHMARK_MODEL"
 # Between the two readings of the phone's /proc/stat in one shell's output.
@@ -195,6 +196,7 @@ class AndroidRuntime(Runtime):
             self.driver_remote, _ = self.device.ensure_file(DRIVER, f"{DEVICE_ROOT}/bin", "run_benchmark.sh", 0o644)
             self.run_dir = self.device.new_run_dir()
             self.model_name = artifact.path.name
+            self._check_storage(artifact.path.stat().st_size, f"the model ({self.model_name})")
             self.device.push(artifact.path, f"{self.run_dir}/{self.model_name}")
 
         self._env = {
@@ -272,6 +274,16 @@ class AndroidRuntime(Runtime):
         return Path(self._tmp.name)
 
     # ---- run ----------------------------------------------------------
+    def _check_storage(self, need: int, what: str) -> None:
+        """Refuse, before pushing, what the phone has no room for (with a margin for the run's own files)."""
+        phone = self._phone
+        free = phone.free_bytes(self.run_dir or DEVICE_ROOT)
+        if free is not None and need + STORAGE_MARGIN_BYTES > free:
+            raise StageFailed("runtime_failed", f"the phone {phone.serial} has {PHONE_STORAGE_FULL} for {what}: "
+                              f"{free / 2**20:.0f} MiB free in {DEVICE_ROOT}, {need / 2**20:.0f} MiB needed (and "
+                              f"{STORAGE_MARGIN_BYTES // 2**20} MiB for the run's own files); free space on the phone "
+                              f"(adb -s {phone.serial} shell), or run fewer samples (--test-samples)")
+
     def _quantized(self, inputs: Batch) -> list[np.ndarray]:
         """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
         if isinstance(inputs, Feed):
@@ -282,6 +294,10 @@ class AndroidRuntime(Runtime):
         layout = None
         try:
             q = self._quantized(inputs)
+            n = len(q[0])
+            out_bytes = n * sum(int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out)
+            with self._device_faults("reading its free storage"):
+                self._check_storage(sum(a.nbytes for a in q) + out_bytes, f"the test set ({n} samples)")
             outputs, batch, throughput = self._accuracy(q)
             if isinstance(inputs, Feed):
                 named = self._named_outputs(outputs)

@@ -398,6 +398,33 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     return p
 
 
+@pytest.mark.parametrize("free_kib, what", [(1024, "the model"), (16 * 1024 + 256, "the test set")])
+def test_a_phone_without_room_is_refused_before_the_push_and_triaged_as_the_devices_state(phone, models, free_kib,
+                                                                                         what):
+    """The phone's own `df` (a script the simulator's shell finds first on its PATH) says how much is free in
+    /data/local/tmp: too little for the model, or for the test set beside it, refuses the row in one line before
+    anything of it is pushed, and triage calls it the device's state, never a library's bug."""
+    from deploytool.bugs.triage import installed_environment, triage
+    from deploytool.errors import PHONE_STORAGE_FULL
+    from deploytool.result import Combo, Result, Status
+
+    df = phone.bin / "df"
+    df.write_text("#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                  f"echo '/dev/block/dm-5 1000000 990000 {free_kib} 99% /data'\n")
+    df.chmod(0o755)
+    # the model and the run's margin (16 MiB) fit in 16.25 MiB; 16,000 samples of 8x8x1 int8 (1 MiB) beside them do not
+    x = np.resize(models.x_test, (16000, *models.x_test.shape[1:]))
+    with pytest.raises(StageFailed) as e:
+        run_on(phone, artifact(models.int8), x)
+    assert e.value.status == "runtime_failed" and PHONE_STORAGE_FULL in e.value.reason, e.value.reason
+    assert what in e.value.reason and f"{free_kib / 1024:.0f} MiB free" in e.value.reason and "\n" not in e.value.reason
+    pushed = [p for p in phone.listing() if "/deploytool/run-" in p and p.endswith((".tflite", ".bin"))]
+    assert pushed == [] if what == "the model" else all(p.endswith(".tflite") for p in pushed), pushed
+    row = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "tflite", "int8", "android"),
+                 status=Status.RUNTIME_FAILED, reason=e.value.reason)
+    assert triage(row, installed_environment()).klass == "environment"
+
+
 def test_non_zero_exit_is_a_result(phone, models, tmp_path):
     crash = _script(tmp_path, "crashing_benchmark_model",
                     'echo "INFO: STARTING!"\necho "ERROR: simulated crash in the op kernel" >&2\nkill -SEGV $$\n')
