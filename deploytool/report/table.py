@@ -97,7 +97,7 @@ def row_of(r: Result) -> Row:
     art = r.artifact.to_json() if r.artifact is not None else {}
     metrics: dict[str, float | None] = {}
     if r.verdict is not None:
-        metrics = {k: num(m.get(k)) for k in METRIC_KEYS}
+        metrics = {k: num(m.get(k)) for k in (*METRIC_KEYS, *(c.task_metrics if c is not None else ()))}
         metrics["size_bytes"] = num(m.get("size_bytes", art.get("size_bytes")))
     return Row(
         run_id=r.run_id, combo_key=r.combo_key, label=r.combo.label, framework=r.combo.framework,
@@ -120,7 +120,7 @@ def flat(row: Row) -> dict[str, Any]:
     """The row as one level of scalars: its words, every metric, each output's error as `output.NAME.METRIC`,
     and the bundle's path (CSV, Parquet and DataFrame columns)."""
     out: dict[str, Any] = {k: getattr(row, k) for k in _KEYS}
-    out.update({k: row.metrics.get(k) for k in METRIC_KEYS})
+    out.update({k: row.metrics.get(k) for k in (*METRIC_KEYS, *row.metrics)})
     for o in row.outputs:
         out.update({f"output.{o.name}.{k}": num(getattr(o, k)) for k in _OUTPUT_KEYS})
     out["bundle"] = str(row.bundle) if row.bundle else None

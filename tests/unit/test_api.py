@@ -86,7 +86,8 @@ def _runs() -> tuple:
     rows = [make.result(key="a", combo=Combo("keras", "onnx", "none", "host")),
             make.result(key="b", combo=Combo("keras", "onnx", "none", "web", backend="wasm"),
                         comparison=make.comparison(agreement=0.5, verdict="fail", checks=(broken,), outputs=[out],
-                                                   cosine_min=0.9, rel_error=0.2),
+                                                   cosine_min=0.9, rel_error=0.2,
+                                                   task_metrics={"pixel_agreement": 0.75}),  # a plugin task's own
                         reason="<script>alert(1)</script>", bundle="/ws/reports/r/bugs/b"),
             make.result(key="c", status="conversion_failed", combo=Combo("keras", "tflite", "int8", "host"))]
     return Run.of("r", "m", rows, Path("/ws/reports/r/report.html"), Workspace(Path("/ws")), None), rows
@@ -142,6 +143,7 @@ def test_rows_export_as_csv_and_parquet_says_what_it_needs():
     lines = list(csv.DictReader(io.StringIO(csv_text(run.rows))))
     assert [r["label"] for r in lines] == [r.label for r in run.rows]
     assert lines[1]["verdict"] == "fail" and float(lines[1]["agreement"]) == 0.5 and lines[2]["agreement"] == ""
+    assert float(lines[1]["pixel_agreement"]) == 0.75 and lines[0]["pixel_agreement"] == ""  # a task's own metric
     try:
         import pyarrow  # noqa: F401
     except ImportError:
