@@ -105,6 +105,18 @@ def _keep_conversions(ws) -> None:
             os.replace(partial, dest)
 
 
+@pytest.fixture
+def fake(monkeypatch):
+    """The runtime double tests/fake_runtime.py (onnxruntime, then its first output shifted), registered in this
+    process and named in $DEPLOYTOOL_PLUGINS for the workers; unregistered after the test."""
+    from tests import fake_runtime
+
+    fake_runtime.register()
+    monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_runtime")
+    yield fake_runtime
+    fake_runtime.unregister()
+
+
 @pytest.fixture(scope="session")
 def keep_conversions():
     """`keep_conversions(ws)`: keep the conversions a matrix fixture made for the next session."""

@@ -10,16 +10,6 @@ import pytest
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    from tests import fake_runtime
-
-    fake_runtime.register()
-    monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_runtime")
-    yield fake_runtime
-    fake_runtime.unregister()
-
-
 def test_a_runtime_registered_by_a_test_runs_through_migrate_and_localize(fake, lenet5_workspace):
     from deploytool.localize import localize_run
     from deploytool.migrate import MigrateRequest, migrate

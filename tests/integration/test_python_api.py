@@ -133,17 +133,7 @@ def test_a_model_file_on_host_and_web_gives_the_rows_of_the_clis_report_and_load
     assert loaded.run_id == run.run_id and {r.combo_key: r for r in loaded} == {r.combo_key: r for r in run}
 
 
-@pytest.fixture
-def shifted(monkeypatch):
-    from tests import fake_runtime
-
-    fake_runtime.register()
-    monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_runtime")
-    yield fake_runtime
-    fake_runtime.unregister()
-
-
-def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes_on_the_real_one(tmp_path, shifted):
+def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes_on_the_real_one(tmp_path, fake):
     """Also: the run's findings hold that row, and `localize` names where it goes wrong."""
     from deploytool import api
     from deploytool.testing import assert_migrates
@@ -151,12 +141,12 @@ def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes
     model = _onnx_file(tmp_path / "linear.onnx")
     x, y, _ = _data(tmp_path)
     ws = tmp_path / "ws"
-    both = dict(formats="onnx", workspace=ws, runtimes=("onnxruntime", shifted.NAME), **LEAN)
+    both = dict(formats="onnx", workspace=ws, runtimes=("onnxruntime", fake.NAME), **LEAN)
     with pytest.raises(AssertionError) as failed:
         assert_migrates(str(model), (x, y), min_agreement=0.99, **both)
     message = str(failed.value)
     run = api.migrate(str(model), (x, y), **both)  # the same request: its stored rows, nothing measured again
-    bad = run.row(runtime=shifted.NAME)
+    bad = run.row(runtime=fake.NAME)
     assert bad.failing and bad.agreement < 0.5 and run.row(runtime="").verdict == "pass"
     assert message.splitlines() == [
         f"1 of 2 rows of run {run.run_id} do not hold:",
