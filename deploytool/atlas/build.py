@@ -104,7 +104,9 @@ def build_one(name: str, tier: str, folder: str) -> dict[str, Any]:
         from deploytool.atlas import torch_io as io  # type: ignore[no-redef]
     # statistics and scale from the calibration split; the test set stays unseen
     norms = io.calibrate_batch_norm(model, train)
-    rescaled = io.rescale_final_layer(model, train) if arch.family != "decoder" else ""
+    # only a classifier's final layer (one score per class: (N, K)) is centred and scaled
+    classifier = np.ndim(io.predict(model, train)) == 2
+    rescaled = io.rescale_final_layer(model, train) if classifier else ""
     rescaled = "; ".join(filter(None, (f"{norms} batch norms' statistics set on the calibration split" if norms
                                        else "", rescaled)))
     outputs = io.predict(model, test)

@@ -54,6 +54,11 @@ def rescale_final_layer(model: Any, test: dict[str, np.ndarray]) -> str:
     layer = _final_layer(model)
     if layer is None or layer.bias is None:
         return ""
+    drawn = ""
+    if not bool(layer.weight.detach().any()):  # a head initialised to zeros (torchvision's ViT): drawn first
+        with torch.no_grad():
+            torch.nn.init.normal_(layer.weight, std=0.02)
+        drawn = "zero-initialised head drawn from N(0, 0.02); "
     seen: list[np.ndarray] = []
     hook = layer.register_forward_hook(lambda _m, _i, out: seen.append(out.detach().numpy()))
     try:
@@ -72,7 +77,7 @@ def rescale_final_layer(model: Any, test: dict[str, np.ndarray]) -> str:
         layer.weight.mul_(k)
         layer.bias.sub_(torch.from_numpy(shift)).mul_(k)
     name = next((n for n, m in model.named_modules() if m is layer), type(layer).__name__)
-    return f"{name}: centred and scaled x{k:.3g}"
+    return f"{drawn}{name}: centred and scaled x{k:.3g}"
 
 
 def predict(model: Any, test: dict[str, np.ndarray]) -> np.ndarray:
