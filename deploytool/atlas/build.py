@@ -111,7 +111,7 @@ def build_one(name: str, tier: str, folder: str) -> dict[str, Any]:
                                        else "", rescaled)))
     outputs = io.predict(model, test)
     classes, std = inputs.spread_of(outputs)
-    path = out / f"model{model_suffix(arch)}"
+    path = out / f"{safe_segment(name.replace('/', '-'), 60)}{model_suffix(arch)}"  # the run's name comes from it
     io.save(model, test, path)
     np.savez(out / "test.npz", **test, **{f"{k}_train": v for k, v in train.items()})
     return Built(name=name, tier=tier, model=path, data=out / "test.npz", params=io.count_params(model),

@@ -31,9 +31,10 @@ def _final_layer(model: Any) -> Any:
 
 def calibrate_batch_norm(model: Any, data: dict[str, np.ndarray]) -> int:
     """Every BatchNorm's running mean and variance set to its batch statistics on `data` (see
-    deploytool.atlas.keras_io.calibrate_batch_norm); returns how many layers."""
+    deploytool.atlas.keras_io.calibrate_batch_norm); returns how many layers. The model is left in eval mode."""
     import torch
 
+    model.eval()  # torchvision's constructors return a module in training mode: dropout would be exported
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not norms:
         return 0
