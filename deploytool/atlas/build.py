@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from deploytool.atlas import inputs
+from deploytool.atlas import inputs, keras_io, torch_io
 from deploytool.atlas.architecture import ATLAS, Architecture, Built, Size
 from deploytool.errors import first_line_of
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
@@ -89,8 +89,6 @@ def build_all(names: list[str], tier: str, ws: Workspace, log: Callable[[str], N
 
 def build_one(name: str, tier: str, folder: str) -> dict[str, Any]:
     """Build `name` at `tier` into `folder` (model file, test.npz); returns the Built as JSON."""
-    import deploytool.atlas  # noqa: F401  (the providers register their architectures)
-
     arch = ATLAS[name]
     size = arch.size(tier)
     out = Path(folder)
@@ -98,10 +96,7 @@ def build_one(name: str, tier: str, folder: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     model = arch.build(size)
     test, train = test_set(arch, size, inputs.SEED), test_set(arch, size, inputs.SEED + 1)
-    if arch.provider == "keras":
-        from deploytool.atlas import keras_io as io
-    else:
-        from deploytool.atlas import torch_io as io  # type: ignore[no-redef]
+    io: Any = keras_io if arch.provider == "keras" else torch_io
     # statistics and scale from the calibration split; the test set stays unseen
     norms = io.calibrate_batch_norm(model, train)
     # only a classifier's final layer (one score per class: (N, K)) is centred and scaled
