@@ -4,9 +4,11 @@ converter ("onnx2tf converts 7 of 9 architectures"). Pure: it reads Results and 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from deploytool.convert.registry import STEPS
 from deploytool.result import Result, Status
 
 # what a cell's colour says, in the order the legend lists them
@@ -80,12 +82,10 @@ def outcome_of(r: Result) -> str:
 
 def converter_of(r: Result) -> str:
     """The converter(s) that made the row's file, without versions ("tf2onnx", "torch.onnx + onnxruntime.quant")."""
-    import re
-
     if r.artifact is not None and r.artifact.converter:
         return re.sub(r"\s+v?\d+(?:\.\d+)+\S*", "", r.artifact.converter)
-    if r.plan is not None and r.plan.steps:
-        return " + ".join(r.plan.steps)
+    if r.plan is not None and r.plan.steps:  # a conversion that failed: its steps' tools, as a file would name them
+        return " + ".join(STEPS[s].converter if s in STEPS else s for s in r.plan.steps)
     return r.combo.format
 
 
