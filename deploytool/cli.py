@@ -168,6 +168,33 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
                    help="history: output format (csv: one line per night, its summary's counts as columns)")
     p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
 
+    p = add("atlas", "real architectures (keras.applications, torchvision, transformers) with random weights, "
+            "each migrated on every route and quantization; one grid of architecture x route (atlas.html)",
+            "deploytool atlas --tier quick", "deploytool atlas --list",
+            "deploytool atlas --arch torchvision,bert --target host --quantize none,int8",
+            "deploytool atlas --tier full --arch audio", "deploytool atlas --page")
+    p.add_argument("--tier", choices=["quick", "full"], default="quick",
+                   help="quick: reduced widths and inputs, 16 samples (2-core machine: under an hour); full: the sizes "
+                        "users ship (a night)")
+    p.add_argument("--arch", action="append", default=None, metavar="NAMES",
+                   help="architectures, providers (keras, torchvision, transformers) or families (vision-cnn, "
+                        "vision-transformer, text-encoder, audio, decoder), comma-separated (default: all)")
+    p.add_argument("--list", action="store_true", help="list the architectures with their sizes and test sets")
+    p.add_argument("--page", action="store_true", help="write atlas.html again from the store (the last run of --tier)")
+    p.add_argument("--target", default="host,web", help=f"{target_words()} (comma-separated; default: host,web)")
+    p.add_argument("--format", default="all", help="formats (default: all each source has)")
+    p.add_argument("--quantize", default="all", help="quantizations (default: all each format has)")
+    for target in all_targets():
+        target.add_cli_options(p)
+    p.add_argument("--latency-samples", type=positive_int, default=None,
+                   help="samples timed at batch 1 (default: 5 in the quick tier, all in the full one)")
+    p.add_argument("--warmup", type=non_negative_int, default=None,
+                   help="warm-up inferences (default: 1 in the quick tier, 10 in the full one)")
+    p.add_argument("--timeout", type=positive_seconds, default=900.0,
+                   help="seconds one combination may run (default: 900)")
+    p.add_argument("--fresh", action="store_true", help="measure every architecture again as new runs")
+    p.add_argument("--db", default=None, help="results database URL (default: sqlite in the workspace)")
+
     add("devices", "list attached Android devices with their facts and whether each is ready", "deploytool devices")
 
     p = add("study", "the seed studies, each a run in the store: " + (", ".join(_study().study_names()) if studies
@@ -187,7 +214,8 @@ def command_of(argv: list[str]) -> str | None:
 # The commands. Each one's machinery lives in deploytool/commands/ and is imported (a plain import, which
 # import-linter and mypy see) only when that command runs: `deploytool --help` loads none of them, and
 # `deploytool migrate` loads neither the lab, the studies nor localize.
-COMMANDS = ("models", "train", "baseline", "migrate", "report", "localize", "findings", "lab", "devices", "study")
+COMMANDS = ("models", "train", "baseline", "migrate", "report", "localize", "findings", "lab", "atlas", "devices",
+            "study")
 
 
 def handler(command: str) -> Callable[[argparse.Namespace], int]:
@@ -212,6 +240,10 @@ def handler(command: str) -> Callable[[argparse.Namespace], int]:
         from deploytool.commands import lab
 
         return lab.run
+    if command == "atlas":
+        from deploytool.commands import atlas
+
+        return atlas.run
     if command == "devices":
         from deploytool.commands import devices
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from deploytool.atlas import ATLAS, TIERS
+from deploytool.atlas.build import build_all
 from deploytool.errors import DeploytoolError, SpecError
 from deploytool.spec import _Reader
 from deploytool.tolerances import TOLERANCE_METRICS
 from deploytool.targets import get_target
+from deploytool.workspace import Workspace
 
 
 # A night bigger than this is almost surely a mistake (threads = [1..1000]); `[lab] max_cells` raises it.
@@ -21,13 +24,15 @@ MAX_CELLS = 5000
 
 @dataclass(frozen=True)
 class LabModel:
-    name: str  # a zoo name, or a model file
+    name: str  # a zoo name, or a model file (an atlas architecture's, once built)
     frameworks: tuple[str, ...] = ("all",)
     data: str | None = None  # a model file's test set
     scale: float = 1.0
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     layout: str | None = None
+    architecture: str = ""  # an atlas architecture (`deploytool atlas --list`), built before the night plans
+    tier: str = "quick"  # its size: quick or full
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class Lab:
 
 LAB_KEYS = ("name", "repeats", "latency_samples", "test_samples", "browsers_per_host", "report_nights", "max_cells")
 MATRIX_KEYS = ("formats", "quantize", "targets", "threads", "runtimes")
-MODEL_KEYS = ("name", "file", "frameworks", "data", "scale", "mean", "std", "layout")
+MODEL_KEYS = ("name", "file", "architecture", "tier", "frameworks", "data", "scale", "mean", "std", "layout")
 
 
 def _refuse_unknown(r: _Reader, section: str, table: Any, allowed: tuple[str, ...]) -> None:
@@ -124,10 +129,11 @@ def load_lab(path: str | Path) -> Lab:
             raise r.fail(f"models[{i}]", "must be a table")
         mr = _Reader(path, m)
         _refuse_unknown(r, f"models[{i}]", m, MODEL_KEYS)
-        name = mr.get("name", str, "") or mr.get("file", str, "")
+        architecture, tier = _architecture(r, mr, i)
+        name = mr.get("name", str, "") or mr.get("file", str, "") or architecture
         if not name:
-            raise r.fail(f"models[{i}].name", "is missing (a zoo name, or `file` for a model file)")
-        models.append(LabModel(name=name, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
+            raise r.fail(f"models[{i}].name", "is missing (a zoo name, `file` for a model file, or `architecture`)")
+        models.append(LabModel(name=name, architecture=architecture, tier=tier, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
                                scale=mr.get("scale", float, 1.0), mean=tuple(mr.numbers("mean", None, (0.0,))),
                                std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None)))
     threads = r.get("matrix.threads", list, [1])
@@ -161,6 +167,36 @@ def load_lab(path: str | Path) -> Lab:
                test_samples=r.get("lab.test_samples", int, None), tolerances=tolerances, regression=reg,
                browsers_per_host=r.get("lab.browsers_per_host", int, 1), report_nights=report_nights,
                max_cells=max_cells)
+
+
+def _architecture(r: _Reader, mr: _Reader, i: int) -> tuple[str, str]:
+    """A model's atlas architecture and tier ("" when it names none), checked against the atlas."""
+    name, tier = mr.get("architecture", str, ""), mr.get("tier", str, "quick")
+    if tier not in TIERS:
+        raise r.fail(f"models[{i}].tier", f"must be one of {', '.join(TIERS)}")
+    if name and name not in ATLAS:
+        near = difflib.get_close_matches(name, list(ATLAS), n=1)
+        raise r.fail(f"models[{i}].architecture", f"{name!r} is not an atlas architecture"
+                                                   + (f"; did you mean {near[0]!r}?" if near else "")
+                                                   + " (`deploytool atlas --list` lists them)")
+    if name and (mr.get("file", str, "") or mr.get("data", str, "")):
+        raise r.fail(f"models[{i}].architecture", "is built with its own test set: leave `file` and `data` out")
+    return name, tier
+
+
+def with_built_architectures(lab: Lab, ws: Workspace, log: Callable[[str], None] = print) -> Lab:
+    """The lab with each atlas architecture built (cached in the workspace) and named by its model file and test
+    set, as any model file is; an architecture that fails to build is refused in one line."""
+    models = []
+    for m in lab.models:
+        if not m.architecture:
+            models.append(m)
+            continue
+        built = build_all([m.architecture], m.tier, ws, log)[m.architecture]
+        if isinstance(built, str):
+            raise SpecError(f"{lab.path}: models: {m.architecture} ({m.tier}): {built}")
+        models.append(replace(m, name=str(built.model), data=str(built.data)))
+    return replace(lab, models=tuple(models))
 
 
 def describe(lab: Lab) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.lab import engine, regress
 from deploytool.lab.cell import run_cell
 from deploytool.lab.history import lab_nights
-from deploytool.lab.labfile import Lab, describe
+from deploytool.lab.labfile import Lab, describe, with_built_architectures
 from deploytool.lab.outputs import write_night
 from deploytool.migrate import plan_matrix, requested_targets
 from deploytool.provenance import host_name
@@ -141,6 +141,7 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
 
     night = night or dt.date.today().isoformat()
     run_id = run_id_of(lab, night)
+    lab = with_built_architectures(lab, ws, log)  # atlas architectures: their model files and test sets
     t0 = time.perf_counter()
     timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:

@@ -1,0 +1,142 @@
+"""The atlas grid as values: architecture x route, each cell the outcome of one stored row (pass / degraded / fail,
+conversion failure, runtime failure, unsupported) with its latency, size and links, and one summary line per
+converter ("onnx2tf converts 7 of 9 architectures"). Pure: it reads Results and entries, never the store or files."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from deploytool.convert.registry import STEPS
+from deploytool.result import Result, Status
+
+# what a cell's colour says, in the order the legend lists them
+OUTCOMES = ("pass", "degraded", "fail", "conversion_failed", "runtime_failed", "unsupported", "build_failed")
+_UNSUPPORTED = (Status.UNSUPPORTED, Status.NOT_APPLICABLE)
+
+
+@dataclass
+class AtlasEntry:
+    """One architecture's line of the atlas: how it was built and the migrate run of its rows (or why none)."""
+
+    name: str
+    family: str
+    provider: str
+    built: dict[str, Any] | None = None  # Built as JSON
+    run_id: str = ""
+    error: str = ""  # the build's or migrate's one line, when there is no run
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    outcome: str  # OUTCOMES
+    title: str  # the tooltip: the row, its verdict or reason, its triage
+    p50_ms: float | None = None
+    size_bytes: float | None = None
+    report: str = ""  # the run's report, relative to the atlas page
+    bundle: str = ""  # the row's bug bundle, relative to the atlas page
+    triage: str = ""
+
+
+@dataclass
+class GridRow:
+    name: str
+    family: str
+    provider: str
+    params: int | None
+    note: str  # how informative its test set is, or why it has no rows
+    report: str = ""
+    cells: dict[str, Cell] = field(default_factory=dict)  # route -> cell
+
+
+@dataclass(frozen=True)
+class RouteSummary:
+    converter: str
+    converted: int  # architectures whose every conversion by it succeeded
+    tried: int  # architectures it was asked to convert
+    rows_pass: int
+    rows: int
+
+    @property
+    def line(self) -> str:
+        return (f"{self.converter} converts {self.converted} of {self.tried} architecture"
+                f"{'s' if self.tried != 1 else ''}; {self.rows_pass} of {self.rows} rows pass")
+
+
+def route_of(r: Result) -> str:
+    """A column of the grid: what was made and where it ran (the source's converter is in the cell's title)."""
+    return f"{r.combo.format}/{r.combo.quantize} {r.combo.where}"
+
+
+def outcome_of(r: Result) -> str:
+    if r.verdict is not None:
+        return str(r.verdict)
+    if r.status in _UNSUPPORTED:
+        return "unsupported"
+    if r.status is Status.CONVERSION_FAILED:
+        return "conversion_failed"
+    return "runtime_failed"
+
+
+def converter_of(r: Result) -> str:
+    """The converter(s) that made the row's file, without versions ("tf2onnx", "torch.onnx + onnxruntime.quant")."""
+    if r.artifact is not None and r.artifact.converter:
+        return re.sub(r"\s+v?\d+(?:\.\d+)+\S*", "", r.artifact.converter)
+    if r.plan is not None and r.plan.steps:  # a conversion that failed: its steps' tools, as a file would name them
+        return " + ".join(STEPS[s].converter if s in STEPS else s for s in r.plan.steps)
+    return r.combo.format
+
+
+def cell_of(r: Result, report: str, bundle: str) -> Cell:
+    m = r.metrics
+    what = str(r.verdict) if r.verdict is not None else f"{r.status}: {r.reason[:300]}"
+    triage = r.triage.klass if r.triage is not None else ""
+    title = f"{r.combo.label} · {converter_of(r)} · {what}" + (f" [{triage}]" if triage else "")
+    return Cell(outcome_of(r), title, m.get("p50_ms"), m.get("size_bytes"), report, bundle, triage)
+
+
+def summaries(rows: list[GridRow], converters: dict[tuple[str, str], str]) -> list[RouteSummary]:
+    """One line per converter: `converters` maps (architecture, route) to the converter of that cell."""
+    by: dict[str, dict[str, list[Cell]]] = {}
+    for row in rows:
+        for route, cell in row.cells.items():
+            conv = converters.get((row.name, route))
+            if conv:
+                by.setdefault(conv, {}).setdefault(row.name, []).append(cell)
+    out = []
+    for conv, archs in sorted(by.items()):
+        converted = sum(all(c.outcome not in ("conversion_failed", "unsupported") for c in cells)
+                        for cells in archs.values())
+        cells = [c for cs in archs.values() for c in cs]
+        out.append(RouteSummary(conv, converted, len(archs), sum(c.outcome == "pass" for c in cells), len(cells)))
+    return out
+
+
+def counts(rows: list[GridRow]) -> dict[str, int]:
+    """Cells per outcome over the whole grid (an architecture that did not build counts once)."""
+    out = {o: 0 for o in OUTCOMES}
+    for row in rows:
+        if not row.cells:
+            out["build_failed"] += 1
+        for cell in row.cells.values():
+            out[cell.outcome] += 1
+    return out
+
+
+def route_order(rows: list[GridRow]) -> list[str]:
+    """The grid's columns: by format, then quantization in the order first seen, then where."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        for route in row.cells:
+            seen.setdefault(route, len(seen))
+    return sorted(seen, key=lambda r: (r.split("/")[0], seen[r]))
+
+
+def describe_build(built: dict[str, Any] | None, error: str) -> str:
+    if built is None:
+        return error
+    classes = built.get("classes_predicted") or 0
+    spread = f"{classes} classes predicted" if classes else f"outputs vary by {built.get('output_std', 0):.3g}"
+    return f"{built.get('params', 0):,} params; {spread}" + (f"; {error}" if error else "")

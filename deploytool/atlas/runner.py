@@ -1,0 +1,125 @@
+"""An atlas run: the chosen architectures built at one tier (deploytool.atlas.build), then each migrated by the same
+`migrate` the CLI runs — one run per architecture, so every row is a normal stored row with its report, bundles
+and findings — and the grid written (deploytool.atlas.page). An architecture that fails to build, or whose migrate
+refuses or breaks, is that architecture's row of the grid; the atlas goes on. What ran is kept in `atlas.json`
+beside the page, so the page can be drawn again from the store."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from deploytool.atlas.architecture import ATLAS, FAMILIES, Built
+from deploytool.atlas.build import build_all
+from deploytool.atlas.grid import AtlasEntry
+from deploytool.atlas.page import atlas_dir, write_page
+from deploytool.errors import DeploytoolError, UnknownOption, first_line_of
+from deploytool.migrate import MigrateRequest, migrate
+from deploytool.workspace import Workspace
+
+# the quick tier times few samples: its latencies say which route is slow, not by how much to the percent
+QUICK_LATENCY_SAMPLES, QUICK_WARMUP = 5, 1
+
+
+@dataclass
+class AtlasRequest:
+    tier: str = "quick"
+    architectures: tuple[str, ...] = ()  # names, providers ("torchvision") or families ("audio"); empty: all
+    targets: tuple[str, ...] = ("host", "web")
+    formats: tuple[str, ...] = ("all",)
+    quantize: tuple[str, ...] = ("all",)
+    target_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    latency_samples: int | None = None  # None: the tier's (quick: 5; full: every test sample)
+    warmup_runs: int | None = None
+    timeout_s: float = 900.0
+    fresh: bool = False
+
+
+@dataclass
+class AtlasOutcome:
+    tier: str
+    entries: list[AtlasEntry]
+    seconds: float
+    page: Path | None = None
+
+
+def select(words: tuple[str, ...]) -> list[str]:
+    """The architectures `words` name: a full name, a provider (`keras`, `torchvision`, `transformers`), a family
+    (`audio`), or a unique suffix (`bert`); none: every architecture."""
+    names = list(ATLAS)
+    if not words:
+        return names
+    chosen: list[str] = []
+    for word in (w.strip() for ws in words for w in ws.split(",") if w.strip()):
+        hits = [n for n in names if n == word or n.split("/")[0] == word or ATLAS[n].family == word]
+        hits = hits or [n for n in names if n.split("/")[1] == word]
+        if not hits:
+            raise UnknownOption(f"--arch {word}: no such architecture, provider or family; `deploytool atlas --list` "
+                                f"lists them (families: {', '.join(FAMILIES)})")
+        chosen += [n for n in hits if n not in chosen]
+    return chosen
+
+
+def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: str | None = None,
+              log: Callable[[str], None] = print, progress: bool = False) -> AtlasOutcome:
+    t0 = time.perf_counter()
+    ws = Workspace.open(workspace)
+    names = select(req.architectures)
+    builds = build_all(names, req.tier, ws, log)
+    entries = []
+    for name in names:
+        arch, built = ATLAS[name], builds[name]
+        entry = AtlasEntry(name, arch.family, arch.provider)
+        if isinstance(built, str):
+            entry.error = built
+        else:
+            entry.built = built.to_json()
+            _migrate(entry, built, req, ws, db_url, log, progress)
+        log(f"atlas: {name}: " + (f"run {entry.run_id} ({entry.seconds:.0f} s)" if entry.run_id else entry.error))
+        entries.append(entry)
+        _save(ws, req, entries)  # after each architecture: an interrupted atlas keeps what it measured
+    outcome = AtlasOutcome(req.tier, entries, time.perf_counter() - t0)
+    outcome.page = write_page(ws, db_url, req.tier, entries, outcome.seconds)
+    _save(ws, req, entries, outcome.seconds)
+    return outcome
+
+
+def _migrate(entry: AtlasEntry, built: Built, req: AtlasRequest, ws: Workspace, db_url: str | None,
+             log: Callable[[str], None], progress: bool) -> None:
+    quick = req.tier == "quick"
+    mreq = MigrateRequest(
+        model=str(built.model), test_npz=built.data, frameworks=("all",), formats=req.formats, quantize=req.quantize,
+        targets=req.targets, target_options={k: dict(v) for k, v in req.target_options.items()},
+        latency_samples=req.latency_samples or (QUICK_LATENCY_SAMPLES if quick else None),
+        warmup_runs=req.warmup_runs if req.warmup_runs is not None else (QUICK_WARMUP if quick else 10),
+        timeout_s=req.timeout_s, fresh=req.fresh)
+    t = time.perf_counter()
+    try:
+        out = migrate(mreq, ws.root, db_url, progress=progress, log=log, warn=lambda line: log(f"  {line}"))
+        entry.run_id = out.run_id
+    except KeyboardInterrupt:
+        raise
+    except DeploytoolError as e:  # the model or its data refused before any row (a finding of the atlas itself)
+        entry.error = f"migrate refused it: {first_line_of(str(e), 300)}"
+    except Exception as e:  # deploytool's own fault on this model: its line, and the atlas goes on
+        entry.error = f"migrate failed: {type(e).__name__}: {first_line_of(str(e), 300)}"
+    entry.seconds = round(time.perf_counter() - t, 1)
+
+
+def _save(ws: Workspace, req: AtlasRequest, entries: list[AtlasEntry], seconds: float | None = None) -> None:
+    folder = atlas_dir(ws, req.tier)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"request": asdict(req), "seconds": seconds, "entries": [asdict(e) for e in entries]}
+    (folder / "atlas.json").write_text(json.dumps(doc, indent=1, default=str))
+
+
+def load_entries(ws: Workspace, tier: str) -> tuple[list[AtlasEntry], float | None]:
+    """The last atlas run of `tier` in the workspace, as atlas.json keeps it."""
+    path = atlas_dir(ws, tier) / "atlas.json"
+    if not path.exists():
+        raise UnknownOption(f"no {tier} atlas in {ws.root}; run `deploytool atlas --tier {tier}` first")
+    doc = json.loads(path.read_text())
+    return [AtlasEntry(**e) for e in doc["entries"]], doc.get("seconds")

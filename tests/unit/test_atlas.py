@@ -1,0 +1,151 @@
+"""The atlas' pure parts: its architectures (enough of them, in every family, the quick tier smaller than the full),
+the synthetic test sets (seeded, informative: samples differ where a pooled network looks), the rescaling that
+makes a random classifier's answers vary, the choice of architectures by name, provider or family, the grid's
+outcomes, counts and per-converter lines, and a lab file naming an architecture."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from deploytool.atlas import ATLAS, FAMILIES, inputs
+from deploytool.atlas import grid
+from deploytool.atlas.runner import select
+from deploytool.errors import SpecError, UnknownOption
+from deploytool.lab.labfile import load_lab
+from deploytool.result import Combo, Result, Status
+from deploytool.run.compare import compare
+from deploytool.tolerances import DEFAULT_TOLERANCES
+
+
+def test_the_atlas_has_25_architectures_or_more_in_every_family_each_smaller_in_its_quick_tier():
+    assert len(ATLAS) >= 25
+    assert {ATLAS[n].family for n in ATLAS} == set(FAMILIES)
+    assert {ATLAS[n].provider for n in ATLAS} == {"keras", "torchvision", "transformers"}
+    for name in ATLAS:
+        a = ATLAS[name]
+        assert name.startswith(a.provider + "/")
+        assert math.prod(a.quick.input_shape) <= math.prod(a.full.input_shape), name
+        assert a.quick.samples <= a.full.samples, name
+        assert a.quick != a.full, name  # a reduced width, depth or input: never the full size again
+
+
+def test_images_are_seeded_laid_out_as_asked_and_differ_in_their_mean_colour():
+    a = inputs.images(8, (32, 32, 3))
+    assert a.shape == (8, 32, 32, 3) and a.dtype == np.float32
+    assert np.array_equal(a, inputs.images(8, (32, 32, 3)))
+    assert not np.array_equal(a, inputs.images(8, (32, 32, 3), seed=inputs.SEED + 1))
+    nchw = inputs.images(8, (3, 32, 32), channels_first=True)
+    assert nchw.shape == (8, 3, 32, 32) and np.array_equal(nchw, a.transpose(0, 3, 1, 2))
+    # what a globally pooled network sees: i.i.d. noise would give every sample the same channel means
+    assert a.mean(axis=(1, 2)).std(axis=0).min() > 0.2
+    assert -2.5 <= a.min() and a.max() <= 2.5
+
+
+def test_tokens_have_lengths_of_their_own_and_padding_under_a_zero_mask():
+    ids, mask = inputs.tokens(32, 16, 100, min_length=4)
+    assert ids.dtype == mask.dtype == np.int64 and ids.shape == mask.shape == (32, 16)
+    lengths = mask.sum(axis=1)
+    assert lengths.min() >= 4 and len(set(lengths.tolist())) > 3
+    assert (ids[mask == 0] == 0).all() and (ids[mask == 1] >= 1).all() and ids.max() < 100
+    assert (np.diff(mask, axis=1) <= 0).all()  # the padding is at the end
+
+
+def test_audio_inputs_have_their_shapes_and_differ_between_samples():
+    f = inputs.audio_features(4, 80, 50)
+    w = inputs.waveform(4, 800)
+    assert f.shape == (4, 80, 50) and w.shape == (4, 800)
+    assert f.std(axis=0).mean() > 0.05 and w.std(axis=0).mean() > 0.05
+
+
+def test_rescaling_makes_near_constant_logits_vary_and_choose_several_classes():
+    rng = np.random.default_rng(0)
+    logits = 5.0 + 1e-4 * rng.normal(size=(64, 10))  # a random net: one point, tiny deviations
+    assert inputs.spread_of(logits)[1] < 1e-3  # nothing visibly varies
+    k, shift = inputs.rescale_for_spread(logits, target_std=2.0)
+    new = k * (logits - shift)
+    assert np.isclose(np.mean(new.std(axis=0)), 2.0, rtol=1e-3)
+    assert np.allclose(new.mean(axis=0), 0, atol=0.05)  # centred (shift is float32, as the bias it enters)
+    classes, std = inputs.spread_of(new)
+    assert classes >= 8 and std > 1.5
+    assert inputs.rescale_for_spread(np.ones((4, 3)))[0] == 1.0  # nothing varies: nothing to scale
+
+
+def test_spread_counts_classes_only_for_class_scores():
+    assert inputs.spread_of(np.eye(4)) == (4, pytest.approx(np.eye(4).std(axis=0).mean()))
+    assert inputs.spread_of(np.zeros((4, 3, 5)))[0] == 0  # per-position logits: not one answer per sample
+
+
+def test_architectures_are_chosen_by_name_provider_family_or_suffix_and_an_unknown_word_is_one_line():
+    assert select(()) == list(ATLAS)
+    assert all(n.startswith("torchvision/") for n in select(("torchvision",)))
+    assert select(("audio",)) == [n for n in ATLAS if ATLAS[n].family == "audio"]
+    assert select(("bert,keras/resnet50",)) == ["transformers/bert", "keras/resnet50"]
+    assert select(("mobilenet_v2",)) == ["keras/mobilenet_v2", "torchvision/mobilenet_v2"]
+    with pytest.raises(UnknownOption, match="--arch resnet5: no such architecture"):
+        select(("resnet5",))
+
+
+def _row(fmt: str, q: str, target: str, status: Status, agreement: float | None = None) -> Result:
+    combo = Combo("keras", fmt, q, target, backend="wasm" if target == "web" else "")
+    cmp_ = None
+    if agreement is not None:
+        base = np.eye(10, dtype=np.float32)[np.arange(100) % 10]
+        got = base.copy()
+        got[: int(100 * (1 - agreement)), 0] += 5  # these samples now answer class 0
+        cmp_ = compare(got, base, None, DEFAULT_TOLERANCES["quantized"])
+    return Result(run_id="r", combo_key=f"{fmt}{q}{target}", model="m", dataset="npz", combo=combo, status=status,
+                  reason="" if agreement is not None else "onnx2tf 1.29: no", comparison=cmp_)
+
+
+def test_a_grid_cell_says_its_verdict_or_what_failed_and_the_routes_are_columns():
+    passed = _row("tflite", "none", "host", Status.MEASURED, 1.0)
+    failed = _row("tflite", "int8", "web", Status.MEASURED, 0.5)
+    broken = _row("onnx", "none", "host", Status.CONVERSION_FAILED)
+    gap = _row("tfjs", "none", "web", Status.UNSUPPORTED)
+    crashed = _row("onnx", "none", "web", Status.RUNTIME_FAILED)
+    assert [grid.outcome_of(r) for r in (passed, failed, broken, gap, crashed)] == \
+        ["pass", "fail", "conversion_failed", "unsupported", "runtime_failed"]
+    assert grid.route_of(failed) == "tflite/int8 web:wasm"
+    cell = grid.cell_of(broken, "../r/report.html", "")
+    assert cell.outcome == "conversion_failed" and "onnx2tf 1.29: no" in cell.title
+
+
+def test_the_grid_counts_outcomes_and_says_per_converter_how_many_architectures_it_converts():
+    def row(name: str, **cells: str) -> grid.GridRow:
+        return grid.GridRow(name, "vision-cnn", "keras", 1, "", cells={r: grid.Cell(o, "") for r, o in cells.items()})
+
+    rows = [row("a", t="pass", o="conversion_failed"), row("b", t="fail", o="pass"), row("c")]
+    conv = {("a", "t"): "TFLiteConverter", ("b", "t"): "TFLiteConverter", ("a", "o"): "onnx2tf",
+            ("b", "o"): "onnx2tf"}
+    lines = {s.converter: s.line for s in grid.summaries(rows, conv)}
+    assert lines == {"TFLiteConverter": "TFLiteConverter converts 2 of 2 architectures; 1 of 2 rows pass",
+                     "onnx2tf": "onnx2tf converts 1 of 2 architectures; 1 of 2 rows pass"}
+    counts = grid.counts(rows)
+    assert (counts["pass"], counts["fail"], counts["conversion_failed"], counts["build_failed"]) == (2, 1, 1, 1)
+    assert grid.route_order(rows) == ["o", "t"]
+
+
+def test_a_lab_file_names_an_atlas_architecture_and_a_wrong_one_is_one_line(tmp_path):
+    lab = tmp_path / "lab.toml"
+    lab.write_text('[[models]]\narchitecture = "keras/mobilenet_v2"\n[matrix]\nformats = ["tflite"]\n')
+    m = load_lab(lab).models[0]
+    assert (m.name, m.architecture, m.tier) == ("keras/mobilenet_v2", "keras/mobilenet_v2", "quick")
+    lab.write_text('[[models]]\narchitecture = "keras/mobilenet_v22"\n')
+    with pytest.raises(SpecError, match="not an atlas architecture; did you mean 'keras/mobilenet_v2'"):
+        load_lab(lab)
+    lab.write_text('[[models]]\narchitecture = "keras/mobilenet_v2"\ntier = "huge"\n')
+    with pytest.raises(SpecError, match="tier"):
+        load_lab(lab)
+    lab.write_text('[[models]]\narchitecture = "keras/mobilenet_v2"\ndata = "x.npz"\n')
+    with pytest.raises(SpecError, match="its own test set"):
+        load_lab(lab)
+
+
+def test_the_example_atlas_lab_file_loads():
+    from pathlib import Path
+
+    lab = load_lab(Path(__file__).resolve().parents[2] / "examples" / "atlas.toml")
+    assert len(lab.models) >= 25 and all(m.architecture for m in lab.models)
