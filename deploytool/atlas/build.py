@@ -44,7 +44,7 @@ def cache_key(arch: Architecture, tier: str) -> str:
             versions[dist] = "missing"
     size = arch.size(tier)
     return stable_hash({"name": arch.name, "tier": tier, "params": size.params, "shape": size.input_shape,
-                        "samples": size.samples, "pixels": arch.pixels, "versions": versions, "recipe": 1}, 12)
+                        "samples": size.samples, "pixels": arch.pixels, "versions": versions, "recipe": 2}, 12)
 
 
 def built_dir(ws: Workspace, arch: Architecture, tier: str) -> Path:
@@ -94,9 +94,10 @@ def build_one(name: str, tier: str, folder: str) -> dict[str, Any]:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    io: Any = keras_io if arch.provider == "keras" else torch_io
+    io.seed(inputs.SEED)  # the same random weights on every build: a cached build is the one a new one would make
     model = arch.build(size)
     test, train = test_set(arch, size, inputs.SEED), test_set(arch, size, inputs.SEED + 1)
-    io: Any = keras_io if arch.provider == "keras" else torch_io
     # statistics and scale from the calibration split; the test set stays unseen
     norms = io.calibrate_batch_norm(model, train)
     # only a classifier's final layer (one score per class: (N, K)) is centred and scaled

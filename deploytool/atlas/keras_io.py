@@ -11,6 +11,13 @@ import numpy as np
 from deploytool.atlas.inputs import MIN_RELATIVE_SPREAD, rescale_for_spread
 
 
+def seed(value: int) -> None:
+    """Seed Keras's (and TensorFlow's, NumPy's, Python's) random initialisers."""
+    import keras
+
+    keras.utils.set_random_seed(value)
+
+
 def _final_layer(model: Any) -> Any:
     """The last layer with a kernel mapping features to outputs: a Dense, or a 1x1 Conv2D (MobileNetV3's logits)."""
     for layer in reversed(model.layers):

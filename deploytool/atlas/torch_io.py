@@ -18,6 +18,13 @@ def _tensors(test: dict[str, np.ndarray], n: int | None = None) -> tuple[Any, ..
     return tuple(torch.from_numpy(np.ascontiguousarray(v[:n])) for v in test.values())
 
 
+def seed(value: int) -> None:
+    """Seed PyTorch's random initialisers."""
+    import torch
+
+    torch.manual_seed(value)
+
+
 def _final_layer(model: Any) -> Any:
     import torch
 
