@@ -284,7 +284,7 @@ class StageTimes:
 
 
 # The classes a failing row is triaged into (deploytool.bugs.triage has the rules).
-TRIAGE_CLASSES = ("internal_error", "unsupported", "environment", "upstream")
+TRIAGE_CLASSES = ("internal_error", "unsupported", "environment", "upstream", "expected")
 
 
 @dataclass(frozen=True)

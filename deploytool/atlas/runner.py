@@ -95,7 +95,7 @@ def _migrate(entry: AtlasEntry, built: Built, req: AtlasRequest, ws: Workspace, 
         targets=req.targets, target_options={k: dict(v) for k, v in req.target_options.items()},
         latency_samples=req.latency_samples or (QUICK_LATENCY_SAMPLES if quick else None),
         warmup_runs=req.warmup_runs if req.warmup_runs is not None else (QUICK_WARMUP if quick else 10),
-        timeout_s=req.timeout_s, fresh=req.fresh)
+        timeout_s=req.timeout_s, fresh=req.fresh, random_weights=True)  # built with random weights
     t = time.perf_counter()
     try:
         out = migrate(mreq, ws.root, db_url, progress=progress, log=log, warn=lambda line: log(f"  {line}"))

@@ -180,9 +180,9 @@ def tools_of(result: Result) -> tuple[str, ...]:
     return tuple(s.dist for s in steps_of(result)) + ((cls.dist,) if cls is not None and cls.dist else ())
 
 
-def triage_row(result: Result, env: Environment | None = None) -> Triage:
+def triage_row(result: Result, env: Environment | None = None, random_weights: bool = False) -> Triage:
     """The row's class (deploytool.bugs.triage) with what was installed here."""
-    return triage(result, env if env is not None else installed_environment(), tools_of(result))
+    return triage(result, env if env is not None else installed_environment(), tools_of(result), random_weights)
 
 
 def owner_of_row(result: Result, sig: Signature) -> str:
@@ -268,8 +268,8 @@ def failing_signatures(results: list[Result]) -> list[tuple[Result, Signature]]:
                  if e.converter in p.departs}
     out = []
     for r in results:
-        if r.triage is not None and r.triage.klass == "internal_error":
-            continue  # deploytool's own bug: its traceback is logged, nothing goes upstream
+        if r.triage is not None and r.triage.klass in ("internal_error", "expected"):
+            continue  # deploytool's own bug (its traceback is logged), or no bug: nothing goes upstream
         if not r.failing:
             if r.combo.label in departing and r.comparison is not None:
                 out.append((r, signature(r, True)))
@@ -409,7 +409,10 @@ def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment 
         result.bundle, result.bundle_error = derived.bundle, derived.bundle_error
         if not result.failing:
             return  # a failing row also gets its own bundle, beside the conversion's (fallback_row finds it)
-    result.triage = t = triage_row(result, env)
+    result.triage = t = triage_row(result, env, ctx.req.random_weights)
+    if t.klass == "expected":
+        result.notes.append(f"{t.why} (--random-weights)")
+        return  # no bundle: nothing in it is for upstream
     if t.klass == "unsupported":
         result.notes.append(f"coverage gap, not a bug: {t.why}" + (f"; what would make it work: {t.remedy}"
                                                                    if t.remedy else ""))

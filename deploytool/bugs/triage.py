@@ -9,6 +9,9 @@ messages, and what was installed — giving exactly one class:
   what would make it work; not a bug.
 - `environment`: a package involved runs outside its own declared requirements (its `Requires-Dist` against
   what is installed). Unconfirmed until reproduced with its pins.
+- `expected`: a quantized row of a model whose weights are random (`--random-weights`: an untrained export, an
+  atlas architecture) whose outputs drift from the baseline's. Untrained features hardly vary across samples, so
+  quantization noise decides the class: what quantizing such a model does, not evidence of a bug. Noted, not filed.
 - `upstream`: everything else — a candidate until its bare reproducer, run in a process that cannot import
   deploytool, shows the fault (deploytool.bugs.confirm).
 
@@ -26,7 +29,9 @@ from typing import Iterable, Mapping
 from deploytool.errors import PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
-INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM = TRIAGE_CLASSES
+INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM, EXPECTED = TRIAGE_CLASSES
+QUANTIZED_RANDOM_WEIGHTS = ("what quantizing random weights does, not a bug: an untrained network's features hardly "
+                            "vary across samples, so quantization noise decides its outputs")
 # the browser could not be started at all (its profile, its sockets, the machine): no library was reached
 BROWSER_DID_NOT_START = ("launch_persistent_context", "BrowserType.launch")
 TOOL_WORDS = ("NoConversion", "ToolFailed", "Onnx2tfError")  # deploytool's classes for a failure a tool printed
@@ -218,15 +223,18 @@ def involved(result: Result, env: Environment, tools: Iterable[str] = ()) -> tup
     return tuple(d for d in dict.fromkeys(out) if d in env.versions)
 
 
-def triage(result: Result, env: Environment, tools: Iterable[str] = ()) -> Triage:
+def triage(result: Result, env: Environment, tools: Iterable[str] = (), random_weights: bool = False) -> Triage:
     """The one class of a failing row (see the module's docstring). `tools`: the distributions of the steps and
-    runtime the row ran (a conversion's failing step, the runtime that ran the file)."""
+    runtime the row ran (a conversion's failing step, the runtime that ran the file); `random_weights`: the run's
+    model is untrained (MigrateRequest.random_weights)."""
     dists = involved(result, env, tools)
     packages = tuple(f"{d} {env.versions[d]}" for d in dists)
     for rule in (_internal, _unsupported):
         found = rule(result)
         if found is not None:
             return _with_packages(found, packages)
+    if random_weights and result.status is Status.MEASURED and result.combo.quantize != "none":
+        return Triage(EXPECTED, QUANTIZED_RANDOM_WEIGHTS, packages=packages)
     if PHONE_STORAGE_FULL in (result.reason or ""):
         return Triage(ENVIRONMENT, "the phone had no room for the run (not the model's nor a library's fault): "
                       f"{first_line_of(result.reason)[:160]}", packages=packages)

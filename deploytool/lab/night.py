@@ -86,7 +86,7 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
                           runtimes=lab.runtimes, threads=threads, latency_samples=lab.latency_samples,
                           limit_test=lab.test_samples, tolerances=dict(lab.tolerances),
                           test_npz=Path(m.data) if m.data else None, scale=m.scale, mean=m.mean, std=m.std,
-                          layout=m.layout)
+                          layout=m.layout, random_weights=bool(m.architecture))
 
 
 def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]],

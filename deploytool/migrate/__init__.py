@@ -171,6 +171,8 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
     for unset in ("data_layout", "task", "output"):
         if request.get(unset) is None:
             request.pop(unset, None)  # the data's bytes decide; ids of runs made before the flag hold
+    if not request.get("random_weights"):
+        request.pop("random_weights", None)  # ids of runs made before the flag hold
     sources = {fw: ctx.source_id(fw) for fw in expand(req.frameworks, ctx.spec.frameworks, "framework")}
     ident = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "sources": sources, "host": host_id,
              "targets": {t: ctx.identity(t) for t in sorted(ctx.preflight)}, "request": request}

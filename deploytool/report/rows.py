@@ -70,7 +70,7 @@ class ReportRow:
     notes: tuple[str, ...] = ()
     latency_how: str = ""  # one sentence: how latency was measured, how steady the machine was (issue 25)
     regression: tuple[str, ...] = ()  # what got worse since the same combination was last measured
-    triage: str | None = None  # a failing row's class: internal_error, unsupported, environment, upstream
+    triage: str | None = None  # a failing row's class: internal_error, unsupported, environment, upstream, expected
     triage_why: str = ""  # its evidence in one line
     bundle: str | None = None  # the reproducer bundle (deploytool.bugs.bundle), relative to the report: bugs/<name>
     # what the detail sections show

@@ -43,7 +43,7 @@ class Row:
     verdict: str | None  # pass / degraded / fail; None unless measured
     failing: bool
     reason: str
-    triage: str | None  # a failing row's class: internal_error, unsupported, environment, upstream
+    triage: str | None  # a failing row's class: internal_error, unsupported, environment, upstream, expected
     task: str
     metrics: Mapping[str, float | None] = field(default_factory=dict)
     outputs: tuple[OutputComparison, ...] = ()

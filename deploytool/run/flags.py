@@ -68,6 +68,9 @@ def user_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default=None, metavar="NAME",
                    help="the output a classifier is scored on (default: the first float output of per-class scores, "
                         "e.g. `probabilities` beside an integer `label`); every output is still compared")
+    p.add_argument("--random-weights", action="store_true",
+                   help="the model's weights are random (an untrained export): a quantized row whose outputs drift "
+                        "from the baseline's is noted as what quantizing random weights does, not filed as a finding")
     p.add_argument("--data-layout", choices=["NHWC", "NCHW"], default=None,
                    help="how --data stores x (default: NHWC, or NCHW when the model is NCHW and only that fits)")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default=None, help="a model file's input layout, when it cannot be read from the model")
@@ -82,7 +85,7 @@ def user_model_fields(args: argparse.Namespace) -> dict[str, Any]:
     return dict(test_npz=args.data, layout=args.layout, data_layout=args.data_layout,
                 labels=tuple(x.strip() for x in args.labels.split(",")) if args.labels else (),
                 scale=args.scale, mean=floats(args.mean, "--mean"), std=floats(args.std, "--std"), task=args.task,
-                output=getattr(args, "output", None))
+                output=getattr(args, "output", None), random_weights=bool(getattr(args, "random_weights", False)))
 
 
 def target_words() -> str:

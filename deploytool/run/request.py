@@ -48,6 +48,9 @@ class MigrateRequest:
     std: tuple[float, ...] = (1.0,)
     task: str | None = None  # classification / regression / raw; None: from the manifest, or the labels and outputs
     output: str | None = None  # the output a classifier is scored on; None: the one of per-class scores
+    # the model's weights are random (an untrained export, an atlas architecture): a quantized row's drift from
+    # the baseline is then what quantizing such a model does, noted and not filed (deploytool.bugs.triage)
+    random_weights: bool = False
 
     def __post_init__(self) -> None:
         # Files by absolute path: a stored request means the same from any directory.

@@ -186,3 +186,22 @@ def test_rows_of_deploytool_bugs_make_no_finding(tmp_path):
     store.confirm_finding(f.id, {"state": "confirmed", "command": "python reproduce.py"})
     (again,) = store.findings()
     assert again.state == "confirmed" and again.confirmation["command"] == "python reproduce.py"
+
+
+def test_a_quantized_row_of_random_weights_that_drifts_is_expected_and_no_finding():
+    """--random-weights (an untrained export, an atlas architecture): a measured quantized row whose outputs drift
+    is what quantizing such a model does; an unquantized row's drift, and any row of a trained model, stay
+    upstream candidates; a crash stays what it is."""
+    int8 = Combo("keras", "tflite", "int8", "host")
+    drift = factory.result(key="q", combo=int8, comparison=factory.comparison(agreement=0.5, verdict="fail"))
+    t = triage(drift, ENV, ("tensorflow",), random_weights=True)
+    assert t.klass == "expected" and "random weights" in t.why
+    assert triage(drift, ENV, ("tensorflow",)).klass == "upstream"  # trained: a candidate
+    float_row = replace(drift, combo=Combo("keras", "tflite", "none", "host"))
+    assert triage(float_row, ENV, random_weights=True).klass == "upstream"  # float routes must match
+    crash = _row("error", "RuntimeError: bad", "RuntimeError", "bad", _frames(("tensorflow", "lite/interpreter")),
+                 combo=int8)
+    assert triage(crash, ENV, ("tensorflow",), random_weights=True).klass == "upstream"
+    assert Triage.from_json(t.to_json()) == t  # stored and read back
+    drift.triage, float_row.triage = t, triage(float_row, ENV, random_weights=True)
+    assert [r.combo.quantize for r, _ in findings.failing_signatures([drift, float_row])] == ["none"]
