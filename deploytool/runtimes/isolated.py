@@ -25,6 +25,7 @@ import numpy as np
 from deploytool import runtimes
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
+from deploytool.data.ondisk import STREAM_BYTES, OnDisk, remove_scratch, scratch_dir
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
@@ -103,6 +104,9 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batc
     if delta is not None:
         out.memory_bytes[ISOLATED_DELTA] = delta
         out.memory_bytes[ISOLATED_IDLE] = float(idle)
+    if isinstance(inputs, OnDisk):
+        out.notes.append(f"the test set ({inputs.nbytes / 2**20:,.0f} MiB) was read from a file a batch at a time, "
+                         "so the worker's memory does not grow with it")
     out.environment["measured_in"] = (f"own process (pid {os.getpid()}), reused for this runtime's rows; the model "
                                       f"loaded and ran once on {min(len(inputs), PRIMING_SAMPLES)} samples before "
                                       "the measured load + run")
@@ -207,6 +211,24 @@ class RuntimeWorkers:
     def __init__(self) -> None:
         self._workers: dict[str, Worker] = {}
         self.started = 0  # workers made (a test counts them); a failed one is replaced by a new one
+        # large test sets written once for the run's rows (deploytool.data.ondisk): id -> (the array, its file)
+        self._on_disk: dict[int, tuple[np.ndarray, OnDisk]] = {}
+        self._scratch: Path | None = None
+
+    def sendable(self, inputs: Batch) -> Any:
+        """What goes to a worker for `inputs`: the array itself, or, past STREAM_BYTES, the array as a file the
+        worker reads a batch at a time (written once for every row given the same array), so a worker's memory
+        does not grow with the test set."""
+        if not isinstance(inputs, np.ndarray) or inputs.nbytes <= STREAM_BYTES:
+            return inputs
+        kept = self._on_disk.get(id(inputs))
+        if kept is not None and kept[0] is inputs:
+            return kept[1]
+        if self._scratch is None:
+            self._scratch = scratch_dir()
+        disk = OnDisk.write(inputs.astype(np.float32, copy=False), self._scratch / f"x{len(self._on_disk)}.npy")
+        self._on_disk[id(inputs)] = (inputs, disk)
+        return disk
 
     def _worker(self, ref: str) -> Worker:
         if ref not in self._workers:
@@ -235,7 +257,8 @@ class RuntimeWorkers:
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
-            return self._worker(ref).call(_measure, ref, dict(options), artifact, inputs, timeout=timeout_s)
+            return self._worker(ref).call(_measure, ref, dict(options), artifact, self.sendable(inputs),
+                                          timeout=timeout_s)
         except WorkerTimedOut:
             self._workers.pop(ref, None)
             raise StageFailed("timeout", f"{cls.name} took longer than {timeout_s:g} s to load and run the model; "
@@ -262,6 +285,10 @@ class RuntimeWorkers:
     def close(self) -> None:
         for ref in list(self._workers):
             self._workers.pop(ref).close()
+        self._on_disk.clear()
+        if self._scratch is not None:
+            remove_scratch(self._scratch)
+            self._scratch = None
 
 
 _open: RuntimeWorkers | None = None

@@ -176,3 +176,28 @@ def test_layout_comes_from_the_artifact_and_is_checked(runtime, fmt, artifacts):
     with pytest.raises(StageFailed) as e:
         runtime().load(wrong)
     assert e.value.status == "load_failed" and "NCHW" in e.value.reason
+
+
+@pytest.mark.parametrize("key", [("torch", "onnx", "none"), ("keras", "tflite", "int8-io")])
+def test_a_test_set_past_the_stream_size_reaches_the_worker_as_a_file_and_gives_the_same_outputs(
+        key, sources, artifacts, monkeypatch):
+    """deploytool.data.ondisk: a set larger than STREAM_BYTES goes to the measuring worker as a file it reads a batch
+    at a time (lowered here so the tiny set crosses it); its outputs are those of the set handed over whole, the
+    row says so, and the file is gone when the workers close."""
+    from deploytool.data import ondisk
+    from deploytool.runtimes import isolated
+
+    src, art = sources[key[0]], artifacts[key]
+    cls = LiteRTRuntime if key[1] == "tflite" else OnnxRuntime
+    options = {"latency_samples": 20, "warmup_runs": 1, "batch_size": 7}
+    with isolated.runtime_workers() as workers:
+        whole = workers.measure(cls, options, art, src.x_test)
+        monkeypatch.setattr(isolated, "STREAM_BYTES", 1024)
+        sent = workers.sendable(src.x_test)
+        assert isinstance(sent, ondisk.OnDisk) and workers.sendable(src.x_test) is sent  # written once per array
+        streamed = workers.measure(cls, options, art, src.x_test)
+        scratch = sent.path.parent
+    assert np.array_equal(streamed.outputs, whole.outputs) and streamed.latency_ms.shape == (20,)
+    assert any("read from a file a batch at a time" in n for n in streamed.notes)
+    assert not any("read from a file" in n for n in whole.notes)
+    assert not scratch.exists()
