@@ -107,6 +107,12 @@ class ToolFailed(Exception):
     exception, e.g. the SystemExit it raised) says where the tool gave up."""
 
 
+class WrongConversion(ToolFailed):
+    """A converter finished, but the file it wrote is not the model it was given (tf2onnx leaving constants the
+    model captured as inputs the source does not have): raised by deploytool on reading the tool's output, the
+    tool's fault to triage (an upstream candidate, never deploytool's own bug)."""
+
+
 class NoConversion(ToolFailed):
     """A converter or runtime has no conversion or kernel for an op, or needs an option the user did not ask for
     (TensorFlow ops through Flex): a coverage gap, never a bug report. deploytool raises it where it reads such an

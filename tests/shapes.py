@@ -68,6 +68,16 @@ def keras_dict_outputs(path: Path) -> Path:
     return path
 
 
+def keras_normalized(path: Path) -> Path:
+    """`features` -> 4 class scores behind a Normalization layer with its mean and variance given (Keras 3 keeps them
+    as constants the serving function captures: tf2onnx's from_function leaves them as graph inputs)."""
+    keras = _keras()
+    inp = keras.Input((FEATURES,), name="features")
+    norm = keras.layers.Normalization(axis=-1, mean=[0.5] * FEATURES, variance=[2.0] * FEATURES)(inp)
+    keras.Model(inp, keras.layers.Dense(4, name="kind")(norm)).save(path)
+    return path
+
+
 def torch_dict_outputs(path: Path) -> Path:
     """`features` -> {"kind": 4 scores, "score": one float}, exported with torch.export."""
     import torch

@@ -107,7 +107,7 @@ def raising_frame(raised: Raised) -> Frame | None:
 
 def _internal(result: Result) -> Triage | None:
     r = result.raised
-    if r is not None and r.name not in ("NoConversion", "OutputMismatch") and r.in_own_code:
+    if r is not None and r.name not in ("NoConversion", "OutputMismatch", "WrongConversion") and r.in_own_code:
         at = raising_frame(r)
         if at is not None:
             whose = "deploytool's own code" if at.package == "deploytool" else "code outside any installed package"

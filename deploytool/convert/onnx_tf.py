@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.convert._common import Mode, Recipe, check_onnx, dist_version, finish, saved_model_recipe
+from deploytool.errors import WrongConversion
+from deploytool.convert._common import (Mode, Recipe, check_onnx, dist_version, fallback, fallback_note, finish,
+                                        onnx_input_names, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, serving_function
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.signature import match_names, serving_signature
@@ -30,13 +32,22 @@ MODES = {"none": Mode("float32, no quantization")}
 def recipe(source: Artifact, quantize: str) -> Recipe:
     """tf2onnx.convert.from_function over the serving signature, every input at its dtype with a free batch."""
     code = ("import tensorflow as tf\nimport tf2onnx\n" + saved_model_recipe(source) +
-            "serving = tf.saved_model.load(saved).signatures['serving_default']\n"
+            "loaded = tf.saved_model.load(saved)  # kept: its signature's variables live as long as it\n"
+            "serving = loaded.signatures['serving_default']\n"
             "inputs = serving.structured_input_signature[1]\n"
             "spec = tuple(tf.TensorSpec((None, *s.shape[1:]), s.dtype, name=n) for n, s in inputs.items())\n"
             "@tf.function(input_signature=spec)\n"
             "def serve(*x):\n"
             "    return serving(**dict(zip(inputs, x)))\n"
-            f"tf2onnx.convert.from_function(serve, input_signature=spec, opset={OPSET}, output_path=OUT)\n")
+            f"tf2onnx.convert.from_function(serve, input_signature=spec, opset={OPSET}, output_path=OUT)\n"
+            "import onnx\n"
+            "graph = onnx.load(OUT).graph\n"
+            "initializers = {t.name for t in graph.initializer}\n"
+            "extra = [i.name for i in graph.input if i.name not in initializers][len(spec):]\n"
+            "class WrongConversion(Exception):\n"
+            "    pass\n"
+            "if extra:  # the ONNX model asks for inputs its source does not have\n"
+            "    raise WrongConversion(f'the ONNX model has {len(extra)} input(s) its source does not have: {extra}')\n")
     return Recipe(code, ("tensorflow", "tf2onnx", "onnx") + (("keras",) if source.format == "keras" else ()),
                   "model.onnx")
 
@@ -46,7 +57,6 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
                     recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
     import tensorflow as tf
-    import tf2onnx
 
     path = Path(out_dir) / "model.onnx"
     if source.signature is not None:
@@ -60,22 +70,20 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
             # A dict output names the ONNX output "output" instead of "Identity:0".
             return {"output": sig(**{in_name: x})[out_name]}
 
-        model_proto, _ = tf2onnx.convert.from_function(serve, input_signature=spec, opset=OPSET,
-                                                       output_path=str(path))
+        model_proto, options = _from_function(serve, spec, path)
         del loaded
     # from_function continues past ops it cannot convert, leaving TF ops behind that no
     # ONNX runtime can run: that is a failed conversion, said now rather than at load.
     check_onnx(model_proto)
     return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "from": "saved_model serving_default", "input_name": "input",
-                   "output_name": "output"})
+                   "output_name": "output", **options}, _notes(options))
 
 
 def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
     """A model with a signature: every input by its own name and dtype (open dimensions stay open), every
     output by the source's name."""
     import tensorflow as tf
-    import tf2onnx
 
     sig = source.signature
     assert sig is not None
@@ -91,11 +99,52 @@ def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
             out = serving(**{feeds[t.name]: v for t, v in zip(sig.inputs, x)})
             return {name: out[fetches[name]] for name in sig.output_names}
 
-        model_proto, _ = tf2onnx.convert.from_function(serve, input_signature=spec, opset=OPSET,
-                                                       output_path=str(path))
+        model_proto, options = _from_function(serve, spec, path)
         del loaded
     check_onnx(model_proto)
     return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
                   {"opset": OPSET, "from": "saved_model serving_default", "input_names": list(sig.input_names),
-                   "output_names": list(sig.output_names)})
+                   "output_names": list(sig.output_names), **options}, _notes(options))
+
+
+def _from_function(serve: Any, spec: tuple[Any, ...], path: Path) -> tuple[Any, dict[str, Any]]:
+    """tf2onnx.convert.from_function, checked: the model it writes must ask for the source's inputs alone. It
+    leaves a constant the serving function captured (a Keras Normalization layer's mean and variance) as a graph
+    input the source does not have; then the function is frozen first (every capture made a constant,
+    convert_variables_to_constants_v2) and converted as a GraphDef, TensorFlow's documented way to a graph of
+    constants, and the first call's fault is recorded (a finding of its own, its bundle reproducing it)."""
+    import tf2onnx
+
+    model_proto, _ = tf2onnx.convert.from_function(serve, input_signature=spec, opset=OPSET, output_path=str(path))
+    extra = onnx_input_names(path)[len(spec):]
+    if not extra:
+        return model_proto, {}
+    try:
+        raise WrongConversion(f"tf2onnx.convert.from_function left {len(extra)} constant(s) the model captured as "
+                              f"graph inputs its source does not have ({', '.join(extra[:4])})")
+    except WrongConversion as e:
+        first = e
+    model_proto = _from_frozen_graph(serve, path)
+    if onnx_input_names(path)[len(spec):]:
+        raise first  # the alternative leaves them too: the row fails with the first fault
+    return model_proto, {"fallback": fallback("onnx_tf", "tf2onnx.convert.from_function(serve, ...)", first,
+                                              "convert_variables_to_constants_v2(serve) + "
+                                              "tf2onnx.convert.from_graph_def")}
+
+
+def _from_frozen_graph(serve: Any, path: Path) -> Any:
+    import tensorflow as tf
+    import tf2onnx
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    frozen = convert_variables_to_constants_v2(serve.get_concrete_function())
+    inputs = [t.name for t in frozen.inputs if t.dtype != tf.resource]
+    outputs = [t.name for t in frozen.outputs]
+    model_proto, _ = tf2onnx.convert.from_graph_def(frozen.graph.as_graph_def(), input_names=inputs,
+                                                    output_names=outputs, opset=OPSET, output_path=str(path))
+    return model_proto
+
+
+def _notes(options: dict[str, Any]) -> tuple[str, ...]:
+    return (fallback_note(options["fallback"]),) if "fallback" in options else ()
 

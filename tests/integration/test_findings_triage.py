@@ -30,6 +30,7 @@ CASES = {  # name -> (model file, test set, the matrix: small, but every class a
     "zipmap": ("forest_zipmap.onnx", "forest.npz", ("--format", "onnx", "--quantize", "none")),
     "unlabelled": ("digits.keras", "unlabelled.npz", ("--format", "tflite", "--quantize", "none")),
     "channels": ("channels.pt2", "channels.npz", ("--format", "tflite-onnx2tf", "--quantize", "none")),
+    "normalized": ("normalized.keras", "normalized.npz", ("--format", "onnx", "--quantize", "none")),
     "regression": ("price.keras", "price.npz", ("--format", "tflite,onnx", "--quantize", "none,int8", "--task",
                                                 "regression")),
 }
@@ -51,6 +52,8 @@ def _build(d: Path) -> None:
     shapes.keras_dict_outputs(d / "heads.keras")
     shapes.torch_dict_outputs(d / "theads.pt2")
     np.savez(d / "heads.npz", features=shapes.feature_data())
+    shapes.keras_normalized(d / "normalized.keras")
+    np.savez(d / "normalized.npz", features=shapes.feature_data())
     x, y = shapes.digits_images(64, seed=4)
     np.savez(d / "digits.npz", image=x, y=y)
     shapes.keras_digits_cnn(d / "digits.keras")
@@ -105,7 +108,7 @@ def test_no_row_is_deploytools_own_crash_and_every_failing_row_has_one_class(tri
     assert all(r["triage"] in ("unsupported", "environment", "upstream") for r in failing), \
         [(r["label"], r["triage"], r["reason"]) for r in failing if r["triage"] not in ("unsupported", "environment",
                                                                                        "upstream")]
-    for name in ("heads", "theads", "unlabelled", "channels", "regression"):
+    for name in ("heads", "theads", "unlabelled", "channels", "regression", "normalized"):
         assert not [r for r in rows[name] if r["failing"]], [(r["label"], r["reason"]) for r in rows[name]]
     assert all(f["owner"] and f["owner"] != "unknown" for f in found), [(f["owner"], f["title"]) for f in found]
     counts = Counter(f"{f['class']} ({f['state']})" for f in found)
@@ -139,6 +142,21 @@ def test_quant_pre_process_failing_falls_back_to_its_documented_alternative_and_
     issue = (ws / "findings" / f["id"] / "issue.md").read_text()
     assert "pip install numpy==" in issue and "onnxruntime==" in issue and "python reproduce_convert.py" in issue
     assert "Attached: " in issue and "`reproduce_convert.py`" in issue and "`model`" in issue
+
+
+def test_constants_tf2onnx_leaves_as_inputs_are_frozen_by_the_documented_way_and_the_first_call_filed(triaged):
+    """A Keras Normalization layer's mean and variance: tf2onnx's from_function makes them graph inputs the source does
+    not have (onnxruntime-web then asks for them in its feeds). The function frozen first converts right; the first
+    call is tf2onnx's finding, confirmed by its bundle's reproducer (the call alone, then the inputs it wrote)."""
+    ws, rows, found, _ = triaged
+    for target in ("host", "web:wasm"):
+        row = _row(rows["normalized"], f"keras->onnx/none on {target}")
+        assert row["status"] == "measured" and row["verdict"] == "pass", row["reason"]
+        assert any("tf2onnx.convert.from_function(serve, ...) failed (WrongConversion" in n
+                   and "convert_variables_to_constants_v2" in n for n in row["notes"]), row["notes"]
+    (f,) = [f for f in found if any(e.startswith("normalized:") for e in f["examples"])]
+    assert f["owner"] == "onnx/tensorflow-onnx" and f["class"] == "upstream" and f["state"] == "confirmed", f
+    assert "graph inputs its source does not have" in f["title"], f["title"]
 
 
 def test_a_package_outside_its_pins_and_an_op_without_conversion_are_classed_not_filed(triaged):
