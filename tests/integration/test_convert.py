@@ -22,11 +22,7 @@ from deploytool.errors import StageFailed
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.runtimes.litert import LiteRTRuntime
 from deploytool.runtimes.onnxrt import OnnxRuntime
-
-try:
-    from .tiny_models import agreement, export_keras_saved_model, max_abs_diff
-except ImportError:
-    from tiny_models import agreement, export_keras_saved_model, max_abs_diff
+from tests.integration.tiny_models import agreement, export_keras_saved_model, max_abs_diff
 
 pytestmark = pytest.mark.slow
 

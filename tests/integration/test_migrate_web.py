@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def web_run(lenet5_workspace, keep_conversions):
-    from browser_launches import BrowserLaunches
+    from tests.integration.browser_launches import BrowserLaunches
 
     from deploytool.migrate import MigrateRequest, migrate
 

@@ -13,12 +13,12 @@ import time
 import numpy as np
 import psutil
 import pytest
-import web_models
-from browser_launches import BrowserLaunches, kill_renderers
 
 from deploytool.errors import StageFailed
 from deploytool.runtimes.web import WebRuntime
 from deploytool.runtimes.web_session import WebSession
+from tests.integration import web_models
+from tests.integration.browser_launches import BrowserLaunches, kill_renderers
 
 pytestmark = pytest.mark.browser
 
