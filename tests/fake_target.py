@@ -17,7 +17,7 @@ from deploytool.targets import Position, Preflight, RunSettings, Target, TargetO
 
 
 @dataclass(frozen=True)
-class FakeOptions(TargetOptions):
+class FakeTargetOptions(TargetOptions):
     offset: float = 100.0
     boards: tuple[str, ...] = ("board-a",)
 
@@ -28,7 +28,7 @@ class FakeOptions(TargetOptions):
 class FakeTarget(Target):
     name = "fake"
     label = "a fake board"
-    Options = FakeOptions
+    Options = FakeTargetOptions
 
     def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--fake-offset", type=float, default=None, help="fake: what the board adds to output 0")
@@ -47,13 +47,14 @@ class FakeTarget(Target):
 
 
 @dataclass(frozen=True)
-class FakeOptions(OnnxRuntimeOptions):
+class FakeRuntimeOptions(OnnxRuntimeOptions):
     offset: float = 0.0
 
 
 class FakeRuntime(OnnxRuntime):
     name = "fake-ort"
-    Options = FakeOptions
+    Options = FakeRuntimeOptions
+    options: FakeRuntimeOptions
 
     def _run(self, inputs: Any) -> Outputs:
         out = super()._run(inputs)

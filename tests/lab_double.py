@@ -23,14 +23,17 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 import numpy as np
 
 from deploytool import runtimes
+from deploytool.artifact import Artifact
+from deploytool.data.feed import Batch
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
-KNOBS = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0, "busy": 0.0,
+KNOBS: dict[str, Any] = {"slower": 1.0, "flips": 0, "seed": 0, "sleep_s": 0.0, "log": "", "only_threads": 0, "busy": 0.0,
          "real_latency": False, "band_runs": -1}
 
 
@@ -39,7 +42,7 @@ class LabDouble(LiteRTRuntime):
     # run where the cell runs, not in a spawned measuring worker: the knobs a test sets live in this process
     in_process = False
 
-    def _run(self, inputs: np.ndarray) -> Outputs:
+    def _run(self, inputs: Batch) -> Outputs:
         out = super()._run(inputs)
         _log("start")
         if KNOBS["sleep_s"]:
@@ -73,11 +76,11 @@ class SlowLiteRT(LiteRTRuntime):
 
     name = "lab-slow"
 
-    def _load(self, artifact: object) -> None:
+    def _load(self, artifact: Artifact) -> None:
         self._extra = max(0.0, float(os.environ.get("LAB_SLOWER") or 1.0) - 1.0)
         super()._load(artifact)
 
-    def _predict(self, x: object) -> object:
+    def _predict(self, x: Batch) -> Batch:
         t = time.perf_counter()
         out = super()._predict(x)
         if self._extra:

@@ -9,7 +9,7 @@ from typing import Any
 
 from deploytool.artifact import Artifact
 from deploytool.result import Check, Comparison, Flip
-from deploytool.result import Combo, Measurement, Result
+from deploytool.result import Combo, Measurement, Result, Status
 
 COMBO = Combo("keras", "tflite", "int8", "host")
 
@@ -54,4 +54,4 @@ def result(run_id: str = "r", key: str = "k", status: str = "measured", combo: C
     else:
         fields.setdefault("reason", "boom")
     return Result(run_id=run_id, combo_key=key, model=fields.pop("model", "m"), dataset=fields.pop("dataset", "d"),
-                  combo=combo, status=status, **fields)
+                  combo=combo, status=Status(status), **fields)

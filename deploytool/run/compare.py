@@ -94,7 +94,7 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray,
                             if integer and len(t) else None)
 
 
-def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray,
+def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray | None,
             tolerances: dict[str, tuple[float, float]], *, costs: Costs = NOT_MEASURED,
             baseline_costs: Costs = NOT_MEASURED, task: str = "classification", quantized: bool = False) -> Comparison:
     """One output (a classifier's scores, as every image model here has): `compare_outputs` of that output."""

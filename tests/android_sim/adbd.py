@@ -297,11 +297,11 @@ class _Transport:
         elif cmd == A_OPEN:
             local_id = self._next_id
             self._next_id += 1
-            stream = _Stream(self, local_id, arg0)
-            self.streams[local_id] = stream
+            opened = _Stream(self, local_id, arg0)
+            self.streams[local_id] = opened
             service = data.rstrip(b"\0").decode("utf-8", "replace")
             self.send(A_OKAY, local_id, arg0)
-            threading.Thread(target=self.sim._serve, args=(stream, service), daemon=True).start()
+            threading.Thread(target=self.sim._serve, args=(opened, service), daemon=True).start()
         elif cmd == A_WRTE:
             stream = self.streams.get(arg1)
             if stream is None:
@@ -370,13 +370,13 @@ class DeviceSimulator:
         s.listen(4)
         self._listener = s
         self.port = s.getsockname()[1]
-        threading.Thread(target=self._accept_loop, daemon=True).start()
+        threading.Thread(target=self._accept_loop, args=(s,), daemon=True).start()
         return self
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listener.accept()
             except OSError:
                 return
             if self.vanished:

@@ -46,7 +46,9 @@ def fatal(msg: str) -> None:
     os.abort()  # TFLITE_LOG(FATAL) aborts: the shell sees 134
 
 
-DEFAULTS: dict[str, object] = {
+Flag = bool | int | float | str  # a flag's value, of its default's type
+
+DEFAULTS: dict[str, Flag] = {
     "num_runs": 50, "min_secs": 1.0, "max_secs": 150.0, "run_delay": -1.0, "num_threads": -1,
     "warmup_runs": 1, "warmup_min_secs": 0.5, "verbose": False, "dry_run": False,
     "report_peak_memory_footprint": False, "memory_footprint_check_interval_ms": 50,
@@ -69,7 +71,7 @@ LABELS = [  # (flag, label printed by LogParams)
 ]
 
 
-def parse_flags(argv: list[str]) -> tuple[dict[str, object], set[str]]:
+def parse_flags(argv: list[str]) -> tuple[dict[str, Flag], set[str]]:
     params = dict(DEFAULTS)
     given: set[str] = set()
     unconsumed = []
@@ -220,8 +222,8 @@ def main(argv: list[str]) -> int:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     try:
-        with open(graph, "rb") as fh:
-            content = fh.read()
+        with open(graph, "rb") as model_file:
+            content = model_file.read()
     except OSError:
         log("ERROR", f"Could not open '{graph}'.")
         fail(f"Failed to load model {graph}")
@@ -330,9 +332,9 @@ def main(argv: list[str]) -> int:
     peak_mb = monitor.stop() if monitor else -1.0
 
     if p["output_filepath"]:
-        with open(str(p["output_filepath"]), "wb") as fh:
+        with open(str(p["output_filepath"]), "wb") as outputs_file:
             for d in it.get_output_details():
-                fh.write(np.ascontiguousarray(it.get_tensor(d["index"])).tobytes())
+                outputs_file.write(np.ascontiguousarray(it.get_tensor(d["index"])).tobytes())
 
     def avg(xs: list[int]) -> float:
         # An empty tsl::Stat averages to numeric_limits<int64_t>::quiet_NaN(), i.e. 0.

@@ -24,11 +24,15 @@ from dataclasses import replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
+
+if TYPE_CHECKING:
+    from deploytool.convert.isolated import IsolatedConverter
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_ENV = "DEPLOYTOOL_TEST_MODELS"  # another cache folder (a CI cache volume); default: see cache_root()
@@ -99,7 +103,7 @@ class ModelCache:
         self._versions = _versions()
         self._convert_code = _code_sha256(ROOT / "deploytool" / "convert", ROOT / "deploytool" / "artifact.py",
                                           ROOT / "deploytool" / "modelfiles" / "onnx_external.py")
-        self._converter = None
+        self._converter: IsolatedConverter | None = None
         self._memo: dict[tuple, Artifact | StageFailed] = {}
         self.built: list[str] = []  # entries made (not found) in this session: cold vs warm
 

@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,16 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from android_sim import BENCHMARK_MODEL_DOUBLE, DeviceSimulator, wait_for_state
-from android_sim.adbd import DEFAULT_PROPS
-
 from deploytool.artifact import Artifact
 from deploytool.devices import adb
 from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.runtimes.android import AndroidRuntime, check_binary_abi
+from tests.android_sim import BENCHMARK_MODEL_DOUBLE, DeviceSimulator, wait_for_state
+from tests.android_sim.adbd import DEFAULT_PROPS
 
 pytestmark = pytest.mark.android
 
@@ -89,7 +85,7 @@ def phone(adb_server):
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from android_sim.models import build
+    from tests.android_sim.models import build
 
     return build(tmp_path_factory.mktemp("models"))
 

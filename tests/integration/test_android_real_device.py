@@ -6,13 +6,9 @@ android_harness/bin/. Everywhere else it is skipped, with the reason."""
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SERIAL = os.environ.get("DEPLOYTOOL_REAL_DEVICE", "")
 
@@ -26,7 +22,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from android_sim.models import build
+    from tests.android_sim.models import build
 
     return build(tmp_path_factory.mktemp("models"), n_test=120)
 

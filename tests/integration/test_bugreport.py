@@ -13,7 +13,7 @@ import pytest
 
 from deploytool.artifact import Artifact
 from deploytool.bugs.bundle import write_bundle
-from deploytool.result import Combo, Result
+from deploytool.result import Combo, Result, Status
 from tests import results as factory
 from tests.integration.test_usermodel import onnx_model
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processe
 def _result(status: str, artifact: dict | None, outputs_path: str = "", flipped=()) -> Result:
     measured = status == "measured"
     return Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "onnx", "int8", "host"),
-                  status=status, reason="" if measured else "tf2onnx 1.17.0: KeyError: 'x'",
+                  status=Status(status), reason="" if measured else "tf2onnx 1.17.0: KeyError: 'x'",
                   comparison=factory.comparison(accuracy=0.5, baseline_accuracy=0.9, agreement=0.5, max_abs_error=3.0,
                                                 flipped=tuple(flipped), verdict="fail") if measured else None,
                   artifact=Artifact.from_json(artifact) if artifact else None,
@@ -90,7 +90,8 @@ def _imports(path) -> tuple[set[str], set[str]]:
     """Top-level packages a script imports: (at module level, inside functions)."""
     import ast
 
-    top, lazy = set(), set()
+    top: set[str] = set()
+    lazy: set[str] = set()
     tree = ast.parse(path.read_text())
     in_functions = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)}
     for node in ast.walk(tree):
@@ -215,7 +216,7 @@ def test_a_conversion_bundle_reproduces_deploytools_own_call_byte_for_byte(tmp_p
                                             (keras_src, "tflite", "none", "tflite_tf", "model.tflite")):
         made = convert(src, fmt, quantize, tmp_path / f"made-{step}")
         res = Result(run_id="r", combo_key=f"k-{step}", model="m", dataset="d",
-                     combo=Combo(src.format, fmt, quantize, "host"), status="conversion_failed",
+                     combo=Combo(src.format, fmt, quantize, "host"), status=Status.CONVERSION_FAILED,
                      reason=f"{STEPS[step].converter} x: ValueError: planted")
         bundle = write_bundle(res, tmp_path / "bugs", x_test=x,
                               baseline_outputs=np.zeros((4, 10), np.float32), source=src, versions={},

@@ -8,11 +8,11 @@ tests/contract; the tiny models come from the same cache (~/.cache/deploytool/te
 from __future__ import annotations
 
 import pytest
-from test_android import adb_server, phone  # noqa: F401 - the simulator's fixtures, reused
 
 from tests.android_sim import BENCHMARK_MODEL_DOUBLE
 from tests.contract import registry_cases as cases
 from tests.contract.runtime_contract import N_SAMPLES, check_lifecycle, check_refuses_bad_options, runtime_options
+from tests.integration.test_android import adb_server, phone  # noqa: F401 - the simulator's fixtures, reused
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 

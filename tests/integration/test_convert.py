@@ -22,11 +22,7 @@ from deploytool.errors import StageFailed
 from deploytool.modelfiles.tflite_io import read_io
 from deploytool.runtimes.litert import LiteRTRuntime
 from deploytool.runtimes.onnxrt import OnnxRuntime
-
-try:
-    from .tiny_models import agreement, export_keras_saved_model, max_abs_diff
-except ImportError:
-    from tiny_models import agreement, export_keras_saved_model, max_abs_diff
+from tests.integration.tiny_models import agreement, export_keras_saved_model, max_abs_diff
 
 pytestmark = pytest.mark.slow
 
@@ -239,7 +235,7 @@ def test_user_onnx_reaches_tflite_and_tfjs_through_onnx2tf(kind, sources, conver
         assert ("calibration_samples" in art.options) == (quantize in ("int8", "int8-io"))
         if max_diff == 0:  # TOLERANCE's checks of these modes are test_conversion_matches_source's
             continue
-        (inp,), _ = read_io(art.path)
+        (inp,), _ = read_io(str(art.path))
         assert inp.shape[1:] == tuple(src.artifact.input_shape)
         out = run_host(art, src.x_test)
         diff, agree = max_abs_diff(out, src.reference), agreement(out, src.reference)
@@ -368,8 +364,12 @@ def test_a_worker_exports_one_pytorch_source_to_onnx_once(sources, monkeypatch, 
 
     real, exports = onnx_torch._export, []
     monkeypatch.setattr(onnx_torch, "_exports", {})
-    monkeypatch.setattr(onnx_torch, "_export", lambda src, path, calibration=None: (exports.append(path),
-                                                                                real(src, path, calibration)))
+
+    def counting_export(src, path, calibration=None):
+        exports.append(path)
+        real(src, path, calibration)
+
+    monkeypatch.setattr(onnx_torch, "_export", counting_export)
     src = sources["torch"].artifact
     a = C.convert(src, "onnx", "none", tmp_path / "a")
     b = C.convert(src, "onnx", "none", tmp_path / "b")

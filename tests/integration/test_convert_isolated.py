@@ -108,7 +108,7 @@ def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_co
         # a converter's error keeps its type and message across the process boundary
         assert e.value.status == "conversion_failed" and "tf.lite.TFLiteConverter" in e.value.reason
         art = lanes.wait_for(tmp_path / "good")
-        assert art.format == "tflite" and art.path.exists()
+        assert art is not None and art.format == "tflite" and art.path.exists()
         assert lanes.wait_for(tmp_path / "never-queued") is None
         assert (tmp_path / "logs" / "convert-run1.log").exists() and (tmp_path / "logs" / "convert-torch-run1.log").exists()
     assert not (_worker_pids() - before)

@@ -42,6 +42,7 @@ def test_a_converter_registered_by_a_test_runs_through_migrate_report_and_locali
     assert not any(f == "onnx-fake" and q != "none" for f, q in rows)  # `--quantize all`: the modes it has
     assert rows[("onnx", "none")].verdict == "pass"
     row = rows[("onnx-fake", "none")]
+    assert row.comparison is not None and row.plan is not None and row.artifact is not None, row
     assert row.verdict == "fail" and row.comparison.agreement < 0.5, row  # class 0 wins almost everywhere
     assert row.plan.steps == ("onnx_tf", "fake_onnx") and row.plan.artifact_format == "onnx"
     assert row.artifact.converter == "tf2onnx + fake-onnx" and row.artifact.options["offset"] == fake.OFFSET
@@ -49,13 +50,17 @@ def test_a_converter_registered_by_a_test_runs_through_migrate_report_and_locali
     store = open_store(None, ws.default_db_url)
     stored = {(r.combo.format, r.combo.quantize): r for r in store.results_for("fake-converter-run")}
     assert stored[("onnx-fake", "none")].plan == row.plan  # the typed plan, back from the store
-    paths, _ = rebuild_report(store.get_run("fake-converter-run"), store, ws)
+    run = store.get_run("fake-converter-run")
+    assert run is not None
+    paths, _ = rebuild_report(run, store, ws)
     doc = json.loads(paths.json.read_text())
     fake_rows = [r for r in doc["results"] if r["format"] == "onnx-fake"]
     assert len(fake_rows) == 1 and fake_rows[0]["artifact"]["converter"] == "tf2onnx + fake-onnx"
     assert fake_rows[0]["failing"] and "onnx-fake" in paths.html.read_text()
 
-    (found, loc), *_ = localize_run(store.get_run("fake-converter-run"), store, ws, "onnx-fake", log=lambda s: None)
+    run = store.get_run("fake-converter-run")
+    assert run is not None
+    (found, loc), *_ = localize_run(run, store, ws, "onnx-fake", log=lambda s: None)
     assert found.combo.format == "onnx-fake"
     bad = loc.first_bad
     assert bad is not None and bad.index == 0 and bad.status == "wrong", loc.table()  # the first cut is off already

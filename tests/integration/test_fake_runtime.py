@@ -23,9 +23,10 @@ def test_a_runtime_registered_by_a_test_runs_through_migrate_and_localize(fake, 
     rows = {r.combo.runtime or "onnxruntime": r for r in out.results}  # the default runtime is stored unnamed
     assert set(rows) == {"onnxruntime", fake.NAME}
     assert rows["onnxruntime"].verdict == "pass"
-    row = rows[fake.NAME]
+    row, real = rows[fake.NAME], rows["onnxruntime"]
+    assert row.comparison is not None and row.artifact is not None and real.artifact is not None, row
     assert row.verdict == "fail" and row.comparison.agreement < 0.5, row  # class 0 wins almost everywhere
-    assert row.artifact.sha256 == rows["onnxruntime"].artifact.sha256  # one file, two runtimes
+    assert row.artifact.sha256 == real.artifact.sha256  # one file, two runtimes
     assert row.environment["runtime"] == fake.NAME
     # onnxruntime alone gets the file right: the row's finding is not confirmed by its bare reproducer, so nothing
     # is addressed to onnxruntime for what a runtime of this test did
@@ -34,7 +35,9 @@ def test_a_runtime_registered_by_a_test_runs_through_migrate_and_localize(fake, 
     assert finding.klass == "upstream" and finding.state == "not reproduced", finding.confirmation
     assert not (ws.finding_dir(finding.id) / "issue.md").exists()
 
-    (found, loc), *_ = localize_run(store.get_run("fake-runtime-run"), store, ws, fake.NAME, log=lambda s: None)
+    run = store.get_run("fake-runtime-run")
+    assert run is not None
+    (found, loc), *_ = localize_run(run, store, ws, fake.NAME, log=lambda s: None)
     assert found.combo.runtime == fake.NAME
     bad = loc.first_bad
     assert bad is not None and bad.index == 0, loc.table()  # its first cut is off already: the runtime, not the file
@@ -52,6 +55,7 @@ def test_a_crash_in_deploytools_own_code_is_its_bug_logged_with_its_traceback_ne
     out = migrate(req, ws.root, progress=False, log=lambda s: None)
     (row,) = out.results
     assert row.status == "error" and row.triage is not None and row.triage.klass == "internal_error", row.reason
+    assert row.triage.raised_at is not None
     assert row.triage.raised_at.file.endswith("tests/fake_runtime.py")  # raised in the worker, seen across it
     log = internal_log(ws, "planted-bug")
     assert row.reason.startswith("deploytool bug") and str(log) in row.reason
@@ -89,4 +93,5 @@ runtimes = ["{fake.NAME}"]
                       progress=False, log=lambda s: None)
     (cell,) = night.judged
     assert cell.result.combo.runtime == fake.NAME and cell.result.lab.worker
+    assert cell.result.comparison is not None
     assert cell.result.verdict == "fail" and cell.result.comparison.agreement < 0.5

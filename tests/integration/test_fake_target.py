@@ -45,18 +45,22 @@ def test_a_target_registered_by_a_test_runs_through_migrate_report_localize_and_
     for board in ("board-a", "board-b"):
         row = by_where[f"fake@{board}"]
         assert row.verdict == "fail" and row.environment["runtime"] == "fake-ort"
-        assert row.comparison.agreement < 0.5  # class 0 wins almost everywhere
+        assert row.comparison is not None and row.comparison.agreement < 0.5  # class 0 wins almost everywhere
     with pytest.raises(Exception, match="has no option colour"):
         MigrateRequest(target_options={"fake": {"colour": "red"}}, targets=("fake",)).options_for("fake")
 
     store = open_store(None, ws.default_db_url)
-    paths, results = rebuild_report(store.get_run("fake-run"), store, ws)
+    run = store.get_run("fake-run")
+    assert run is not None
+    paths, results = rebuild_report(run, store, ws)
     html = paths.html.read_text()
     assert "keras-&gt;onnx/none on fake@board-a" in html or "keras->onnx/none on fake@board-a" in html
     doc = json.loads(paths.json.read_text())
     assert sorted(r["target"] for r in doc["results"]) == ["fake", "fake", "host"]
 
-    (found, loc), *_ = localize_run(store.get_run("fake-run"), store, ws, "fake@board-a", log=lambda s: None)
+    run = store.get_run("fake-run")
+    assert run is not None
+    (found, loc), *_ = localize_run(run, store, ws, "fake@board-a", log=lambda s: None)
     assert "a fault of the fake runtime" in loc.verdict, loc.verdict
     bundle = Path(found.bundle)
     readme = (bundle / "README.md").read_text()

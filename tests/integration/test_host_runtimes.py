@@ -19,11 +19,7 @@ from deploytool.runtimes import runtime_class
 from deploytool.runtimes.litert import LiteRTRuntime
 from deploytool.runtimes.measure import readings_for
 from deploytool.runtimes.onnxrt import OnnxRuntime
-
-try:
-    from .tiny_models import agreement, build_keras, build_torch, max_abs_diff
-except ImportError:
-    from tiny_models import agreement, build_keras, build_torch, max_abs_diff
+from tests.integration.tiny_models import agreement, build_keras, build_torch, max_abs_diff
 
 pytestmark = pytest.mark.slow
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -256,7 +257,7 @@ def test_a_bundled_command_is_quoted_complete_and_reproduces_the_verdict(tmp_pat
     assert "--framework" not in command  # a user's model has no twin to choose
     shell_cwd = tmp_path / "shell"
     shell_cwd.mkdir()
-    env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     r = subprocess.run(["bash", "-c", command], cwd=shell_cwd, env=env, capture_output=True, text=True, timeout=300)
     assert not (shell_cwd / "x").exists() and not (shell_cwd / "x.onnx").exists(), "the command ran `touch`"
     assert r.returncode == 1, r.stderr
@@ -273,7 +274,7 @@ def test_two_fresh_runs_get_different_ids_and_a_changed_model_is_measured_again(
     shutil.copy(model, m)
     base = ["migrate", "--model", str(m), "--data", str(data), "--format", "onnx", "--quantize", "none",
             "--workspace", str(ws), "--quiet"]
-    procs = [subprocess.Popen([os.sys.executable, "-m", "deploytool", *base, "--fresh"], cwd=work, text=True,
+    procs = [subprocess.Popen([sys.executable, "-m", "deploytool", *base, "--fresh"], cwd=work, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
@@ -525,7 +526,7 @@ def _odd_models(root: Path) -> list[tuple[str, Path, Path, str, str]]:
     data = _npz(root / "x.npz", x=x)
     nan = _graph_onnx(root / "nan.onnx", [helper.make_node("Log", ["m"], ["y"]), helper.make_node("Sub", ["x", "two"], ["m"])],
                       [helper.make_tensor_value_info("x", f, [None, 4])], [helper.make_tensor_value_info("y", f, [None, 4])],
-                      [numpy_helper.from_array(np.float32(2.0), "two")])
+                      [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
     scalar = _graph_onnx(root / "scalar.onnx", [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
                          [helper.make_tensor_value_info("x", f, [None, 4])], [helper.make_tensor_value_info("y", f, [])])
     shapeless = _graph_onnx(root / "shapeless.onnx", [helper.make_node("Relu", ["x"], ["y"])],

@@ -34,8 +34,12 @@ def counted(monkeypatch):
 
     passes: list[str] = []
     real = isolated.measure_in_own_process
-    monkeypatch.setattr(isolated, "measure_in_own_process",
-                        lambda cls, *a, **k: passes.append(cls.name) or real(cls, *a, **k))
+
+    def counting(cls, *a, **k):
+        passes.append(cls.name)
+        return real(cls, *a, **k)
+
+    monkeypatch.setattr(isolated, "measure_in_own_process", counting)
     return passes
 
 
@@ -117,5 +121,5 @@ def test_a_rerun_of_a_finished_run_measures_nothing_and_leaves_its_record_as_it_
     read_only = f"sqlite:///file:{tmp_path / 'ws' / 'results.db'}?mode=ro&uri=true"  # any write would raise
     again = migrate(req, tmp_path / "ws", read_only, progress=False, log=lambda s: None)
     assert again.run_id == first.run_id and again.reused == 1 and counted == ["onnxruntime"]
-    assert store.get_run(first.run_id) == recorded and recorded.status == "complete"
+    assert recorded is not None and store.get_run(first.run_id) == recorded and recorded.status == "complete"
     assert [r.to_json() for r in again.results] == [r.to_json() for r in first.results]

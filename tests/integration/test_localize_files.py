@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from deploytool.artifact import Artifact
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 
@@ -53,7 +57,8 @@ def digits_npz(tmp_path_factory):
 class InProcess:
     """The converter worker's `convert`, in this process (TensorFlow is imported here anyway): no worker start-up."""
 
-    def convert(self, source, fmt, quantize, out_dir, calibration):
+    def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
+                calibration: np.ndarray | None = None) -> Artifact:
         from deploytool import convert
 
         return convert.convert(source, fmt, quantize, out_dir, calibration)
@@ -73,6 +78,7 @@ def _migrate_and_localize(tmp: Path, model: Path, npz: Path, fmt: str, quantize:
     req = MigrateRequest(model=str(model), test_npz=npz, formats=(fmt,), quantize=(quantize,), latency_samples=2,
                          warmup_runs=0, tolerances=STRICT)
     ctx = RunContext.build(req, Workspace.open(tmp / "ws"), targets=["host"])
+    assert ctx.user_artifact is not None  # a model file
     result = run_combination(ctx, InProcess(), Combo(ctx.user_artifact.format, fmt, quantize, "host"), run_id, "k")
     assert result.failing, result
     bundle_row(ctx, result, run_id)

@@ -304,15 +304,19 @@ def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(
 
     ws, *_ = lenet5_workspace
     store = SqlAlchemyStore(ws.default_db_url)
-    (found,) = localize_run(store.get_run("bundle-test"), store, ws, log=lambda s: None)
+    run = store.get_run("bundle-test")
+    assert run is not None
+    (found,) = localize_run(run, store, ws, log=lambda s: None)
     result, loc = found
     assert result.combo.quantize == "int8" and loc.first_bad is None
     assert [c.layer for c in loc.cuts] == ["conv1", "relu1", "pool1", "conv2", "relu2", "pool2", "fc1", "relu3",
                                            "fc2", "relu4", "fc3"]
-    assert all(0 < c.rel_error < 0.25 for c in loc.cuts) and "builds up" in loc.verdict
+    assert all(c.rel_error is not None and 0 < c.rel_error < 0.25 for c in loc.cuts) and "builds up" in loc.verdict
     from deploytool.migrate import MigrateRequest, migrate
 
     migrate(MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tflite",), quantize=("none",),
                            run_id="all-pass", latency_samples=5), ws.root, progress=False, log=lambda s: None)
+    all_pass = store.get_run("all-pass")
+    assert all_pass is not None
     with pytest.raises(UnknownOption, match="no failing row"):
-        localize_run(store.get_run("all-pass"), store, ws, log=lambda s: None)
+        localize_run(all_pass, store, ws, log=lambda s: None)

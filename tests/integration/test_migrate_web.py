@@ -12,9 +12,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def web_run(lenet5_workspace, keep_conversions):
-    from browser_launches import BrowserLaunches
-
     from deploytool.migrate import MigrateRequest, migrate
+    from tests.integration.browser_launches import BrowserLaunches
 
     ws, *_ = lenet5_workspace
     # the formats of `--format all` but onnx2tf's second TFLite route (its browser rows: test_usermodel.py)
@@ -22,7 +21,8 @@ def web_run(lenet5_workspace, keep_conversions):
                          limit_test=500, run_id="web-all")  # 500 samples spread over the split: the findings hold
     with BrowserLaunches() as launches:
         outcome = migrate(req, ws.root, progress=False, log=lambda s: None)
-    outcome.browser_launches = launches.count
+    # the count rides on the run it counted, for the tests below (RunOutcome has no such field: deliberately)
+    outcome.browser_launches = launches.count  # type: ignore[attr-defined]
     keep_conversions(ws)  # the next session converts nothing it converted here (conftest.py)
     return outcome
 
@@ -153,13 +153,17 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
 
     ws, *_ = lenet5_workspace
     store = SqlAlchemyStore(ws.default_db_url)
-    found = localize_run(store.get_run("web-all"), store, ws, "tflite/dynamic", log=lambda s: None)
+    run = store.get_run("web-all")
+    assert run is not None
+    found = localize_run(run, store, ws, "tflite/dynamic", log=lambda s: None)
     by_fw = {r.combo.framework: loc for r, loc in found}
     assert set(by_fw) == {"keras", "torch"}
     keras_bad, torch_bad = by_fw["keras"].first_bad, by_fw["torch"].first_bad
+    assert keras_bad is not None and torch_bad is not None
     assert keras_bad.layer == "fc1" and keras_bad.status == "failed" and "FULLY_CONNECTED" in keras_bad.reason
     assert all(c.status == "ok" for c in by_fw["keras"].cuts[:-1])
     assert torch_bad.layer == "fc1" and torch_bad.status == "wrong"
+    assert torch_bad.rel_error is not None and torch_bad.host_rel_error is not None
     assert torch_bad.rel_error > 0.25 and torch_bad.host_rel_error < 0.05
     assert "a fault of the web runtime" in by_fw["torch"].verdict
     for r, loc in found:

@@ -63,6 +63,7 @@ class Family:
         return [_cmdline(p) for p in self.alive()]
 
     def line(self) -> str:
+        assert self.proc.stdout is not None  # a pipe
         line = self.proc.stdout.readline().strip()
         assert line, f"the parent ended without saying anything: {self.stderr_tail()}"
         return line

@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from tests.conftest import run_cli
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
 
 FEATURES, CLASSES, SAMPLES = 12, 4, 32
-LEAN = dict(latency_samples=5, warmup=1)
+LEAN: dict[str, Any] = dict(latency_samples=5, warmup=1)  # keyword arguments of api.migrate
 LEAN_FLAGS = ("--latency-samples", "5", "--warmup", "1", "--quiet")
 
 
@@ -85,7 +86,7 @@ def test_a_keras_model_object_on_host_and_web_gives_the_rows_of_the_clis_report(
     run = api.migrate(model, (x, y), targets=("host", "web"), formats="onnx", workspace=tmp_path / "ws", **LEAN)
     assert [(r.target, r.status, r.verdict) for r in run] == [("host", "measured", "pass"),
                                                               ("web", "measured", "pass")], run.rows
-    assert run.run_id.startswith("tiny_dense-") and run.passed and run.report_path.is_file()
+    assert run.run_id.startswith("tiny_dense-") and run.passed and run.report_path is not None and run.report_path.is_file()
     assert run.row(target="web").agreement == 1.0 and run.row(target="host").outputs[0].cosine_min > 0.9999
     saved = Path(run.model)
     assert saved.suffix == ".keras" and saved.is_relative_to(tmp_path / "ws" / "from-python")
@@ -147,7 +148,7 @@ def test_the_pytest_helper_fails_naming_a_row_a_runtime_double_shifts_and_passes
     message = str(failed.value)
     run = api.migrate(str(model), (x, y), **both)  # the same request: its stored rows, nothing measured again
     bad = run.row(runtime=fake.NAME)
-    assert bad.failing and bad.agreement < 0.5 and run.row(runtime="").verdict == "pass"
+    assert bad.failing and bad.agreement is not None and bad.agreement < 0.5 and run.row(runtime="").verdict == "pass"
     assert message.splitlines() == [
         f"1 of 2 rows of run {run.run_id} do not hold:",
         f"  {bad.label}: verdict fail ({'; '.join(c.metric for c in bad.checks if c.outcome != 'pass')}), "

@@ -34,6 +34,7 @@ def _synthetic_run():
     # The synthetic-run builder lives with the unit tests; load it by path (tests/unit is not a package).
     path = Path(__file__).resolve().parents[1] / "unit" / "test_report.py"
     spec = importlib.util.spec_from_file_location("report_unit_tests", path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.make_input
@@ -63,6 +64,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
             labels = page.locator("table.summary tbody tr")
             assert labels.count() == len(rows)
             first = page.locator("table.summary tbody tr").first.locator("td").nth(5).inner_text()
+            assert rows[0].accuracy is not None
             assert first.strip() == f"{100 * rows[0].accuracy:.2f}%"
             assert page.locator("table.summary tbody tr.failing").count() == sum(r.failing for r in rows)
 
@@ -81,7 +83,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
             assert coloured > 0
 
             imgs = page.locator("#gallery img")
-            assert imgs.count() == sum(min(24, int(r.flipped_count)) for r in with_flips)
+            assert imgs.count() == sum(min(24, int(r.flipped_count)) for r in with_flips if r.flipped_count)
             decoded = page.evaluate("""() => Array.from(document.querySelectorAll('#gallery img'))
                 .map(i => [i.complete, i.naturalWidth, i.naturalHeight])""")
             assert all(c and w == 56 and h == 56 for c, w, h in decoded), decoded[:3]

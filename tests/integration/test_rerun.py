@@ -59,14 +59,29 @@ def test_a_rerun_of_a_finished_run_with_a_failing_browser_row_launches_nothing(t
 
     launched: list[str] = []
     real_make, real_spawn, real_launch = runtimes.make_runtime, Worker._spawn, Chromium.launch
-    counting_make = lambda *a, **k: launched.append(f"runtime {a}") or real_make(*a, **k)
-    monkeypatch.setattr(runtimes, "make_runtime", counting_make)
     real_measure = isolated.measure_in_own_process
-    monkeypatch.setattr(isolated, "measure_in_own_process",
-                        lambda *a, **k: launched.append(f"runtime worker {a[0].name}") or real_measure(*a, **k))
+
+    def counting_make(*a, **k):
+        launched.append(f"runtime {a}")
+        return real_make(*a, **k)
+
+    def counting_measure(*a, **k):
+        launched.append(f"runtime worker {a[0].name}")
+        return real_measure(*a, **k)
+
+    def counting_spawn(self):
+        launched.append("worker process")
+        return real_spawn(self)
+
+    def counting_launch(self):
+        launched.append("chromium")
+        return real_launch(self)
+
+    monkeypatch.setattr(runtimes, "make_runtime", counting_make)
+    monkeypatch.setattr(isolated, "measure_in_own_process", counting_measure)
     # any child process: a converter, a runtime's measuring worker, a training
-    monkeypatch.setattr(Worker, "_spawn", lambda self: launched.append("worker process") or real_spawn(self))
-    monkeypatch.setattr(Chromium, "launch", lambda self: launched.append("chromium") or real_launch(self))
+    monkeypatch.setattr(Worker, "_spawn", counting_spawn)
+    monkeypatch.setattr(Chromium, "launch", counting_launch)
     again = migrate(req, tmp_path / "ws", progress=False, log=lambda s: None)
     assert again.run_id == first.run_id and again.reused == 2 and launched == []
     assert [r.status for r in again.results] == [r.status for r in first.results]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from deploytool.errors import StoreError
-from deploytool.result import Combo, Result
+from deploytool.result import Combo, Result, Status
 from deploytool.store import SqlAlchemyStore
 from tests import results as factory
 from tests.conftest import run_cli
@@ -87,6 +87,7 @@ def test_store_roundtrip_resume_and_history_on_postgres(pg_url):
     s.save(result("pg1", "b", acc=0.7))
     rows = s.results_for("pg1")
     assert [r.combo_key for r in rows] == ["a", "b"] and rows[1].metrics["accuracy"] == 0.7
+    assert rows[0].comparison is not None
     assert rows[0].comparison.flipped[0].index == 3 and rows[0].metrics["max_abs_error"] is None
     s.finish_run("pg1")
     s.start_run("pg2", "m", {})
@@ -142,11 +143,12 @@ def test_long_run_ids_and_names_fit_and_an_old_narrow_schema_is_widened(pg_url):
     s.engine.dispose()
     run_id, model = "r" * 100, "m" * 100  # the longest the CLI accepts
     long = Result(run_id=run_id, combo_key="k" * 100, model=model, dataset="d" * 100,
-                  combo=Combo("torch", "onnx", "int8", "android", device="s" * 100, backend="nnapi"), status="measured")
+                  combo=Combo("torch", "onnx", "int8", "android", device="s" * 100, backend="nnapi"), status=Status.MEASURED)
     s = SqlAlchemyStore(url)
     s.start_run(run_id, model, {})
     s.save(long)
-    assert [r.combo_key for r in s.results_for(run_id)] == ["k" * 100] and s.get_run(run_id).model == model
+    stored = s.get_run(run_id)
+    assert [r.combo_key for r in s.results_for(run_id)] == ["k" * 100] and stored is not None and stored.model == model
 
 
 def test_a_value_too_long_for_its_column_is_a_one_line_store_error(pg_url):

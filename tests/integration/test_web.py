@@ -17,11 +17,11 @@ import socket
 import numpy as np
 import psutil
 import pytest
-import web_models
 
 from deploytool.devices.harness_server import HarnessServer
 from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
 from deploytool.runtimes.web import WebRuntime
+from tests.integration import web_models
 
 pytestmark = pytest.mark.browser
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
-import web_models
-from browser_launches import BrowserLaunches, kill_renderers
 
 from deploytool.errors import StageFailed
 from deploytool.runtimes.web import WebRuntime
 from deploytool.runtimes.web_session import WebSession
+from tests.integration import web_models
+from tests.integration.browser_launches import BrowserLaunches, kill_renderers
 
 pytestmark = pytest.mark.browser
 
@@ -140,7 +141,7 @@ def test_later_rows_take_the_libraries_from_the_runs_profile_each_in_a_renderer_
     cache (transferSize 0 in its page; the server sees one request for it in the whole run) while every row
     still fetches its own model, runs in a renderer process of its own (the previous one is gone) and reports
     that renderer's memory; the profile is deleted with the browser."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     with WebSession() as session:
         server = session.server()
         for art in (models.onnx, models.tflite, models.onnx):

@@ -17,7 +17,7 @@ class AcyclicModulesContract(Contract):
     root = fields.StringField()
 
     def check(self, graph: Any, verbose: bool) -> ContractCheck:
-        root = str(self.root)  # type: ignore[attr-defined]
+        root = str(self.root)
         cycles, seen = [], set()
         for importer in sorted(m for m in graph.modules if m == root or m.startswith(root + ".")):
             for imported in sorted(graph.find_modules_directly_imported_by(importer)):

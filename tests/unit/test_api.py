@@ -94,12 +94,14 @@ def _runs() -> tuple:
 
 
 def test_a_row_holds_the_values_report_json_writes_of_its_result():
+    import numpy as np
+
     from deploytool.report import ReportInput
     from deploytool.report.rows import summary_rows
     from deploytool.report.text import json_document
 
     run, results = _runs()
-    inp = ReportInput("r", "m", "d", {}, results, {}, [], None, None)
+    inp = ReportInput("r", "m", "d", {}, results, {}, [], np.zeros(0, np.int64), None)  # no labels, no images
     doc = {r["combo_key"]: r for r in json_document(inp, summary_rows(inp))["results"]}
     for row in run.rows:
         j = doc[row.combo_key]

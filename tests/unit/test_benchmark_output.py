@@ -128,8 +128,9 @@ def test_current_build_with_percentiles_and_peak_memory():
     assert r.complete and not r.failed and r.errors == []
     assert (r.init_us, r.first_inference_us, r.warmup_avg_us, r.inference_avg_us) == (3337, 81913, 58984.7, 56265.8)
     assert r.session_init_ms == pytest.approx(3.337) and r.model_size_mb == pytest.approx(13.9786)
-    assert r.warmup.count == 9 and r.warmup.first_us == 81913
+    assert r.warmup is not None and r.warmup.count == 9 and r.warmup.first_us == 81913
     inf = r.inference
+    assert inf is not None
     assert (inf.count, inf.min_us, inf.max_us, inf.avg_us, inf.std_us) == (50, 54669, 60236, 56265.8, 982)
     assert (inf.p5_us, inf.median_us, inf.p95_us) == (54911, 56102, 58760)
     assert (r.footprint_delta_init_mb, r.footprint_delta_overall_mb) == (2.1, 3.4)
@@ -144,6 +145,7 @@ def test_older_build_without_percentiles_and_scientific_notation():
     r = bo.parse(OLD_BUILD_SLOW_MODEL)
     assert r.warmup_avg_us == pytest.approx(1.04176e6) and r.inference_avg_us == 971535
     # "count=1 curr=X": the one warm-up run took X
+    assert r.warmup is not None and r.inference is not None
     assert (r.warmup.count, r.warmup.avg_us, r.warmup.min_us, r.warmup.std_us) == (1, 1041765, 1041765, 0)
     assert r.inference.p95_us is None and r.inference.std_us == 39112
     assert r.peak_footprint_mb is None and r.footprint_delta_overall_mb == pytest.approx(109.848)
@@ -152,14 +154,17 @@ def test_older_build_without_percentiles_and_scientific_notation():
 def test_build_without_log_prefix():
     r = bo.parse(UNPREFIXED_BUILD)
     assert r.complete and r.init_us == 5617 and r.inference_avg_us == 102879
+    assert r.inference is not None and r.warmup is not None
     assert r.inference.count == 50 and r.warmup.count == 5
     assert r.footprint_delta_init_mb == 5
 
 
 def test_all_same_stats_line():
     st = bo.parse_stats("count=20 curr=650(all same) p5=650 median=650 p95=650")
+    assert st is not None
     assert (st.count, st.avg_us, st.min_us, st.max_us, st.median_us) == (20, 650, 650, 650, 650)
-    assert bo.parse_stats("count=0 p5=0 median=0 p95=0").count == 0
+    zero = bo.parse_stats("count=0 p5=0 median=0 p95=0")
+    assert zero is not None and zero.count == 0
     assert bo.parse_stats("Running benchmark") is None
 
 
@@ -167,6 +172,7 @@ def test_refused_gpu_delegate():
     r = bo.parse(GPU_REFUSED)
     assert r.failed and not r.complete and r.delegates_failed == ["GPU"]
     why = bo.delegate_refusal(r, "gpu")
+    assert why is not None
     assert why.startswith("the device refused the GPU delegate") and "libOpenCL.so" in why
     assert bo.delegate_refusal(r, "nnapi") is None
 
@@ -174,7 +180,8 @@ def test_refused_gpu_delegate():
 def test_delegate_applied_to_no_node_is_a_refusal():
     r = bo.parse(NNAPI_ON_NO_NODE)
     assert r.complete and not r.failed and r.delegate_applied == {"NNAPI": "none"}
-    assert "would run on the CPU" in bo.delegate_refusal(r, "nnapi")
+    why = bo.delegate_refusal(r, "nnapi")
+    assert why is not None and "would run on the CPU" in why
 
 
 def test_resize_refused_and_fatal_input_size():

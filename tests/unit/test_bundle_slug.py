@@ -4,12 +4,12 @@ share one run's bugs/ folder, and the same failing combination of two models mus
 from __future__ import annotations
 
 from deploytool.bugs.bundle import slug
-from deploytool.result import Combo, Result
+from deploytool.result import Combo, Result, Status
 
 
 def _row(model: str, combo: Combo) -> Result:
     return Result(run_id="night-1", combo_key=f"{model}-k", model=model, dataset="mnist", combo=combo,
-                  status="load_failed")
+                  status=Status.LOAD_FAILED)
 
 
 def test_two_models_failing_the_same_combination_get_two_bundle_folders():

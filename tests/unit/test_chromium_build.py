@@ -14,7 +14,9 @@ from deploytool.devices.browser import chromium_build
 def test_a_binarys_build_is_asked_once_and_again_when_the_file_changes(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     exe = tmp_path / "chromium"
-    shutil.copy2(shutil.which("true"), exe)
+    true = shutil.which("true")
+    assert true is not None
+    shutil.copy2(true, exe)
     first = chromium_build(exe)
     assert first.startswith("true (GNU coreutils)"), first
     kept = tmp_path / "cache" / "deploytool" / "chromium-builds.json"

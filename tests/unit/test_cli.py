@@ -1,3 +1,4 @@
+import argparse
 import subprocess
 import sys
 
@@ -18,10 +19,17 @@ def test_help_imports_nothing_heavy():
     assert out.strip() == "[]"
 
 
+def _command(parser: argparse.ArgumentParser, name: str, dest: str = "command") -> argparse.ArgumentParser:
+    """The sub-parser `name` of the parser's sub-commands stored as `dest`."""
+    commands = next(a for a in parser._actions if a.dest == dest)
+    assert isinstance(commands, argparse._SubParsersAction)
+    return commands.choices[name]
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_with_an_example(command):
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    sub = _command(parser, command)
     text = sub.format_help()
     assert "example:" in text and f"deploytool {command}" in text
     assert sub.description
@@ -71,10 +79,10 @@ def test_study_parsers_are_built_only_for_the_study_command():
     assert command_of(["--version", "study", "robustness"]) == "study"
     lean, full = build_parser(studies=False), build_parser()
     assert all(c in lean.format_help() for c in COMMANDS) and all(name in full.format_help() for name in STUDIES)
-    study = next(a for a in full._actions if a.dest == "command").choices["study"]
+    study = _command(full, "study")
     text = study.format_help()
     assert all(name in text for name in STUDIES) and "STUDY" in text
-    robust = next(a for a in study._actions if a.dest == "study").choices["robustness"]
+    robust = _command(study, "robustness", dest="study")
     assert "--eps" in robust.format_help() and "deploytool study robustness" in robust.format_help()
     with contextlib.redirect_stdout(io.StringIO()) as shown, contextlib.suppress(SystemExit):
         from deploytool.cli import main

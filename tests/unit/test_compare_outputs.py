@@ -108,6 +108,7 @@ def test_a_comparison_with_outputs_and_regression_figures_survives_the_json_boun
     c = compare_outputs({"p": np.array([[1.0], [3.0]])}, {"p": np.array([[1.5], [2.5]])}, np.array([1.0, 2.0]),
                         {"rmse_increase": (0.1, 0.2)}, task="regression")
     back = comparison_from_json(json.loads(json.dumps(c.to_json())))
+    assert back is not None
     assert json.dumps(back.to_json()) == json.dumps(c.to_json())  # NaN accuracy included
     assert back.outputs[0].shape == (1,) and back.task == "regression" and back.rmse_increase == c.rmse_increase
 

@@ -6,6 +6,7 @@ convert package imports no framework.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -60,7 +61,7 @@ def test_tfjs_int8_words_say_uint8_weights_were_done_instead():
     for word in ("int8", "dynamic"):
         p = C.plan("keras", "tfjs", word)
         assert p.mode == C.plan("keras", "tfjs", "uint8").mode
-        assert "uint8 weight quantization was done instead" in p.note
+        assert p.note is not None and "uint8 weight quantization was done instead" in p.note
     assert C.plan("keras", "tfjs", "uint8").note is None
 
 
@@ -97,7 +98,7 @@ def test_tflite_onnx2tf_elsewhere_says_which_word_to_use(source, hint):
 def test_torch_int8_tflite_is_the_int8_io_model_and_says_so():
     p = C.plan("torch", "tflite", "int8")
     assert p.mode == C.plan("torch", "tflite", "int8-io").mode
-    assert "int8 input and output" in p.note
+    assert p.note is not None and "int8 input and output" in p.note
 
 
 @pytest.mark.parametrize("args,bad", [(("keras", "tflite", "int4"), "int4"), (("keras", "coreml", "none"), "coreml"),
@@ -176,7 +177,9 @@ def test_help_lists_the_registered_format_words():
 
     def migrate_help() -> str:
         parser = build_parser(studies=False)
-        return next(a for a in parser._actions if a.dest == "command").choices["migrate"].format_help()
+        commands = next(a for a in parser._actions if a.dest == "command")
+        assert isinstance(commands, argparse._SubParsersAction)
+        return commands.choices["migrate"].format_help()
 
     fake_converter.register()
     try:

@@ -30,12 +30,15 @@ def test_preprocessing_is_applied_once_and_recorded(spec):
     ds = load_dataset(spec)
     raw = mnist.load_bundled()
     expected = ((raw.x_test[..., None].astype(np.float32) / 255) - 0.1307) / 0.3081
+    assert isinstance(ds.x_test, np.ndarray)  # one input: an array, not a Feed
     np.testing.assert_allclose(ds.x_test, expected, rtol=1e-6, atol=1e-6)
     assert ds.x_test.dtype == np.float32 and ds.x_test.shape == (2000, 28, 28, 1)
     assert ds.sha256 == load_dataset(spec).sha256  # deterministic bytes
     nchw = ds.in_layout(ds.x_test, "NCHW")
     assert nchw.shape == (2000, 1, 28, 28) and np.array_equal(nchw[5, 0], ds.x_test[5, ..., 0])
-    np.testing.assert_allclose(ds.images(ds.x_test[:3])[..., 0], raw.x_test[:3] / 255, atol=1e-5)
+    images = ds.images(ds.x_test[:3])
+    assert images is not None
+    np.testing.assert_allclose(images[..., 0], raw.x_test[:3] / 255, atol=1e-5)
 
 
 def test_bundled_checksum_is_enforced(tmp_path, monkeypatch):
@@ -59,6 +62,7 @@ def test_official_idx_files(tmp_path, spec):
     _idx(tmp_path / "train-labels-idx1-ubyte.gz", rng.integers(0, 10, 30))
     _idx(tmp_path / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, 10))
     ds = load_dataset(spec, data_dir=tmp_path)
+    assert isinstance(ds.x_train, np.ndarray) and isinstance(ds.x_test, np.ndarray)
     assert ds.x_train.shape == (30, 28, 28, 1) and ds.x_test.shape == (10, 28, 28, 1)
     (tmp_path / "t10k-labels-idx1-ubyte.gz").unlink()
     with pytest.raises(DataError, match="t10k-labels-idx1-ubyte"):
@@ -119,6 +123,7 @@ def test_user_npz_ok(tmp_path, spec):
     x = np.random.default_rng(1).integers(0, 255, (5, 28, 28, 1)).astype(np.uint8)
     np.savez(p, x=x, y=np.arange(5))
     ds = load_dataset(spec, test_npz=p)
+    assert isinstance(ds.x_test, np.ndarray)
     np.testing.assert_allclose(ds.x_test, apply_preprocess(x, spec.preprocess))
     assert ds.name == "npz:ok.npz" and len(ds.x_train) == 0
 
@@ -146,6 +151,7 @@ def test_nchw_data_for_an_nchw_model_is_held_once_in_its_own_layout(tmp_path, sp
     s = _nchw_spec(spec, (8, 8, 3))
     a = load_dataset(s, test_npz=tmp_path / "nchw.npz")  # unambiguous: only NCHW fits
     b = load_dataset(s, test_npz=tmp_path / "nhwc.npz")
+    assert isinstance(a.x_test, np.ndarray) and isinstance(b.x_test, np.ndarray)
     assert a.x_test.shape == b.x_test.shape == (50, 8, 8, 3) and np.array_equal(a.x_test, b.x_test)
     assert a.sha256 == b.sha256  # the same values, whatever the file's layout
     for ds in (a, b):  # stored NCHW: feeding the NCHW model copies nothing
@@ -153,7 +159,8 @@ def test_nchw_data_for_an_nchw_model_is_held_once_in_its_own_layout(tmp_path, sp
         assert fed.flags.c_contiguous and np.shares_memory(fed, ds.x_test)
     raw = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
     np.testing.assert_allclose(a.in_layout(a.x_test, "NCHW"), raw, rtol=1e-6, atol=1e-6)
-    assert a.images(a.x_test)[3].shape == (8, 8, 3) and len(a.images(a.x_test)) == 50
+    images = a.images(a.x_test)
+    assert images is not None and images[3].shape == (8, 8, 3) and len(images) == 50
 
 
 def test_data_that_reads_both_ways_needs_data_layout(tmp_path, spec):
@@ -166,6 +173,7 @@ def test_data_that_reads_both_ways_needs_data_layout(tmp_path, spec):
     as_nchw = load_dataset(s, test_npz=tmp_path / "cube.npz", data_layout="NCHW")
     as_nhwc = load_dataset(s, test_npz=tmp_path / "cube.npz", data_layout="NHWC")
     pre = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
+    assert isinstance(as_nchw.x_test, np.ndarray) and isinstance(as_nhwc.x_test, np.ndarray)
     np.testing.assert_allclose(as_nchw.in_layout(as_nchw.x_test, "NCHW"), pre, rtol=1e-6)  # the file read NCHW
     np.testing.assert_allclose(as_nhwc.x_test, pre, rtol=1e-6)  # the file read NHWC
     assert not np.array_equal(as_nchw.x_test, as_nhwc.x_test)

@@ -117,6 +117,7 @@ def test_line_chart_draws_lines_markers_legend_and_gaps():
 def test_cli_mistakes_are_one_line(argv, words, tmp_path, capsys):
     from deploytool.cli import main
 
+    code: int | str | None
     try:
         code = main(["study", "frameworks", "--model", "lenet1", "--workspace", str(tmp_path), *argv])
     except SystemExit as e:  # argparse's own exit

@@ -12,14 +12,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "deploytool"
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+def span(n: Function | ast.ClassDef) -> tuple[int, int]:
+    """A parsed function's or class's first and last line (the parser always sets end_lineno)."""
+    assert n.end_lineno is not None
+    return n.lineno, n.end_lineno
+
+
 def own_lines(fn: Function) -> int:
     """Lines of `fn` less those of the functions and classes defined inside it."""
-    nested = sum(n.end_lineno - n.lineno + 1 for n in ast.walk(fn)  # type: ignore[operator]
-                 if n is not fn and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                 and not any(m is not n and m is not fn and isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                         ast.ClassDef))
-                             and m.lineno <= n.lineno and n.end_lineno <= m.end_lineno for m in ast.walk(fn)))
-    return fn.end_lineno - fn.lineno + 1 - nested  # type: ignore[operator]
+    inside = [n for n in ast.walk(fn)
+              if n is not fn and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    nested = sum(span(n)[1] - span(n)[0] + 1 for n in inside
+                 if not any(m is not n and span(m)[0] <= span(n)[0] and span(n)[1] <= span(m)[1] for m in inside))
+    first, last = span(fn)
+    return last - first + 1 - nested
 
 
 def too_long(source: str, where: str = "") -> list[str]:

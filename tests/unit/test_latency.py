@@ -24,6 +24,7 @@ from deploytool.latency import (
     ratios_to_judge,
     unpaired_sentence,
 )
+from deploytool.data.feed import Batch
 from deploytool.result import Combo, Measurement, Result, Status
 from deploytool.runtimes import measure
 
@@ -82,7 +83,8 @@ def test_the_references_floor_from_earlier_rows_keeps_a_busy_spell_out_of_the_ra
     # a floor above this row's fastest block changes nothing; a NaN or missing floor is no floor
     assert clean_blocks(t, r, reference_floor_ms=0.5).tolist() == clean_blocks(t, r).tolist()
     assert quiet_blocks(t, r, float("nan")) == 6
-    assert math.isnan(PairedLatency.from_json({**p.to_json(), "reference_floor_ms": None}).reference_floor_ms)
+    no_floor = PairedLatency.from_json({**p.to_json(), "reference_floor_ms": None})
+    assert no_floor is not None and math.isnan(no_floor.reference_floor_ms)
     assert PairedLatency.from_json(p.to_json()) == p
     # the floor after a timing: its fastest positive finite block, or the floor before when lower
     assert floor_of([0.64, 0.0, float("nan"), 0.42]) == 0.42 == floor_of([0.64, 0.42], 0.5)
@@ -140,12 +142,16 @@ def test_a_paired_latency_survives_the_results_json():
                          reference_p50_ms=float("nan"))
     r = Result(run_id="r", combo_key="k", model="m", dataset="d", combo=Combo("keras", "tflite", "none", "host"),
                status=Status.MEASURED, measurement=Measurement(0.02, 0.03, 0.04, 0.02, 100, paired=p))
-    back = Result.from_json(r.to_json()).measurement.paired
+    measurement = Result.from_json(r.to_json()).measurement
+    assert measurement is not None
+    back = measurement.paired
+    assert back is not None
     assert back.target_block_ms == p.target_block_ms and back.cpus == (0,) and back.ratio == pytest.approx(0.05)
     assert math.isnan(back.reference_p50_ms)  # NaN is stored as null and read back as NaN
     old = r.to_json()
     del old["measurement"]["paired"]  # a row stored before rows were paired
-    assert Result.from_json(old).measurement.paired is None
+    measurement = Result.from_json(old).measurement
+    assert measurement is not None and measurement.paired is None
 
 
 def _paired(ratio: float, spread: float = 0.02, n: int = 20) -> PairedLatency:
@@ -179,10 +185,10 @@ def test_the_process_spread_by_hand():
 
 def test_load_during_timing_counts_as_the_rows_load():
     quiet = regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.05, "cpu_count": 2})
-    assert not quiet.busy
+    assert quiet is not None and not quiet.busy
     during = regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.05, "cpu_busy_fraction_during_timing": 0.6,
                                      "cpu_count": 2})
-    assert during.others_fraction == 0.6 and during.busy
+    assert during is not None and during.others_fraction == 0.6 and during.busy
 
 
 _STAT = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
@@ -203,8 +209,14 @@ def test_a_quick_run_pairs_in_fewer_blocks_one_per_ten_samples_at_least_five():
 
 def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     calls: list[str] = []
-    target = lambda x: calls.append("t")
-    reference = lambda x: calls.append("r")
+
+    def target(x: Batch) -> Batch:
+        calls.append("t")
+        return x  # unused: only the calls are counted
+
+    def reference(x: Batch) -> Batch:
+        calls.append("r")
+        return x
     out = measure.time_paired(target, reference, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=2,
                               block_s=0.0)
     per = out["readings_per_block"]

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Batch
 from deploytool.runtimes import measure
 from deploytool.runtimes.measure import (busy_note, inferences_per_reading, memory_delta_bytes, readings_for,
                                          time_batch1)
@@ -41,12 +42,19 @@ def test_readings_keep_the_inference_count_but_never_drop_below_the_floor():
 def test_a_fast_predict_is_timed_k_at_a_time_and_a_slow_one_alone():
     x = np.zeros((64, 4), np.float32)
     calls = []
-    fast = lambda b: calls.append(1) or b
+
+    def fast(b: Batch) -> Batch:
+        calls.append(1)
+        return b
+
     lat, first_ms, k = time_batch1(fast, x, warmup_runs=10, samples=64)
     assert k > 1 and len(lat) == readings_for(64, k) and len(calls) == 1 + 10 + k * len(lat)
     assert np.all(lat > 0) and first_ms >= 0
 
-    slow = lambda b: time.sleep(60e-6) or b
+    def slow(b: Batch) -> Batch:
+        time.sleep(60e-6)
+        return b
+
     lat, _, k = time_batch1(slow, x, warmup_runs=3, samples=12)
     assert k == 1 and len(lat) == 12 and np.all(lat >= 0.06)
 
@@ -89,8 +97,10 @@ def test_busy_fraction_between_two_proc_stat_readings_uses_the_aggregate_line():
 def test_busy_note_names_the_phone_that_was_busy_and_not_this_machines_load():
     assert measure.busy_note(0.2, 1, 8, where="the phone emu-1") is None  # 6.4 of 8 CPUs free for 1 thread
     note = measure.busy_note(0.9, 2, 8, where="the phone emu-1")
+    assert note is not None
     assert note.startswith("the phone emu-1 was busy") and "90% of 8 CPUs" in note and "1-minute load" not in note
-    assert "1-minute load" in measure.busy_note(0.9, 2, 2)
+    here = measure.busy_note(0.9, 2, 2)
+    assert here is not None and "1-minute load" in here
 
 
 def test_batch1_timing_of_a_whole_set_stops_at_its_budget_but_never_below_min_readings():

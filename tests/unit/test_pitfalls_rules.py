@@ -87,8 +87,9 @@ def test_int8_unscaled_quantizes_to_the_rounded_floats():
 
 def test_not_applicable_mistakes_say_why():
     grey, rgb = (28, 28, 1), (32, 32, 3)
-    assert "same bytes" in BY_NAME["nchw_as_nhwc"].not_applicable(grey, MNIST)
-    assert "RGB/BGR" in BY_NAME["rgb_bgr"].not_applicable(grey, MNIST)
+    same_bytes, rgb_bgr = BY_NAME["nchw_as_nhwc"].not_applicable(grey, MNIST), BY_NAME["rgb_bgr"].not_applicable(grey, MNIST)
+    assert same_bytes is not None and "same bytes" in same_bytes
+    assert rgb_bgr is not None and "RGB/BGR" in rgb_bgr
     assert BY_NAME["range_0_255"].not_applicable(grey, Preprocess(1.0))
     assert BY_NAME["no_normalisation"].not_applicable(grey, Preprocess(1 / 255))
     assert all(m.not_applicable(rgb, CIFAR) is None for m in MISTAKES)

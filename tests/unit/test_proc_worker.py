@@ -153,6 +153,7 @@ class Parent:
                                          stdout=subprocess.PIPE, stderr=err)
 
     def line(self) -> str:
+        assert self.proc.stdout is not None  # a pipe
         line = self.proc.stdout.readline().strip()
         assert line, f"the parent ended without saying anything: {self.err.read_text()[-1000:]}"
         return line

@@ -116,7 +116,7 @@ def _artifact(outputs: tuple[TensorSpec, ...]) -> Artifact:
 def test_onnx2tf_outputs_are_paired_by_name_and_a_shape_that_cannot_tell_is_named_in_a_note():
     source = _artifact((output_spec("mask", "float32", [None, 2, 16, 16]),
                         output_spec("cube", "float32", [None, 4, 4, 4]), output_spec("logits", "float32", [None, 6])))
-    files = {"mask": (16, 16, 2), "cube": (4, 4, 4), "logits": (6,)}
+    files: dict[str, tuple[int | None, ...]] = {"mask": (16, 16, 2), "cube": (4, 4, 4), "logits": (6,)}
     assert channels_last_names(source, files) == ["mask"]
     (note,) = layout_notes(source, files)
     assert note.startswith("output cube is [4, 4, 4] per sample in the source and in the file")

@@ -46,7 +46,7 @@ def test_a_few_flipped_samples_beyond_the_minimum_drop_are_flagged():
     now = correct.copy()
     now[:30] = False  # 1.5 points
     c = regress.accuracy_change(correct, now, min_drop_points=0.5)
-    assert c.outcome == "regression" and c.p_value < 1e-6 and c.effect == pytest.approx(-1.5)
+    assert c.outcome == "regression" and c.p_value is not None and c.p_value < 1e-6 and c.effect == pytest.approx(-1.5)
     one = correct.copy()
     one[0] = False  # one sample out of 2,000
     assert regress.accuracy_change(correct, one).outcome == "same"
@@ -126,7 +126,8 @@ def test_busy_is_fewer_free_cpus_than_the_rows_threads():
     assert regress.MachineLoad.of(env) == regress.MachineLoad(0.6, 4, 2)
     assert regress.MachineLoad.of({"threads": 1}) is None  # no reading
     assert regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.6}) is None  # no CPU count, none given
-    assert regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.6}, default_cpus=2).busy
+    load = regress.MachineLoad.of({"cpu_busy_fraction_before_timing": 0.6}, default_cpus=2)
+    assert load is not None and load.busy
 
 
 def test_twenty_nights_with_load_alternating_raise_no_alert_but_did_before_loads_were_known():

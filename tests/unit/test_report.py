@@ -11,6 +11,7 @@ import json
 import re
 import struct
 import time
+from typing import Any
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import asdict, replace
@@ -25,7 +26,7 @@ from deploytool.artifact import Artifact
 from deploytool.run.compare import Costs, compare
 from deploytool.report import ReportInput, summary_rows, write_report
 from deploytool.report import png, svg, text
-from deploytool.result import Combo, Measurement, Result, StageTimes
+from deploytool.result import Combo, Measurement, Result, StageTimes, Status
 from deploytool.workspace import stable_hash
 
 TOL_NONE = {"accuracy_drop_points": (0.1, 0.5), "agreement": (0.999, 0.99), "max_abs_error": (1e-4, 1e-2)}
@@ -87,15 +88,15 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
     results = []
     for i, c in enumerate(combos):
         key = stable_hash({"model": "lenet5", **asdict(c)})
-        base = dict(run_id="run-1", combo_key=key, model="lenet5", dataset="mnist", combo=c)
+        base: dict[str, Any] = dict(run_id="run-1", combo_key=key, model="lenet5", dataset="mnist", combo=c)
         if c.format == "tfjs_graph" and c.backend == "webgl" and c.quantize == "uint8":
-            results.append(Result(**base, status="conversion_failed", reason=ANSI_REASON, times=StageTimes(convert=1.5)))
+            results.append(Result(**base, status=Status.CONVERSION_FAILED, reason=ANSI_REASON, times=StageTimes(convert=1.5)))
             continue
         if c.format == "onnx" and c.target == "web" and c.backend == "webgl":
-            results.append(Result(**base, status="not_applicable", reason="onnx has no webgl backend here | use wasm"))
+            results.append(Result(**base, status=Status.NOT_APPLICABLE, reason="onnx has no webgl backend here | use wasm"))
             continue
         if c.format == "tflite" and c.backend == "webgl" and c.quantize == "int8":
-            results.append(Result(**base, status="runtime_failed", reason="page crashed: Out of memory",
+            results.append(Result(**base, status=Status.RUNTIME_FAILED, reason="page crashed: Out of memory",
                                   times=StageTimes(convert=0.1, runtime=2.0)))
             continue
         noise = NOISE[c.quantize] * (3 if c.backend == "webgl" else 1)
@@ -123,7 +124,7 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
                             converter="tf.lite.TFLiteConverter", converter_version="2.19.0",
                             options={"optimizations": ["DEFAULT"]}, sha256=f"{i:064x}", size_bytes=size,
                             notes=tuple(notes[:1]))
-        results.append(Result(**base, status="measured", comparison=cmp_, measurement=measurement, artifact=artifact,
+        results.append(Result(**base, status=Status.MEASURED, comparison=cmp_, measurement=measurement, artifact=artifact,
                               environment={"runtime": c.target, "browser": "Chromium 156" if c.target == "web" else None,
                                            "threads": 1},
                               notes=notes, tolerances=dict(tol),
@@ -134,6 +135,7 @@ def make_input(tmp: Path, *, n_samples: int = 400, n_rows: int | None = None, rg
         # the earlier run had the tflite/dynamic host row at 100%: any drop must be flagged
         prev = next(r for r in results if r.combo.format == "tflite" and r.combo.quantize == "dynamic"
                     and r.combo.target == "host")
+        assert prev.comparison is not None
         history[prev.combo_key] = replace(prev, run_id="run-0",
                                           comparison=replace(prev.comparison, accuracy=1.0, verdict="pass"))
         same = next(r for r in results if r.combo.format == "onnx" and r.combo.quantize == "none"
@@ -176,7 +178,7 @@ def test_summary_rows_are_in_reading_order_and_carry_the_derived_words(written):
     host = next(r for r in rows if r.target == "host" and r.status == "measured")
     assert host.memory_figures == ("process_peak_rss_delta_bytes", "process_peak_rss_delta_bytes")
     web = next(r for r in rows if r.target == "web" and r.status == "measured")
-    assert web.memory_figures[0] == "renderer_peak_rss_bytes"
+    assert web.memory_figures is not None and web.memory_figures[0] == "renderer_peak_rss_bytes"
     for r in rows:
         res = next(x for x in inp.results if x.combo_key == r.combo_key)
         assert r.failing == res.failing
@@ -195,6 +197,7 @@ def test_regression_flags_come_from_history_only_where_something_got_worse(writt
     flagged = {r.combo_key: r.regression for r in rows if r.regression}
     dyn = next(r for r in rows if r.format == "tflite" and r.quantize == "dynamic" and r.target == "host")
     same = next(r for r in rows if r.format == "onnx" and r.quantize == "none" and r.target == "host")
+    assert dyn.accuracy is not None
     if dyn.accuracy < 1.0:
         assert any("accuracy 100.00%" in x and "run-0" in x for x in flagged[dyn.combo_key])
     assert same.combo_key not in flagged  # identical history: nothing got worse
@@ -236,6 +239,7 @@ def test_json_has_the_versioned_schema_and_stable_keys(written):
 def test_json_turns_non_finite_numbers_into_null(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=60, n_rows=4, with_history=False)
     r = next(x for x in inp.results if x.status == "measured")
+    assert r.comparison is not None
     r.comparison = replace(r.comparison, max_abs_error=float("inf"), latency_ratio_p50=float("nan"))
     paths = write_report(inp, tmp_path / "out")
     doc = json.loads(paths.json.read_text())
@@ -266,18 +270,20 @@ def test_junit_parses_and_counts_failures_and_skips(written):
     inp, paths = written
     root = ET.parse(paths.junit).getroot()
     suite = root.find("testsuite")
+    assert suite is not None
     cases = suite.findall("testcase")
-    assert len(cases) == len(inp.results) == int(suite.get("tests"))
+    assert len(cases) == len(inp.results) == int(suite.attrib["tests"])
     n_fail = len(_expected_failing(inp))
     n_skip = sum(r.status in ("not_applicable", "unsupported") for r in inp.results)
-    assert sum(c.find("failure") is not None for c in cases) == n_fail == int(suite.get("failures"))
-    assert sum(c.find("skipped") is not None for c in cases) == n_skip == int(suite.get("skipped"))
-    conv = next(c for c in cases if c.find("failure") is not None and c.find("failure").get("type") == "conversion_failed")
-    assert conv.find("failure").get("message").startswith("ConverterError: op <Gather|x>")
-    verdict = [c for c in cases if c.find("failure") is not None and c.find("failure").get("type") == "verdict_fail"]
+    assert sum(c.find("failure") is not None for c in cases) == n_fail == int(suite.attrib["failures"])
+    assert sum(c.find("skipped") is not None for c in cases) == n_skip == int(suite.attrib["skipped"])
+    failures = [f for c in cases if (f := c.find("failure")) is not None]
+    conv = next(f for f in failures if f.get("type") == "conversion_failed")
+    assert conv.attrib["message"].startswith("ConverterError: op <Gather|x>")
+    verdict = [f for f in failures if f.get("type") == "verdict_fail"]
     assert len(verdict) == sum(r.verdict == "fail" for r in inp.results)
-    for c in verdict:
-        assert "→ fail" in c.find("failure").get("message")
+    for f in verdict:
+        assert "→ fail" in f.attrib["message"]
 
 
 # ------------------------------------------------------------------ PNG
@@ -335,7 +341,7 @@ def test_svg_plots_are_well_formed_xml_with_their_data_points():
     ns = "{http://www.w3.org/2000/svg}"
     assert root.tag == f"{ns}svg"
     marks = [e for e in root.iter() if "pt" in (e.get("class") or "").split()]
-    assert len(marks) == 6 and sum("baseline" in e.get("class") for e in marks) == 1
+    assert len(marks) == 6 and sum("baseline" in (e.get("class") or "") for e in marks) == 1
     assert any("(log scale)" in (e.text or "") for e in root.iter(f"{ns}text")), "x spans 81x > 10: log scale"
     rng = np.random.default_rng(0)
     dists = [svg.Distribution(f"row {i}", svg.distribution_stats(rng.lognormal(i, 0.2, 500))) for i in range(4)]
@@ -344,7 +350,7 @@ def test_svg_plots_are_well_formed_xml_with_their_data_points():
     assert len([e for e in root.iter(f"{ns}rect") if e.get("class") == "box"]) == 4
     assert len([e for e in root.iter(f"{ns}line") if e.get("class") == "median"]) == 5
     assert any("(log scale)" in (e.text or "") for e in root.iter(f"{ns}text"))
-    cells = [[svg.Cell("#fff", "+1", "a<b"), None], [svg.Cell("#000", "x", dark=True), svg.Cell("#eee")]]
+    cells: list[list[svg.Cell | None]] = [[svg.Cell("#fff", "+1", "a<b"), None], [svg.Cell("#000", "x", dark=True), svg.Cell("#eee")]]
     root = ET.fromstring(svg.heatmap(cells, ["r1", "r2"], ["c1", "c2"], title="h"))
     assert len([e for e in root.iter(f"{ns}g") if e.get("class") == "cell"]) == 3
 
@@ -402,12 +408,13 @@ def test_text_from_results_is_escaped_never_markup(tmp_path):
     inp.model = f"lenet{XSS}"
     inp.labels = [f"{name}{XSS}" for name in LABELS]
     inp.run_info["note"] = XSS
-    res = next(r for r in inp.results if r.status == "measured" and r.comparison.flipped)
+    res = next(r for r in inp.results if r.status == "measured" and r.comparison is not None and r.comparison.flipped)
     res.combo = replace(res.combo, device=XSS)  # the row label
+    assert res.artifact is not None
     res.artifact = replace(res.artifact, path=Path(f"/ws/artifacts/{XSS}/model.tflite"))
     res.notes = [f"note {XSS}"]
     inp.results.append(Result(run_id="run-1", combo_key="failed", model=inp.model, dataset="mnist",
-                              combo=Combo("keras", "onnx", "int8", "host"), status="conversion_failed",
+                              combo=Combo("keras", "onnx", "int8", "host"), status=Status.CONVERSION_FAILED,
                               reason=f"op {XSS} not supported", bundle='/ws/bugs/b"><img src=x onerror=alert(2)>'))
     html = write_report(inp, tmp_path / "out").html.read_text()
     assert html.count("<script") == 1 and "alert(1)</script>" not in html  # only the page's own script
@@ -428,7 +435,9 @@ def test_the_inline_script_is_allowed_by_its_hash_and_nothing_else(written):
 
     _, paths = written
     html = paths.html.read_text()
-    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1)
+    meta = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html)
+    assert meta is not None
+    csp = meta.group(1)
     (script,) = re.findall(r"<script>(.*?)</script>", html, flags=re.S)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     assert f"script-src 'sha256-{digest}'" in csp and csp.count("unsafe-inline") == 1  # the styles only
@@ -440,6 +449,7 @@ def test_confusion_difference_is_target_minus_baseline(tmp_path):
     res = next(r for r in inp.results if r.status == "measured" and r.metrics["flipped_count"])
     base = np.load(inp.baselines["keras"]["outputs_path"]).argmax(1)
     tgt = base.copy()
+    assert res.comparison is not None
     for f in res.comparison.flipped:
         tgt[f.index] = f.target_pred
     cm = lambda pred: np.array([[np.sum((inp.y_true == i) & (pred == j)) for j in range(10)] for i in range(10)])
@@ -458,7 +468,7 @@ def test_a_run_where_nothing_was_measured_still_reports(tmp_path):
     inp = make_input(tmp_path / "d", n_samples=50, n_rows=4, with_history=False)
     inp.results = [Result(run_id="run-1", combo_key=f"k{i}", model="lenet5", dataset="mnist",
                           combo=Combo("keras", "tflite", q, "host"), status=s, reason=f"reason {i}")
-                   for i, (q, s) in enumerate([("none", "conversion_failed"), ("fp16", "unsupported")])]
+                   for i, (q, s) in enumerate([("none", Status.CONVERSION_FAILED), ("fp16", Status.UNSUPPORTED)])]
     paths = write_report(inp, tmp_path / "out")
     doc = json.loads(paths.json.read_text())
     assert doc["summary"]["measured"] == 0 and doc["summary"]["overall"] == "fail"
@@ -496,7 +506,12 @@ def test_report_reads_only_latency_sample_files(tmp_path, monkeypatch):
     inp = make_input(tmp_path / "d", n_samples=200, n_rows=8, with_history=False)
     loaded = []
     real_load = np.load
-    monkeypatch.setattr(np, "load", lambda path, *a, **k: loaded.append(str(path)) or real_load(path, *a, **k))
+
+    def load(path, *a, **k):
+        loaded.append(str(path))
+        return real_load(path, *a, **k)
+
+    monkeypatch.setattr(np, "load", load)
     write_report(inp, tmp_path / "out")
     measured = [r for r in inp.results if r.status == "measured"]
     assert sorted(loaded) == sorted([r.latency_path for r in measured]
@@ -533,6 +548,7 @@ def test_a_webgpu_row_beside_its_wasm_twin_shows_the_adapter_and_what_departs(tm
     inp = make_input(tmp_path / "data", with_history=False)
     wasm = next(r for r in inp.results if r.combo.backend == "wasm" and r.combo.format == "onnx"
                 and r.combo.quantize == "none")
+    assert wasm.comparison is not None
     gpu_env = {**wasm.environment, "gpu": "google swiftshader (fallback adapter)"}
     gpu = replace(wasm, combo=replace(wasm.combo, backend="webgpu"), combo_key="gpu-key", environment=gpu_env,
                   comparison=replace(wasm.comparison, agreement=0.885, max_abs_error=1.47, verdict="fail"),

@@ -44,7 +44,8 @@ def test_the_plan_is_stored_as_its_fields_and_none_as_an_empty_object():
     doc = json.loads(json.dumps(factory.result(plan=PLAN).to_json()))
     assert doc["plan"] == {"source_format": "keras", "fmt": "onnx", "quantize": "int8", "artifact_format": "onnx",
                            "steps": ["onnx_tf", "onnx_quant"], "mode": "static int8 QDQ", "note": None}
-    assert Result.from_json(doc).plan == PLAN and Result.from_json(doc).plan.converter == "onnx_tf+onnx_quant"
+    plan = Result.from_json(doc).plan
+    assert plan == PLAN and plan is not None and plan.converter == "onnx_tf+onnx_quant"
     bare = factory.result().to_json()
     assert bare["plan"] == {} and Result.from_json(bare).plan is None
 

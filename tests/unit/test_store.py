@@ -408,7 +408,8 @@ def test_both_stores_make_the_same_tables_and_read_each_others_files(tmp_path):
         writer.record_finding("f1", {"stage": "load"}, "owner", "title", "r1", {"numpy": "1"}, "row", "bundle")
         writer.mark_finding_absent("f1", "r2", {"numpy": "2"})
         for store in (writer, reader):
-            assert store.get_run("r1").request == {"targets": ["host"], "n": 1.5, "none": None}
+            run = store.get_run("r1")
+            assert run is not None and run.request == {"targets": ["host"], "n": 1.5, "none": None}
             (row,) = store.results_for("r1")
             assert row.to_json() == writer.results_for("r1")[0].to_json() and row.metrics["accuracy"] == 0.9
             assert row.metrics["max_abs_error"] is None and row.notes == ["n"] and row.artifact == factory.artifact()

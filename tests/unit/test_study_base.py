@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from deploytool.study.report import Section, Table
 @pytest.fixture
 def toy_study(monkeypatch):
     """A study module of the documented shape, registered under `toy` (a test double of a real study)."""
-    mod = types.ModuleType("toy_study")
+    mod: Any = types.ModuleType("toy_study")  # its attributes are set below
     mod.HELP = "a toy study"
     mod.EXAMPLES = ("deploytool study toy",)
     mod.calls = []

@@ -58,7 +58,12 @@ def test_time_point_warms_up_then_times_whole_batches():
     import numpy as np
 
     seen = []
-    times, cpu_s, wall_s = time_point(lambda x: seen.append(len(x)) or x, np.zeros((10, 2), np.float32), 4,
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        seen.append(len(x))
+        return x
+
+    times, cpu_s, wall_s = time_point(predict, np.zeros((10, 2), np.float32), 4,
                                       PointBudget(min_batches=3, min_samples=20, warmup_batches=2))
     assert seen == [4] * (2 + 5)  # 2 warm-up batches, then 5 timed ones (20 samples at batch 4)
     assert len(times) == 5 and all(t >= 0 for t in times) and wall_s >= sum(times) / 1e3 * 0.5 and cpu_s >= 0

@@ -45,6 +45,7 @@ def test_a_frame_of_deploytool_is_its_own_bug_whatever_the_message():
                "'dict' object has no attribute 'numpy'",
                _frames(("deploytool", "run/runner"), ("tensorflow", "framework/ops"), ("deploytool", "runtimes/keras")))
     t = triage(row, ENV, ("tensorflow",))
+    assert t.raised_at is not None
     assert t.klass == "internal_error" and t.raised_at.package == "deploytool" and "runtimes/keras" in t.why
     # the standard library's own frames (json.loads raising) are its caller's: still ours
     via_json = replace(row, raised=Raised("json.decoder.JSONDecodeError", "Expecting value",
@@ -59,11 +60,14 @@ def test_an_exception_raised_in_a_package_is_not_ours_and_code_it_generated_is_t
     row = _row(frames=_frames(("deploytool", "convert/x"), ("onnxruntime", "tools/symbolic_shape_infer")),
                exception="AssertionError", message="")
     t = triage(row, ENV, ("onnxruntime",))
+    assert t.raised_at is not None
     assert t.klass == "upstream" and t.raised_at.package == "onnxruntime"
     assert "AssertionError raised at onnxruntime/tools/symbolic_shape_infer.py:11" in t.why  # no words: the frame
     generated = Frame("/tmp/__autograph_generated_fileab12.py", 5, "tf__call", "")
     row = _row(frames=(*_frames(("tensorflow", "eager/execute")), generated), exception="ValueError")
-    assert raising_frame(row.raised).package == "tensorflow" and triage(row, ENV).klass == "upstream"
+    assert row.raised is not None
+    frame = raising_frame(row.raised)
+    assert frame is not None and frame.package == "tensorflow" and triage(row, ENV).klass == "upstream"
 
 
 @pytest.mark.parametrize("message, klass", [
@@ -81,6 +85,7 @@ def test_an_output_mismatch_of_as_many_values_per_sample_is_deploytool_contradic
 def test_coverage_gaps_are_unsupported_with_their_ops_and_what_would_make_them_work():
     no_op = _row(exception="NoConversion", message="onnx2tf has no conversion for the ONNX op TreeEnsembleClassifier",
                  frames=_frames(("onnx2tf", "onnx2tf")))
+    assert no_op.raised is not None
     no_op = replace(no_op, raised=replace(no_op.raised, ops=("TreeEnsembleClassifier",), remedy="another converter"))
     t = triage(no_op, ENV, ("onnx2tf",))  # onnx2tf runs outside its pins, but a gap is a gap
     assert t.klass == "unsupported" and t.ops == ("TreeEnsembleClassifier",) and t.remedy == "another converter"
@@ -135,7 +140,8 @@ def test_raised_keeps_the_frames_of_the_worker_that_raised():
             w.call(_boom)
     r = Raised.of(e.value)
     assert r.exception == "json.decoder.JSONDecodeError" and r.frames[-1].package == "python"
-    assert raising_frame(r).function == "_boom"  # past the standard library: this test's own code
+    frame = raising_frame(r)
+    assert frame is not None and frame.function == "_boom"  # past the standard library: this test's own code
 
 
 def test_a_stage_failure_stands_for_its_cause_and_a_tool_failure_points_where_the_tool_gave_up():
