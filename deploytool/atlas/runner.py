@@ -68,8 +68,10 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
     t0 = time.perf_counter()
     ws = Workspace.open(workspace)
     names = select(req.architectures)
+    # architectures not chosen this time keep their line from the tier's last atlas: re-running one redraws the grid
+    last = _last_entries(ws, req.tier)
     builds = build_all(names, req.tier, ws, log)
-    entries = []
+    entries: list[AtlasEntry] = []
     for name in names:
         arch, built = ATLAS[name], builds[name]
         entry = AtlasEntry(name, arch.family, arch.provider)
@@ -80,7 +82,8 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
             _migrate(entry, built, req, ws, db_url, log, progress)
         log(f"atlas: {name}: " + (f"run {entry.run_id} ({entry.seconds:.0f} s)" if entry.run_id else entry.error))
         entries.append(entry)
-        _save(ws, req, entries)  # after each architecture: an interrupted atlas keeps what it measured
+        _save(ws, req, merged(last, entries))  # after each architecture: an interrupted atlas keeps them
+    entries = merged(last, entries)
     outcome = AtlasOutcome(req.tier, entries, time.perf_counter() - t0)
     outcome.page = write_page(ws, db_url, req.tier, entries, outcome.seconds)
     _save(ws, req, entries, outcome.seconds)
@@ -114,6 +117,22 @@ def _save(ws: Workspace, req: AtlasRequest, entries: list[AtlasEntry], seconds: 
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"request": asdict(req), "seconds": seconds, "entries": [asdict(e) for e in entries]}
     (folder / "atlas.json").write_text(json.dumps(doc, indent=1, default=str))
+
+
+def merged(last: list[AtlasEntry], fresh: list[AtlasEntry]) -> list[AtlasEntry]:
+    """The grid's lines: this run's, and the last atlas' lines of the architectures it did not run (an architecture
+    no longer in the atlas dropped), in the atlas' order."""
+    order = {name: i for i, name in enumerate(ATLAS)}
+    ran = {e.name for e in fresh}
+    lines = [*fresh, *(e for e in last if e.name not in ran and e.name in order)]
+    return sorted(lines, key=lambda e: order.get(e.name, len(order)))
+
+
+def _last_entries(ws: Workspace, tier: str) -> list[AtlasEntry]:
+    try:
+        return load_entries(ws, tier)[0]
+    except (UnknownOption, ValueError, TypeError, KeyError):  # none yet, or one this version cannot read
+        return []
 
 
 def load_entries(ws: Workspace, tier: str) -> tuple[list[AtlasEntry], float | None]:

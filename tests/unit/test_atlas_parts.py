@@ -149,3 +149,17 @@ def test_the_example_atlas_lab_file_loads():
 
     lab = load_lab(Path(__file__).resolve().parents[2] / "examples" / "atlas.toml")
     assert len(lab.models) >= 25 and all(m.architecture for m in lab.models)
+
+
+def test_an_atlas_run_of_some_architectures_keeps_the_other_lines_of_the_last_one():
+    from deploytool.atlas.grid import AtlasEntry
+    from deploytool.atlas.runner import merged
+
+    last = [AtlasEntry("torchvision/squeezenet1_1", "vision-cnn", "torchvision", run_id="old-sq"),
+            AtlasEntry("keras/mobilenet_v1", "vision-cnn", "keras", run_id="old-mb"),
+            AtlasEntry("keras/gone", "vision-cnn", "keras", run_id="x")]  # no longer in the atlas: dropped
+    fresh = [AtlasEntry("keras/mobilenet_v1", "vision-cnn", "keras", run_id="new-mb")]
+    lines = merged(last, fresh)
+    assert [(e.name, e.run_id) for e in lines] == [("keras/mobilenet_v1", "new-mb"),
+                                                   ("torchvision/squeezenet1_1", "old-sq")]  # the atlas' order
+    assert merged([], fresh) == fresh
