@@ -19,7 +19,7 @@ from deploytool.modelfiles.reader import read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.spec import ModelSpec, Preprocess, TrainSpec
-from deploytool.tolerances import DEFAULT_TOLERANCES, source_tolerances
+from deploytool.tolerances import USER_CLASSIFIER_TOLERANCES, source_tolerances
 from deploytool.workspace import Workspace, safe_segment
 
 SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}
@@ -209,7 +209,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
         name=name, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,
         labels=labels, preprocess=Preprocess(opts.scale, opts.mean, opts.std),
         train=TrainSpec(epochs=0, batch_size=0, optimizer="none", learning_rate=0.0, seed=0),
-        expected_accuracy=(0.0, 1.0), tolerances=source_tolerances(DEFAULT_TOLERANCES, signature.quantized),
+        expected_accuracy=(0.0, 1.0), tolerances=source_tolerances(USER_CLASSIFIER_TOLERANCES, signature.quantized),
         description=f"user model {path}", source=str(path), input_name=signature.inputs[0].name,
     )
     return spec, artifact

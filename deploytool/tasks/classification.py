@@ -11,7 +11,7 @@ import numpy as np
 from deploytool.errors import DataError
 from deploytool.tasks.base import Column, Flip, Scores, Task, TaskView
 from deploytool.tasks.weak_set import agreement_uninformative
-from deploytool.tolerances import DEFAULT_TOLERANCES
+from deploytool.tolerances import USER_CLASSIFIER_TOLERANCES
 
 ACCURACY = Column("accuracy", "accuracy", "pct", title="top-1 accuracy against the test set's labels", percent=True)
 DELTA_PTS = Column("Δ pts", "accuracy_delta_points", "points", "low",
@@ -32,7 +32,7 @@ def top_k_agreement(target: np.ndarray, reference: np.ndarray, k: int = 5) -> fl
 
 class Classification(Task):
     name = "classification"
-    tolerances = DEFAULT_TOLERANCES
+    tolerances = USER_CLASSIFIER_TOLERANCES
     label_metrics = ("accuracy_drop_points",)
     view = TaskView(
         "classification", (ACCURACY, DELTA_PTS, AGREE, FLIPS, MAX_ERR),

@@ -81,3 +81,27 @@ def test_the_judge_checks_a_task_of_its_owns_metrics(segmentation):
     assert off.verdict == "fail" and {c.metric for c in off.broken} >= {"pixel_agreement"}
     unlabelled = compare_outputs({"mask": moved}, {"mask": base}, None, tol, task=segmentation.NAME)
     assert {c.metric for c in unlabelled.checks} == {"pixel_agreement"}  # mIoU needs labels: not checked
+
+
+def test_a_users_classifier_is_judged_on_float_routes_by_its_error_over_the_range_and_the_zoo_keeps_its_limits():
+    """Logits in the tens differ by float32 rounding alone by ~3e-4: a user's classifier (no manifest) passes on the
+    error over each output's range; the absolute limit the zoo's manifests write would call it degraded."""
+    from deploytool.spec import load_spec
+    from deploytool.tolerances import DEFAULT_TOLERANCES, USER_CLASSIFIER_TOLERANCES
+
+    rng = np.random.default_rng(1)
+    base = (rng.normal(size=(32, 10)) * 20).astype(np.float32)
+    target = base + rng.uniform(-3e-4, 3e-4, size=base.shape).astype(np.float32)
+    y = base.argmax(1)
+    user = compare_outputs({"logits": target}, {"logits": base}, y, USER_CLASSIFIER_TOLERANCES["none"],
+                           task="classification")
+    assert user.verdict == "pass" and {c.metric for c in user.checks} >= {"rel_error", "agreement"}
+    absolute = compare_outputs({"logits": target}, {"logits": base}, y, DEFAULT_TOLERANCES["none"],
+                               task="classification")
+    assert absolute.verdict == "degraded" and [c.metric for c in absolute.broken] == ["max_abs_error"]
+    off = compare_outputs({"logits": base * 1.05}, {"logits": base}, y, USER_CLASSIFIER_TOLERANCES["none"],
+                          task="classification")
+    assert off.verdict == "fail" and "rel_error" in {c.metric for c in off.broken}  # 5% of the range: wrong
+    assert tasks.get_task("classification").tolerances is USER_CLASSIFIER_TOLERANCES
+    zoo = load_spec("lenet5").tolerances["none"]
+    assert zoo["max_abs_error"] == (1e-4, 1e-2) and "rel_error" not in zoo
