@@ -71,6 +71,11 @@ GAPS: tuple[_Gap, ...] = (
     _gap(r"(?:Select TensorFlow op\(s\)|Regular TensorFlow ops).*not supported by this interpreter",
          r"\b(Flex\w+)", "run it where the Flex delegate is linked (TensorFlow's tf.lite.Interpreter, "
          "--runtime tensorflow-lite), or convert without SELECT_TF_OPS"),
+    # tfjs-tflite's WebAssembly build loading a file with TensorFlow ops: it would dlopen the Flex delegate it lacks
+    # (the atlas: onnx2tf int8-io files LiteRT on the host refuses for their Select TensorFlow ops)
+    _gap(r"To use dlopen, you need enable dynamic linking", None,
+         "tfjs-tflite's WebAssembly build cannot load the Flex delegate the file's TensorFlow ops need: convert "
+         "without SELECT_TF_OPS, or run it where Flex is linked (TensorFlow's tf.lite.Interpreter on the host)"),
     _gap(r"Encountered unresolved custom op", r"custom op:? '?(\w+)", "register the custom op with the interpreter"),
     # onnxruntime (and onnxruntime-web): no kernel for an op in this build or execution provider
     _gap(r"Could not find an implementation for", r"implementation for (\w+)\(\d+\)",

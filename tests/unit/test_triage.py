@@ -101,6 +101,11 @@ def test_coverage_gaps_are_unsupported_with_their_ops_and_what_would_make_them_w
     needs_flex = _row("load_failed", "browser: Aborted(To use dlopen, you need enable dynamic linking)", exception="",
                       artifact=factory.artifact(options={"needs_flex": True}))
     assert triage(needs_flex, ENV).klass == "unsupported"
+    # a file whose TensorFlow ops deploytool did not ask for (onnx2tf's int8-io): the same gap, whoever made it
+    unknown_flex = _row("load_failed", "browser: Aborted(To use dlopen, you need enable dynamic linking, see https://"
+                                       "github.com/emscripten-core/emscripten/wiki/Linking)", exception="")
+    t = triage(unknown_flex, ENV, ("onnx2tf",))
+    assert t.klass == "unsupported" and "Flex delegate" in t.remedy
     skew = _row("load_failed", "browser: Didn't find op for builtin opcode 'FULLY_CONNECTED' version '12'",
                 exception="")
     assert triage(skew, ENV).klass == "upstream"  # a known op at a newer version: a compatibility bug, reported
