@@ -56,6 +56,7 @@ def write_page(ws: Workspace, db_url: str | None, tier: str, entries: list[Atlas
     folder.mkdir(parents=True, exist_ok=True)
     html = _environment().get_template("atlas.html.j2").render(
         tier=tier, rows=rows, routes=grid.route_order(rows), counts=grid.counts(rows),
+        expected=sum(c.triage == "expected" for row in rows for c in row.cells.values()),
         summaries=grid.summaries(rows, converters), outcomes=grid.OUTCOMES, seconds=seconds,
         findings=[{"id": f.id, "title": f.title, "klass": f.klass or "untriaged", "state": f.state,
                    "occurrences": f.occurrences, "link": _rel(ws.finding_dir(f.id), folder)} for f in findings])
