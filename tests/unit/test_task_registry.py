@@ -91,7 +91,7 @@ def test_a_users_classifier_is_judged_on_float_routes_by_its_error_over_the_rang
 
     rng = np.random.default_rng(1)
     base = (rng.normal(size=(32, 10)) * 20).astype(np.float32)
-    target = base + rng.uniform(-3e-4, 3e-4, size=base.shape).astype(np.float32)
+    target = base + np.asarray(rng.uniform(-3e-4, 3e-4, size=base.shape), dtype=np.float32)
     y = base.argmax(1)
     user = compare_outputs({"logits": target}, {"logits": base}, y, USER_CLASSIFIER_TOLERANCES["none"],
                            task="classification")
