@@ -146,6 +146,27 @@ def _keep_step_input(art: Artifact, out_dir: Path) -> None:
     replace(art, path=kept).save(keep / "artifact.json")
 
 
+# A TFLite file is a FlatBuffer, which its 32-bit offsets hold to 2 GiB; and what a float32 model's weights take in a
+# file at each quantization (fp16 halves them; dynamic-range and int8 keep one byte a weight).
+FLATBUFFER_LIMIT_BYTES = 2**31
+WEIGHT_SHARE = {"none": 1.0, "fp16": 0.5, "dynamic": 0.25, "int8": 0.25, "int8-io": 0.25}
+
+
+def refuse_oversized(source: Artifact, fmt: str, quantize: str) -> None:
+    """A TFLite file the source's weights cannot fit in (a 2.15 GiB ONNX model at float32: onnx2tf took 22 GB of
+    memory before the kernel killed it) is refused before any converter runs, in one line naming what would fit."""
+    if artifact_format(fmt) != "tflite" or not source.size_bytes:
+        return
+    estimate = source.size_bytes * WEIGHT_SHARE.get(quantize, 1.0)
+    if estimate <= FLATBUFFER_LIMIT_BYTES:
+        return
+    fits = [q for q, share in WEIGHT_SHARE.items() if source.size_bytes * share <= FLATBUFFER_LIMIT_BYTES]
+    raise StageFailed("unsupported", f"a TFLite file is a FlatBuffer of at most 2 GiB; this model's "
+                                     f"{source.size_bytes / 2**30:.3g} GiB make about {estimate / 2**30:.3g} GiB at "
+                                     f"--quantize {quantize}" + (f": --quantize {' or '.join(fits)} would fit, or run it as ONNX"
+                                                                 if fits else ": run it as ONNX"))
+
+
 def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
             calibration: np.ndarray | None = None) -> Artifact:
     """Convert `source` to `fmt` with `quantize` into `out_dir`; writes out_dir/artifact.json.
@@ -154,6 +175,7 @@ def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
     int8 modes need it (a few hundred spread over it are used).
     """
     p = plan(source.format, fmt, quantize)
+    refuse_oversized(source, fmt, quantize)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = modes(source.format, fmt)[quantize][0]

@@ -40,15 +40,33 @@ UNSUPPORTED = {
 }
 
 
+# A model this large keeps its weights as external data through quantization: quant_pre_process writes its float
+# copy as one protobuf otherwise, which cannot pass 2 GiB (a 2.15 GiB model: "Protobuf parsing failed").
+EXTERNAL_DATA_FROM_BYTES = 2**30
+
+
+def _large(source: Artifact) -> bool:
+    return (source.size_bytes or 0) >= EXTERNAL_DATA_FROM_BYTES
+
+
+def _external(source: Artifact) -> tuple[dict[str, Any], dict[str, Any]]:
+    """quant_pre_process's and the quantizer's keywords that keep a large model's weights beside it."""
+    if not _large(source):
+        return {}, {}
+    return ({"save_as_external_data": True, "all_tensors_to_one_file": True},
+            {"use_external_data_format": True})
+
+
 def recipe(source: Artifact, quantize: str) -> Recipe:
     """quant_pre_process, then quantize_dynamic or quantize_static (QDQ, per-channel, MinMax) as `convert` calls
     them (the documented alternative, skip_symbolic_shape=True, is not tried: the reproducer shows the fault)."""
     lines = ["from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, "
              "QuantType, quantize_dynamic, quantize_static)",
              "from onnxruntime.quantization.shape_inference import quant_pre_process",
-             "quant_pre_process(SOURCE, 'pre.onnx')"]
+             "quant_pre_process(SOURCE, 'pre.onnx'" + _kwargs(_external(source)[0]) + ")"]
+    big = _kwargs(_external(source)[1])
     if quantize == "dynamic":
-        lines.append("quantize_dynamic('pre.onnx', OUT, weight_type=QuantType.QInt8, per_channel=False)")
+        lines.append(f"quantize_dynamic('pre.onnx', OUT, weight_type=QuantType.QInt8, per_channel=False{big})")
     else:
         lines += ["import onnx",
                   "graph = onnx.load('pre.onnx', load_external_data=False).graph",
@@ -62,8 +80,12 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
                   f"        return None if i is None else {{n: a[i:i + {CALIBRATION_BATCH}] for n, a in zip(names, arrays)}}",
                   "quantize_static('pre.onnx', OUT, Reader(), quant_format=QuantFormat.QDQ, per_channel=True, "
                   "activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, "
-                  "calibrate_method=CalibrationMethod.MinMax)"]
+                  f"calibrate_method=CalibrationMethod.MinMax{big})"]
     return Recipe("\n".join(lines) + "\n", ("onnxruntime", "onnx"), "model.onnx")
+
+
+def _kwargs(kw: dict[str, Any]) -> str:
+    return "".join(f", {k}={v!r}" for k, v in kw.items())
 
 
 @register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED, owner="microsoft/onnxruntime",
@@ -81,14 +103,17 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
     path = Path(out_dir) / "model.onnx"
     options: dict = {"pre_process": "quant_pre_process"}
+    pre_kw, quant_kw = _external(source)
+    if quant_kw:
+        options["external_data"] = True
     notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-onnxq-") as tmp:
         pre = Path(tmp) / "pre.onnx"
         try:
-            quant_pre_process(str(source.path), str(pre))
+            quant_pre_process(str(source.path), str(pre), **pre_kw)
         except Exception as e:  # onnxruntime's symbolic shape inference gives up on some graphs (a Reshape, ids)
             try:  # the documented way around it: quantization without symbolic shape inference
-                quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True)
+                quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True, **pre_kw)
             except Exception:
                 raise e from None  # the alternative fails too: the row fails with the first error
             options["pre_process"] = "quant_pre_process(skip_symbolic_shape=True)"
@@ -96,7 +121,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
                                            "quant_pre_process(model, 'pre.onnx', skip_symbolic_shape=True)")
             notes = (fallback_note(options["fallback"]),)
         if quantize == "dynamic":
-            quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False)
+            quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False, **quant_kw)
             options.update(weight_type="QInt8", per_channel=False)
         elif quantize == "int8":
             samples = calibration_subset(calibration, "ONNX static int8")
@@ -119,7 +144,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
 
             quantize_static(str(pre), str(path), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax)
+                            calibrate_method=CalibrationMethod.MinMax, **quant_kw)
             options.update(quant_format="QDQ", per_channel=True, activation_type="QInt8", weight_type="QInt8",
                            calibrate_method="MinMax", calibration_samples=len(samples))
         else:

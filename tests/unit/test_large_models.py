@@ -1,0 +1,43 @@
+"""Models past 2 GiB: a TFLite file (a FlatBuffer, 2 GiB at most) the weights cannot fit in is refused before any
+converter runs, naming the quantizations that would fit; ONNX quantization keeps a large model's weights as
+external data (quant_pre_process's float copy could not be one protobuf), in the call and in its reproducer."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploytool import convert
+from deploytool.convert import onnx_quant
+from deploytool.errors import StageFailed
+from tests import results as factory
+
+GIB = 2**30
+
+
+def test_a_tflite_file_the_weights_cannot_fit_is_refused_naming_what_would_fit():
+    big = factory.artifact("/ws/models/big.onnx", "onnx", size_bytes=int(2.15 * GIB))
+    with pytest.raises(StageFailed, match=r"FlatBuffer of at most 2 GiB; this model's 2\.15 GiB make about 2\.15 GiB "
+                                          r"at --quantize none: --quantize fp16 or dynamic or int8 or int8-io would fit"
+                       ) as e:
+        convert.refuse_oversized(big, "tflite", "none")
+    assert e.value.status == "unsupported"
+    convert.refuse_oversized(big, "tflite", "fp16")  # ~1.1 GiB: fits
+    convert.refuse_oversized(big, "onnx", "none")  # ONNX keeps it as external data
+    huge = factory.artifact("/ws/models/huge.onnx", "onnx", size_bytes=9 * GIB)
+    with pytest.raises(StageFailed, match="at --quantize int8: run it as ONNX"):
+        convert.refuse_oversized(huge, "tflite", "int8")
+    convert.refuse_oversized(factory.artifact(size_bytes=0), "tflite", "none")  # size unknown: the converter says
+
+
+def test_onnx_quantization_of_a_large_model_keeps_its_weights_as_external_data_in_the_call_and_its_recipe():
+    big = factory.artifact("/ws/models/big.onnx", "onnx", size_bytes=int(1.5 * GIB))
+    small = factory.artifact("/ws/models/small.onnx", "onnx", size_bytes=10_000)
+    assert onnx_quant._external(big) == ({"save_as_external_data": True, "all_tensors_to_one_file": True},
+                                         {"use_external_data_format": True})
+    assert onnx_quant._external(small) == ({}, {})
+    for quantize in ("dynamic", "int8"):
+        code = onnx_quant.recipe(big, quantize).code
+        assert "quant_pre_process(SOURCE, 'pre.onnx', save_as_external_data=True, all_tensors_to_one_file=True)" in code
+        assert "use_external_data_format=True)" in code
+        assert "save_as_external_data" not in (plain := onnx_quant.recipe(small, quantize).code)
+        assert "use_external_data_format" not in plain
