@@ -72,6 +72,8 @@ class DeviceError(DeploytoolError):
 # The words of a row a phone had no room for (deploytool.runtimes.android), which triage reads as the device's state:
 # not the model's nor a library's fault.
 PHONE_STORAGE_FULL = "too little free storage"
+# How a worker killed by the kernel's out-of-memory killer is described (deploytool.proc.worker), for triage.
+OUT_OF_MEMORY = "the kernel's out-of-memory killer"
 
 
 class HarnessMissing(DeploytoolError):

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from deploytool.errors import PHONE_STORAGE_FULL, Frame, Raised, first_line_of
+from deploytool.errors import OUT_OF_MEMORY, PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM, EXPECTED = TRIAGE_CLASSES
@@ -240,6 +240,9 @@ def triage(result: Result, env: Environment, tools: Iterable[str] = (), random_w
             return _with_packages(found, packages)
     if random_weights and result.status is Status.MEASURED and result.combo.quantize != "none":
         return Triage(EXPECTED, QUANTIZED_RANDOM_WEIGHTS, packages=packages)
+    if OUT_OF_MEMORY in (result.reason or ""):
+        return Triage(ENVIRONMENT, "this machine ran out of memory (the kernel killed the process; not a bug "
+                      f"shown): {first_line_of(result.reason)[:160]}", packages=packages)
     if PHONE_STORAGE_FULL in (result.reason or ""):
         return Triage(ENVIRONMENT, "the phone had no room for the run (not the model's nor a library's fault): "
                       f"{first_line_of(result.reason)[:160]}", packages=packages)

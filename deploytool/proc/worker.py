@@ -20,6 +20,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from deploytool.errors import OUT_OF_MEMORY
+
 # prctl(2) option: the signal the kernel sends us when our parent ends.
 _PR_SET_PDEATHSIG = 1
 # How long an idle worker's exit hooks may take before it is killed anyway.
@@ -82,6 +84,7 @@ class Worker:
         """`fn(*args)` in the process; returns its result or raises what it raised. The process ending meanwhile
         raises WorkerLost, a call longer than `timeout` seconds WorkerTimedOut; either way the process is gone."""
         child, _ = self._running()
+        kills = oom_kills()
         try:
             future = child.last_call = _submit_from_lasting_thread(child.pool, fn, *args)
         except RuntimeError:  # BrokenProcessPool: it died while idle; or another thread has just ended it
@@ -92,7 +95,10 @@ class Worker:
         try:
             return future.result()
         except (BrokenProcessPool, CancelledError):  # it died, or was killed (by another thread) under the call
-            raise WorkerLost(self._end(child), self.log_tail()) from None
+            how = self._end(child)
+            if "SIGKILL" in how and kills is not None and (oom_kills() or 0) > kills:
+                how += f" by {OUT_OF_MEMORY}: it needed more memory than this machine's {_memory_gib():.0f} GiB"
+            raise WorkerLost(how, self.log_tail()) from None
 
     def kill(self) -> str:
         """Stop the process for good now, whatever it is doing; returns how it ended, for a message."""
@@ -173,6 +179,23 @@ class _Child:
             if self.how is None:
                 self.how = _kill_pool(self.pool)
             return self.how
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (/proc/vmstat's oom_kill; None
+    where the kernel does not say): one more across a call whose worker died by SIGKILL names its killer."""
+    try:
+        with open("/proc/vmstat") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _memory_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (OSError, ValueError):
+        return 0.0
 
 
 def describe_exit(code: int) -> str:

@@ -87,6 +87,27 @@ def test_a_process_killed_with_sigkill_is_described_so(tmp_path):
     assert describe_exit(-15) == "killed by SIGTERM" and describe_exit(0) == "exit code 0"
 
 
+def test_a_sigkill_the_out_of_memory_killer_counted_is_named_its(monkeypatch):
+    """/proc/vmstat's oom_kill counting one more kill across the call names the kernel's out-of-memory killer (the
+    count is made to rise here: the real killer would pick the biggest process on the machine)."""
+    from deploytool.proc import worker
+
+    real = worker.oom_kills()
+    assert real is None or real >= 0  # this machine's kernel says (Linux >= 4.13), or not at all
+    counts = iter([5, 6])
+    monkeypatch.setattr(worker, "oom_kills", lambda: next(counts))
+    with Worker() as w:
+        with pytest.raises(WorkerLost) as e:
+            w.call(jobs.kill_myself)
+    assert e.value.how.startswith("killed by SIGKILL by the kernel's out-of-memory killer: it needed more memory "
+                                  "than this machine's") and e.value.how.endswith(" GiB")
+    monkeypatch.setattr(worker, "oom_kills", lambda: 5)  # no kill counted: just the signal
+    with Worker() as w:
+        with pytest.raises(WorkerLost) as e:
+            w.call(jobs.kill_myself)
+    assert e.value.how == "killed by SIGKILL"
+
+
 def test_a_call_past_its_timeout_is_stopped_and_the_next_one_gets_a_fresh_process():
     with Worker() as w:
         pid = w.call(os.getpid)

@@ -216,3 +216,11 @@ def test_a_quantized_row_of_random_weights_that_drifts_is_expected_and_no_findin
     assert Triage.from_json(t.to_json()) == t  # stored and read back
     drift.triage, float_row.triage = t, triage(float_row, ENV, random_weights=True)
     assert [r.combo.quantize for r, _ in findings.failing_signatures([drift, float_row])] == ["none"]
+
+
+def test_a_process_the_out_of_memory_killer_ended_is_this_machines_state_not_a_bug():
+    row = _row("conversion_failed", "the converter process crashed converting to tflite/dynamic (killed by SIGKILL by "
+                                    "the kernel's out-of-memory killer: it needed more memory than this machine's 24 GiB)",
+               exception="")
+    t = triage(row, ENV, ("onnx2tf",))  # onnx2tf outside its pins: still the machine's memory first
+    assert t.klass == "environment" and t.why.startswith("this machine ran out of memory")
