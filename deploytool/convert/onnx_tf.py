@@ -41,6 +41,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
             "    return serving(**dict(zip(inputs, x)))\n"
             f"tf2onnx.convert.from_function(serve, input_signature=spec, opset={OPSET}, output_path=OUT)\n"
             "import onnx\n"
+            "onnx.checker.check_model(OUT)  # ops tf2onnx left unconverted (deploytool's check_onnx)\n"
             "graph = onnx.load(OUT).graph\n"
             "initializers = {t.name for t in graph.initializer}\n"
             "extra = [i.name for i in graph.input if i.name not in initializers][len(spec):]\n"

@@ -41,3 +41,15 @@ def test_onnx_quantization_of_a_large_model_keeps_its_weights_as_external_data_i
         assert "use_external_data_format=True)" in code
         assert "save_as_external_data" not in (plain := onnx_quant.recipe(small, quantize).code)
         assert "use_external_data_format" not in plain
+
+
+def test_the_tf2onnx_reproducer_keeps_its_savedmodel_and_checks_what_the_conversion_checks():
+    """The bundle's recipe of a Keras -> ONNX conversion: the loaded SavedModel is kept (its signature's variables die
+    with it: 'a function referencing variables which have been deleted'), the written model goes through the ONNX
+    checker (ops tf2onnx left behind) and its inputs are compared with the source's (constants left as inputs)."""
+    from deploytool.convert import onnx_tf
+
+    code = onnx_tf.recipe(factory.artifact("/ws/models/m.keras", "keras"), "none").code
+    assert "loaded = tf.saved_model.load(saved)" in code and "serving = loaded.signatures['serving_default']" in code
+    assert code.index("from_function(") < code.index("onnx.checker.check_model(OUT)") < code.index("raise WrongConversion")
+    compile(code, "recipe", "exec")  # the body is valid Python
