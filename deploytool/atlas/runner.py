@@ -18,6 +18,7 @@ from deploytool.atlas.grid import AtlasEntry
 from deploytool.atlas.page import atlas_dir, write_page
 from deploytool.errors import DeploytoolError, UnknownOption, first_line_of
 from deploytool.migrate import MigrateRequest, migrate
+from deploytool.runtimes.isolated import runtime_workers
 from deploytool.workspace import Workspace
 
 # the quick tier times few samples: its latencies say which route is slow, not by how much to the percent
@@ -72,17 +73,18 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
     last = _last_entries(ws, req.tier)
     builds = build_all(names, req.tier, ws, log)
     entries: list[AtlasEntry] = []
-    for name in names:
-        arch, built = ATLAS[name], builds[name]
-        entry = AtlasEntry(name, arch.family, arch.provider)
-        if isinstance(built, str):
-            entry.error = built
-        else:
-            entry.built = built.to_json()
-            _migrate(entry, built, req, ws, db_url, log, progress)
-        log(f"atlas: {name}: " + (f"run {entry.run_id} ({entry.seconds:.0f} s)" if entry.run_id else entry.error))
-        entries.append(entry)
-        _save(ws, req, merged(last, entries))  # after each architecture: an interrupted atlas keeps them
+    with runtime_workers():  # the architectures' runs share the measuring workers: each framework imported once
+        for name in names:
+            arch, built = ATLAS[name], builds[name]
+            entry = AtlasEntry(name, arch.family, arch.provider)
+            if isinstance(built, str):
+                entry.error = built
+            else:
+                entry.built = built.to_json()
+                _migrate(entry, built, req, ws, db_url, log, progress)
+            log(f"atlas: {name}: " + (f"run {entry.run_id} ({entry.seconds:.0f} s)" if entry.run_id else entry.error))
+            entries.append(entry)
+            _save(ws, req, merged(last, entries))  # after each architecture: an interrupted atlas keeps them
     ran = len(entries)
     entries = merged(last, entries)
     seconds = time.perf_counter() - t0
