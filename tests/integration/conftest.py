@@ -44,19 +44,31 @@ def _kept_models() -> Path:
     return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
 
 
-def _shared_models(lock_dir: Path) -> Path:
-    """A folder of trained models, filled once: by training under a file lock (xdist workers and other sessions
-    wait for it), or from the kept copy of an earlier session."""
+def _shared_models(lock_dir: Path) -> list[Path]:
+    """The folders of the trained twins, each filled once: by training under its own file lock (xdist workers and
+    other sessions wait for it), or from the kept copy of an earlier session. The two workers start from different
+    frameworks, so on a fresh machine they train the twins side by side instead of one waiting for both."""
+    order = ["keras", "torch"]
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0")[-1:] in "13579":
+        order.reverse()
+    return [_shared_model(fw, lock_dir) for fw in order]
+
+
+def _shared_model(framework: str, lock_dir: Path) -> Path:
     from filelock import FileLock
 
+    from deploytool.data import load_dataset
+    from deploytool.spec import load_spec
+    from deploytool.train import train
     from deploytool.workspace import Workspace
 
-    kept = _kept_models()
+    kept = _kept_models().with_name(f"{_kept_models().name}-{framework}")
     kept.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(kept) + ".lock"):
         if not (kept / "done").exists():
-            work = Workspace.open(lock_dir / "train-ws")
-            _train(work)
+            work = Workspace.open(lock_dir / f"train-ws-{framework}")
+            spec = load_spec("lenet5")
+            train(spec, framework, load_dataset(spec), work, progress=False)
             partial = kept.with_name(kept.name + f".partial-{os.getpid()}")
             shutil.rmtree(partial, ignore_errors=True)
             shutil.copytree(work.root / "models", partial / "models")
@@ -128,8 +140,8 @@ def lenet5_workspace(tmp_path_factory):
     from deploytool.workspace import Workspace
 
     ws = Workspace.open(tmp_path_factory.mktemp("ws-lenet5"))
-    models = _shared_models(tmp_path_factory.getbasetemp())
-    shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
+    for models in _shared_models(tmp_path_factory.getbasetemp()):
+        shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
     spec, ds, trained = _train(ws)  # every model is found in the cache: nothing trains here
     kept = _kept_conversions()
     if kept.is_dir():  # conversions of an earlier session (each artifact.json finds its file in the copy)
