@@ -45,13 +45,9 @@ UNSUPPORTED = {
 EXTERNAL_DATA_FROM_BYTES = 2**30
 
 
-def _large(source: Artifact) -> bool:
-    return (source.size_bytes or 0) >= EXTERNAL_DATA_FROM_BYTES
-
-
 def _external(source: Artifact) -> tuple[dict[str, Any], dict[str, Any]]:
     """quant_pre_process's and the quantizer's keywords that keep a large model's weights beside it."""
-    if not _large(source):
+    if (source.size_bytes or 0) < EXTERNAL_DATA_FROM_BYTES:
         return {}, {}
     return ({"save_as_external_data": True, "all_tensors_to_one_file": True},
             {"use_external_data_format": True})
@@ -60,11 +56,12 @@ def _external(source: Artifact) -> tuple[dict[str, Any], dict[str, Any]]:
 def recipe(source: Artifact, quantize: str) -> Recipe:
     """quant_pre_process, then quantize_dynamic or quantize_static (QDQ, per-channel, MinMax) as `convert` calls
     them (the documented alternative, skip_symbolic_shape=True, is not tried: the reproducer shows the fault)."""
+    pre_kw, quant_kw = _external(source)
     lines = ["from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, "
              "QuantType, quantize_dynamic, quantize_static)",
              "from onnxruntime.quantization.shape_inference import quant_pre_process",
-             "quant_pre_process(SOURCE, 'pre.onnx'" + _kwargs(_external(source)[0]) + ")"]
-    big = _kwargs(_external(source)[1])
+             "quant_pre_process(SOURCE, 'pre.onnx'" + _kwargs(pre_kw) + ")"]
+    big = _kwargs(quant_kw)
     if quantize == "dynamic":
         lines.append(f"quantize_dynamic('pre.onnx', OUT, weight_type=QuantType.QInt8, per_channel=False{big})")
     else:
