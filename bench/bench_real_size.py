@@ -9,7 +9,7 @@
 3. Paired latency of a slow model (a BERT-base-sized stack of matmuls, ~0.1-0.7 s per inference) against itself:
    the wall time of its timing (goal: under a minute on 2 cores) and the blocks it got.
 
-    .venv/bin/python bench/bench_real_size.py [--samples 500,5000] [--skip-pairing]
+    .venv/bin/python bench/bench_real_size.py [--samples 500,1000,5000] [--skip-pairing]
 
 The models are made here with onnx's own helpers (random weights, no download).
 
@@ -96,6 +96,33 @@ def bare_per_sample_s(path: Path, x: np.ndarray, batch: int) -> float:
     return (time.perf_counter() - t) / len(x)
 
 
+BARE_PEAK = """
+import sys, numpy as np, onnxruntime as ort
+so = ort.SessionOptions(); so.intra_op_num_threads = 1
+s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+shape = np.load(sys.argv[2], mmap_mode="r").shape  # the header only; the samples are read below
+with open(sys.argv[2], "rb") as f:
+    f.seek(-int(np.prod(shape)) * 4, 2)
+    for i in range(0, shape[0], 256):
+        n = min(256, shape[0] - i)
+        s.run(None, {"x": np.fromfile(f, np.float32, n * int(np.prod(shape[1:]))).reshape(n, *shape[1:])})
+print([int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0] * 1024)
+"""
+
+
+def bare_peak_rss(path: Path, x: np.ndarray, tmp: Path) -> int:
+    """Peak RSS of a bare onnxruntime script reading the same set from an .npy file a batch of 256 at a time
+    (a fresh process: the model, onnxruntime's arena and planner, one batch; no memory map, whose pages count)."""
+    import subprocess
+    import sys
+
+    np.save(tmp / "set.npy", x)
+    out = subprocess.run([sys.executable, "-c", BARE_PEAK, str(path), str(tmp / "set.npy")], capture_output=True,
+                         text=True, check=True)
+    (tmp / "set.npy").unlink()
+    return int(out.stdout.strip())
+
+
 def accuracy_pass(tmp: Path, sizes: list[int]) -> None:
     from deploytool.runtimes.isolated import load_and_run, runtime_workers
 
@@ -111,10 +138,12 @@ def accuracy_pass(tmp: Path, sizes: list[int]) -> None:
             ours = 1.0 / out.throughput_sps
             bare = bare_per_sample_s(path, x, batch)
             mem = out.memory_bytes
+            bare_rss = bare_peak_rss(path, x, tmp)
             print(f"{n:>5} samples of 3x224x224 ({x.nbytes / 2**20:.0f} MiB): accuracy pass {1e3 * ours:.3f} ms/sample, "
                   f"bare onnxruntime loop {1e3 * bare:.3f} ms/sample, ratio {ours / bare:.2f}x (goal <= 1.2x); "
                   f"row's memory figure {mem.get('isolated_peak_rss_delta_bytes', 0) / 2**20:.0f} MiB, worker's "
-                  f"peak RSS {mem.get('process_peak_rss_bytes', 0) / 2**20:.0f} MiB")
+                  f"peak RSS {mem.get('process_peak_rss_bytes', 0) / 2**20:.0f} MiB; a bare onnxruntime script "
+                  f"streaming the set: peak RSS {bare_rss / 2**20:.0f} MiB")
             del x
 
 
@@ -138,7 +167,7 @@ def pairing(tmp: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", default="500,5000")
+    ap.add_argument("--samples", default="500,1000,5000")
     ap.add_argument("--skip-pairing", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:

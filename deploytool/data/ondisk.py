@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -62,6 +62,24 @@ class OnDisk:
             f.seek(self.offset + start * row * self.dtype.itemsize)
             flat = np.fromfile(f, dtype=self.dtype, count=n * row)
         return flat.reshape((n, *self.shape[1:]))
+
+    def batches(self, size: int) -> Iterator[np.ndarray]:
+        """The set in consecutive batches of `size` samples (the last one shorter), each read into the same buffer:
+        a batch is valid until the next one is read. The batched pass (deploytool.runtimes.measure.run_batched)
+        takes them so: a fresh 150 MiB array per batch of 256 images cost a page fault per 4 KiB, about a quarter
+        of a small model's time (bench/bench_real_size.py)."""
+        row = int(np.prod(self.shape[1:], dtype=np.int64))
+        buf = np.empty((min(size, len(self)), *self.shape[1:]), dtype=self.dtype)
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            for start in range(0, len(self), size):
+                n = min(size, len(self) - start)
+                view = buf[:n]
+                got = f.readinto(memoryview(view.reshape(-1)).cast("B"))
+                if got != n * row * self.dtype.itemsize:
+                    raise OSError(f"{self.path}: {got} bytes read of {n * row * self.dtype.itemsize} (the file "
+                                  "was cut short)")
+                yield view
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         whole = self[:]

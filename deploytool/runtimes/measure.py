@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from deploytool.data.feed import Batch, Feed
+from deploytool.data.ondisk import OnDisk
 
 Predict = Callable[[Batch], Batch]
 
@@ -188,8 +189,11 @@ def run_batched(predict: Predict, inputs: Batch, batch_size: int) -> tuple[Batch
     feeds: list[Feed] = []
     arrays: list[np.ndarray] = []
     t0 = time.perf_counter()
-    for i in range(0, len(inputs), batch_size):
-        out = predict(inputs[i : i + batch_size])
+    # a set in a file is read a batch at a time into one buffer (each batch's outputs are the runtime's own arrays)
+    chunks = inputs.batches(batch_size) if isinstance(inputs, OnDisk) else (
+        inputs[i : i + batch_size] for i in range(0, len(inputs), batch_size))
+    for chunk in chunks:
+        out = predict(chunk)
         if isinstance(out, Feed):
             feeds.append(out)
         else:

@@ -37,3 +37,24 @@ def test_scratch_folders_of_dead_processes_are_swept(monkeypatch, tmp_path):
     assert not dead.exists()
     ondisk.remove_scratch(mine)
     assert not Path(mine).exists()
+
+
+def test_the_batched_pass_reads_batches_into_one_buffer(tmp_path):
+    from deploytool.runtimes.measure import run_batched
+
+    x = np.random.default_rng(1).normal(size=(37, 6)).astype(np.float32)
+    d = OnDisk.write(x, tmp_path / "x.npy")
+    batches = list(b.copy() for b in d.batches(8))
+    assert [len(b) for b in batches] == [8, 8, 8, 8, 5]
+    assert np.array_equal(np.concatenate(batches), x)
+    seen: list[np.ndarray] = []
+
+    def predict(b: np.ndarray) -> np.ndarray:
+        seen.append(b)
+        return b.sum(axis=1, keepdims=True) * 2
+    out, _ = run_batched(predict, d, 8)
+    assert np.allclose(out[:, 0], x.sum(axis=1) * 2)  # every sample once, in order
+    assert len({b.__array_interface__["data"][0] for b in seen}) == 1  # one buffer, not a fresh array per batch
+    (tmp_path / "x.npy").write_bytes((tmp_path / "x.npy").read_bytes()[:-40])
+    with pytest.raises(OSError, match="cut short"):
+        list(d.batches(8))
