@@ -13,7 +13,6 @@ import hashlib
 import json
 import difflib
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +165,8 @@ def parse_spec(path: Path) -> ModelSpec:
     """A model manifest (TOML) as a checked ModelSpec; every mistake a one-line SpecError naming the field.
 
     Long: every field of the manifest checked in the order a reader meets them in the file."""
+    import tomllib  # its parser compiles its expressions at import (6 ms): loaded when a manifest is read
+
     path = Path(path)
     try:
         data = tomllib.loads(path.read_bytes().decode("utf-8"))

@@ -75,7 +75,7 @@ class OnDisk:
             for start in range(0, len(self), size):
                 n = min(size, len(self) - start)
                 view = buf[:n]
-                got = f.readinto(memoryview(view.reshape(-1)).cast("B"))
+                got = f.readinto(view.data.cast("B"))
                 if got != n * row * self.dtype.itemsize:
                     raise OSError(f"{self.path}: {got} bytes read of {n * row * self.dtype.itemsize} (the file "
                                   "was cut short)")

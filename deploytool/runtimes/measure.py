@@ -183,7 +183,7 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
             f"in use{load} for {threads} thread(s); latency may read high")
 
 
-def run_batched(predict: Predict, inputs: Batch, batch_size: int) -> tuple[Batch, float]:
+def run_batched(predict: Predict, inputs: Batch | OnDisk, batch_size: int) -> tuple[Batch, float]:
     """Outputs for the whole set in batches; returns (outputs, seconds): one (N, C) float32 array, or the named
     outputs (a Feed) of a model that has a signature."""
     feeds: list[Feed] = []

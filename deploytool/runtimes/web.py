@@ -49,12 +49,10 @@ from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, quantization_notes, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
+from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.runtimes.web_session import WebSession
 
-BACKENDS = ("wasm", "cpu", "webgl", "webgpu")
-# the backends each format's library offers in the page (TFLite: tfjs-tflite's own wasm)
-FORMAT_BACKENDS = {"tfjs_graph": BACKENDS, "onnx": ("wasm", "webgpu"), "tflite": ("wasm",)}
 NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers none
 # A WebGPU row times this many samples at batch 1 unless told how many: on a software adapter one sample takes
 # 60-280 ms (LeNet-5 on SwiftShader, Chromium 156), so timing a whole test set would take many minutes per row.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploytool.devices import adb, selectors
+from deploytool.devices import selectors
 from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 
@@ -63,6 +63,9 @@ class AndroidTarget(Target[AndroidOptions]):
         if not run:
             return Preflight(devices=tuple(options.devices))
 
+        # the ADB client (a socket, the device protocol) loads when a run asks for phones, not with the flags
+        from deploytool.devices import adb
+
         kinds = {selectors.parse(d)[0] for d in options.devices}
         if not options.devices:
             serials = adb.select_devices(all_devices=True)
@@ -97,6 +100,8 @@ class AndroidTarget(Target[AndroidOptions]):
     def resource_facts(self, resources: set[str]) -> dict[str, dict[str, str]]:
         """The model and ABI of each phone this worker owns, from its properties (one getprop each)."""
 
+        from deploytool.devices import adb
+
         facts = {}
         for r in sorted(resources):
             if not r.startswith("android-"):
@@ -116,6 +121,8 @@ class AndroidTarget(Target[AndroidOptions]):
         return f"android-{position.device}"  # a phone runs one cell at a time, on the host it is plugged into
 
     def local_resources(self, browsers: int = 1) -> dict[str, float]:
+        from deploytool.devices import adb
+
         try:
             return {f"android-{serial}": 1 for serial in adb.select_devices(all_devices=True)}
         except (DeviceNotFound, DeviceError, OSError):

@@ -18,9 +18,8 @@ from typing import Any, Iterator
 from deploytool.errors import UnknownOption
 from deploytool.devices.browser import chromium_build, find_chromium
 from deploytool.devices.web_harness import check_harness
-from deploytool.runtimes.web import BACKENDS, FORMAT_BACKENDS
+from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label
-from deploytool.runtimes.web_session import WebSession, probe_webgpu_adapter
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions, expand
 
 # a backend word may name the library whose rows it widens: tfjs:<backend> (TF.js graphs), ort:<backend> (ONNX)
@@ -83,6 +82,10 @@ class WebTarget(Target[WebOptions]):
         root = check_harness()
         identity = {"browser": chromium_build()}
         if options.webgpu:  # the adapter WebGPU rows will get is where they run: part of their key
+            # the browser session's machinery (an HTTP server, Playwright) loads when a run uses it: a command
+            # that only parses --backend does not pay for it (bench/bench_user_onnx.py)
+            from deploytool.runtimes.web_session import probe_webgpu_adapter
+
             adapter = probe_webgpu_adapter(root)
             identity[ADAPTER_KEY] = adapter_label(adapter) if adapter.get("available") else \
                 f"none: {adapter.get('reason', 'unknown')}"
@@ -93,6 +96,8 @@ class WebTarget(Target[WebOptions]):
 
     @contextmanager
     def session(self, options: WebOptions, preflight: Preflight) -> Iterator[dict[str, Any]]:
+        from deploytool.runtimes.web_session import WebSession  # loaded when a run uses the browser
+
         with WebSession() as shared:  # launches Chromium when the first row asks for it
             yield {"session": shared}
 

@@ -9,7 +9,8 @@ from deploytool import targets
 from deploytool.errors import DeviceNotFound, HarnessMissing
 from deploytool.lab import engine
 from deploytool.targets import Position, Target
-from deploytool.targets import android, web
+from deploytool.devices import adb
+from deploytool.targets import web
 
 
 class BoardTarget(Target):
@@ -33,7 +34,7 @@ def board():
 def test_each_target_says_what_this_machine_offers_its_rows(monkeypatch, board):
     monkeypatch.setattr(web, "find_chromium", lambda: "/usr/bin/chromium")
     monkeypatch.setattr(web, "check_harness", lambda: None)
-    monkeypatch.setattr(android.adb, "select_devices", lambda all_devices=False: ["emulator-5554", "R58M"])
+    monkeypatch.setattr(adb, "select_devices", lambda all_devices=False: ["emulator-5554", "R58M"])
     got = engine.local_resources(browsers=3)
     assert got == {"host": 1, "chromium": 3, "android-emulator-5554": 1, "android-R58M": 1, "test-board": 2}
     assert list(got) == ["host", "chromium", "android-emulator-5554", "android-R58M", "test-board"]
@@ -48,6 +49,6 @@ def test_what_is_missing_is_not_offered(monkeypatch):
 
     monkeypatch.setattr(web, "find_chromium", lambda: "/usr/bin/chromium")
     monkeypatch.setattr(web, "check_harness", no_harness)
-    monkeypatch.setattr(android.adb, "select_devices", no_phone)
+    monkeypatch.setattr(adb, "select_devices", no_phone)
     assert engine.local_resources() == {"host": 1}
     assert engine.local_resources(browsers=0) == {"host": 1}

@@ -40,6 +40,7 @@ def test_scratch_folders_of_dead_processes_are_swept(monkeypatch, tmp_path):
 
 
 def test_the_batched_pass_reads_batches_into_one_buffer(tmp_path):
+    from deploytool.data.feed import Batch
     from deploytool.runtimes.measure import run_batched
 
     x = np.random.default_rng(1).normal(size=(37, 6)).astype(np.float32)
@@ -49,7 +50,8 @@ def test_the_batched_pass_reads_batches_into_one_buffer(tmp_path):
     assert np.array_equal(np.concatenate(batches), x)
     seen: list[np.ndarray] = []
 
-    def predict(b: np.ndarray) -> np.ndarray:
+    def predict(b: Batch) -> Batch:
+        assert isinstance(b, np.ndarray)
         seen.append(b)
         return b.sum(axis=1, keepdims=True) * 2
     out, _ = run_batched(predict, d, 8)
