@@ -163,3 +163,23 @@ def test_an_atlas_run_of_some_architectures_keeps_the_other_lines_of_the_last_on
     assert [(e.name, e.run_id) for e in lines] == [("keras/mobilenet_v1", "new-mb"),
                                                    ("torchvision/squeezenet1_1", "old-sq")]  # the atlas' order
     assert merged([], fresh) == fresh
+
+
+def test_torchvision_is_imported_only_past_its_missing_extension():
+    """The indexes' torchvision wheel is the CUDA build, whose C extension cannot load beside the CPU torch; only
+    `import_torchvision` imports it past that. A builder importing `torchvision.models.x` itself failed with
+    "operator torchvision::nms does not exist" whenever it was the first torchvision model its process built
+    (the full tier's ResNet18 after a Keras build)."""
+    import ast
+    import inspect
+
+    from deploytool.atlas.providers import torchvision_models
+
+    tree = ast.parse(inspect.getsource(torchvision_models))
+    offenders = []
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name != "import_torchvision"):
+        for node in ast.walk(fn):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{fn.name}: {n}" for n in names if n.split(".")[0] == "torchvision"]
+    assert offenders == []

@@ -61,27 +61,22 @@ def _mobilenet_v2(size: Size) -> Any:
 
 
 def _resnet(size: Size) -> Any:
-    from torchvision.models import resnet
-
     m = _models()
+    resnet = m.resnet
     p = size.params
     block = resnet.BasicBlock if p["block"] == "basic" else resnet.Bottleneck
     return m.ResNet(block, list(p["layers"]), num_classes=p["classes"], width_per_group=p.get("group_width", 64))
 
 
 def _efficientnet_b0(size: Size) -> Any:
-    from torchvision.models import efficientnet
-
-    _models()
+    efficientnet = _models().efficientnet
     setting, last = efficientnet._efficientnet_conf("efficientnet_b0", width_mult=size.params["width"],
                                                     depth_mult=size.params["depth"])
     return efficientnet.EfficientNet(setting, 0.0, num_classes=size.params["classes"], last_channel=last)
 
 
 def _shufflenet(size: Size) -> Any:
-    from torchvision.models import shufflenetv2
-
-    _models()
+    shufflenetv2 = _models().shufflenetv2
     return shufflenetv2.ShuffleNetV2(list(size.params["repeats"]), list(size.params["channels"]),
                                      num_classes=size.params["classes"])
 
@@ -91,9 +86,7 @@ def _squeezenet(size: Size) -> Any:
 
 
 def _regnet(size: Size) -> Any:
-    from torchvision.models import regnet
-
-    _models()
+    regnet = _models().regnet
     p = size.params
     params = regnet.BlockParams.from_init_params(depth=p["depth"], w_0=p["w_0"], w_a=p["w_a"], w_m=p["w_m"],
                                                  group_width=p["group_width"], se_ratio=0.25)
@@ -108,9 +101,7 @@ def _vit(size: Size) -> Any:
 
 
 def _swin(size: Size) -> Any:
-    from torchvision.models import swin_transformer
-
-    _models()
+    swin_transformer = _models().swin_transformer
     p = size.params
     return swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=p["dim"], depths=list(p["depths"]),
                                             num_heads=list(p["heads"]), window_size=[p["window"], p["window"]],
