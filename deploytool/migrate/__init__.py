@@ -25,7 +25,6 @@ from deploytool.bugs.triage import installed_environment
 from deploytool.bugs.upstream import record_and_write
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
-from deploytool.localize import localize_failures
 from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import host_facts, host_identity
 from deploytool.report.pairs import backend_pairs, row_of
@@ -226,6 +225,10 @@ class _Run:
                 for result in pair_again(ctx, ran):  # latency timed while the machine was never quiet
                     stored.save(store, ctx.ws, result)
                 if ctx.req.localize:
+                    # localize's machinery (its layer probes per framework) loads for a run that asks for it
+                    # (bench/bench_user_onnx.py: a migrate start-up without it)
+                    from deploytool.localize import localize_failures
+
                     localize_failures(ctx, store, run_id, stored.stored_results(store, ctx.ws, run_id), converter,
                                       log=self.log)
         except (KeyboardInterrupt, DeploytoolError):

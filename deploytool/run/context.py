@@ -31,7 +31,6 @@ from deploytool.spec import ModelSpec, load_spec
 from deploytool.tasks import get_task, infer_task
 from deploytool.tolerances import source_tolerances
 from deploytool.targets import Position, Preflight, RunSettings, get_target
-from deploytool.train import train, train_key
 from deploytool.workspace import Workspace, stable_hash
 
 CALIBRATION_FROM_TEST = 200
@@ -143,6 +142,8 @@ class RunContext:
 
         if self.user_artifact is not None:
             return self.user_artifact.sha256
+        from deploytool.train import train_key  # the zoo's training machinery: loaded for a zoo model only
+
         return train_key(self.spec, framework, self.dataset, self.req.epochs or self.spec.train.epochs)
 
     def source_model(self, framework: str) -> Artifact:
@@ -150,6 +151,8 @@ class RunContext:
         if self.user_artifact is not None:
             return self.user_artifact
         if framework not in self._trained:
+            from deploytool.train import train
+
             self._trained[framework] = train(self.spec, framework, self.dataset, self.ws, epochs=self.req.epochs,
                                              progress=self.progress).get_artifact()
         return self._trained[framework]
