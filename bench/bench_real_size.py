@@ -103,21 +103,21 @@ s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 shape = np.load(sys.argv[2], mmap_mode="r").shape  # the header only; the samples are read below
 with open(sys.argv[2], "rb") as f:
     f.seek(-int(np.prod(shape)) * 4, 2)
-    for i in range(0, shape[0], 256):
-        n = min(256, shape[0] - i)
+    for i in range(0, shape[0], int(sys.argv[3])):
+        n = min(int(sys.argv[3]), shape[0] - i)
         s.run(None, {"x": np.fromfile(f, np.float32, n * int(np.prod(shape[1:]))).reshape(n, *shape[1:])})
 print([int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0] * 1024)
 """
 
 
-def bare_peak_rss(path: Path, x: np.ndarray, tmp: Path) -> int:
-    """Peak RSS of a bare onnxruntime script reading the same set from an .npy file a batch of 256 at a time
+def bare_peak_rss(path: Path, x: np.ndarray, tmp: Path, batch: int) -> int:
+    """Peak RSS of a bare onnxruntime script reading the same set from an .npy file a batch at a time
     (a fresh process: the model, onnxruntime's arena and planner, one batch; no memory map, whose pages count)."""
     import subprocess
     import sys
 
     np.save(tmp / "set.npy", x)
-    out = subprocess.run([sys.executable, "-c", BARE_PEAK, str(path), str(tmp / "set.npy")], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", BARE_PEAK, str(path), str(tmp / "set.npy"), str(batch)], capture_output=True,
                          text=True, check=True)
     (tmp / "set.npy").unlink()
     return int(out.stdout.strip())
@@ -136,10 +136,12 @@ def accuracy_pass(tmp: Path, sizes: list[int]) -> None:
             out = load_and_run("host", "onnx", "", art, x, threads=1, warmup_runs=2, latency_samples=10,
                                batch_size=batch)
             ours = 1.0 / out.throughput_sps
-            bare = bare_per_sample_s(path, x, batch)
+            used = int(out.environment["throughput_batch"])  # the batch deploytool chose (measure.whole_set_batch)
+            bare = bare_per_sample_s(path, x, used)
             mem = out.memory_bytes
-            bare_rss = bare_peak_rss(path, x, tmp)
-            print(f"{n:>5} samples of 3x224x224 ({x.nbytes / 2**20:.0f} MiB): accuracy pass {1e3 * ours:.3f} ms/sample, "
+            bare_rss = bare_peak_rss(path, x, tmp, used)
+            print(f"{n:>5} samples of 3x224x224 ({x.nbytes / 2**20:.0f} MiB), batches of {used}: accuracy pass "
+                  f"{1e3 * ours:.3f} ms/sample, "
                   f"bare onnxruntime loop {1e3 * bare:.3f} ms/sample, ratio {ours / bare:.2f}x (goal <= 1.2x); "
                   f"row's memory figure {mem.get('isolated_peak_rss_delta_bytes', 0) / 2**20:.0f} MiB, worker's "
                   f"peak RSS {mem.get('process_peak_rss_bytes', 0) / 2**20:.0f} MiB; a bare onnxruntime script "

@@ -27,6 +27,7 @@ from deploytool.runtimes.measure import (
     cpu_busy_fraction,
     load_environment,
     run_batched,
+    whole_set_batch,
     time_batch1,
 )
 
@@ -110,7 +111,7 @@ class HostOptions(RuntimeOptions):
     threads: int = 1
     warmup_runs: int = 10
     latency_samples: int | None = None  # batch-1 timings; None: one per test sample, within LATENCY_BUDGET_S
-    batch_size: int = 256  # of the whole-set pass (a fixed-batch model runs at its own)
+    batch_size: int = 256  # of the whole-set pass, at most (measure.whole_set_batch; a fixed-batch model: its own)
     load_check_s: float = LOAD_CHECK_S  # how long the CPU load is watched before timing
 
     def __post_init__(self) -> None:
@@ -267,6 +268,8 @@ class Runtime:
             batches.append(len(x))
             return predict(x)
 
+        if self.fixed_batch is None:  # a fixed-batch model runs at its own batch; others by the bytes of a batch
+            batch_size = whole_set_batch(inputs, batch_size)
         outputs, seconds = run_batched(counted, inputs, batch_size)
         layout = None
         if isinstance(outputs, Feed):

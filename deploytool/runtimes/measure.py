@@ -183,6 +183,25 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
             f"in use{load} for {threads} thread(s); latency may read high")
 
 
+# The whole-set pass's inputs per call, at most (a batch holds fewer samples than the runtime's batch_size when its
+# samples are large). 224x224x3 float images are 588 KiB each: 27 per batch. At 256 per batch (150 MiB) onnxruntime
+# ran a small convnet at 0.68 ms a sample against 0.52 at 32, and its memory planner, which lays out a batch shape's
+# buffers on its third run, made the row's peak grow with the number of samples (609 -> 914 MiB at 500 -> 5,000
+# images; 165 MiB at both with 32 per batch; bench/bench_real_size.py).
+WHOLE_SET_BATCH_BYTES = 16 * 2**20
+
+
+def whole_set_batch(inputs: Batch | OnDisk, most: int) -> int:
+    """The batch of the whole-set pass: at most `most` samples and WHOLE_SET_BATCH_BYTES of inputs (one sample at
+    least)."""
+    n = max(len(inputs), 1)
+    if isinstance(inputs, Feed):
+        per_sample = sum(a.nbytes for a in inputs.arrays()) // n
+    else:
+        per_sample = int(np.prod(inputs.shape[1:], dtype=np.int64)) * np.dtype(inputs.dtype).itemsize
+    return max(1, min(int(most), WHOLE_SET_BATCH_BYTES // max(per_sample, 1)))
+
+
 def run_batched(predict: Predict, inputs: Batch | OnDisk, batch_size: int) -> tuple[Batch, float]:
     """Outputs for the whole set in batches; returns (outputs, seconds): one (N, C) float32 array, or the named
     outputs (a Feed) of a model that has a signature."""

@@ -127,3 +127,19 @@ def test_time_batch1_times_fewer_samples_of_a_slow_model_unless_a_count_was_aske
     assert k == 1 and 5 <= len(lat) <= 30
     lat, _, _ = measure.time_batch1(slow, np.zeros((200, 1)), warmup_runs=2, samples=40)
     assert len(lat) == 40
+
+
+def test_the_whole_set_pass_bounds_a_batch_by_its_bytes():
+    from deploytool.data.feed import Feed
+    from deploytool.runtimes.measure import WHOLE_SET_BATCH_BYTES, whole_set_batch
+
+    mnist = np.zeros((10, 28, 28, 1), np.float32)  # 3 KiB a sample: the runtime's batch
+    assert whole_set_batch(mnist, 256) == 256 and whole_set_batch(mnist, 64) == 64
+    images = np.zeros((3, 224, 224, 3), np.float32)  # 588 KiB a sample: 27 fit in 16 MiB
+    assert WHOLE_SET_BATCH_BYTES == 16 * 2**20 and whole_set_batch(images, 256) == 27
+    assert whole_set_batch(np.zeros((2, 3, 1024, 1024), np.float32), 256) == 1  # 12 MiB a sample
+    assert whole_set_batch(np.zeros((2, 8, 1024, 1024), np.float32), 256) == 1  # 32 MiB: still one at a time
+    tokens = Feed({"input_ids": np.zeros((4, 128), np.int64), "attention_mask": np.zeros((4, 128), np.int64)})
+    assert whole_set_batch(tokens, 256) == 256  # 2 KiB a sample
+    audio = Feed({"x": np.zeros((4, 80, 3000), np.float32)})  # whisper's log-mel: 938 KiB
+    assert whole_set_batch(audio, 256) == 17
