@@ -20,7 +20,7 @@ from deploytool.bugs.bundle import pip_line
 from deploytool.bugs.confirm import bundle_key, confirm
 from deploytool.errors import Frame
 from deploytool.bugs.findings import Signature, record_run
-from deploytool.provenance import host_facts
+from deploytool.provenance import host_facts, os_platform
 from deploytool.report.markdown import code, fence, prose
 from deploytool.store import Finding, ResultStore
 
@@ -159,7 +159,7 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
                   "that process):", "", *fence(str(c.get("output") or "")[-1500:])]
     if owner == "microsoft/onnxruntime":
         lines += ["", f"Is this a quantized model? {'yes (' + quantize + ')' if quantize != 'none' else 'no'}"]
-    lines += ["", "## System information", "", f"- OS: {platform.platform()}", f"- Python: {platform.python_version()}"]
+    lines += ["", "## System information", "", f"- OS: {os_platform()}", f"- Python: {platform.python_version()}"]
     relevant = PACKAGES_OF.get(owner, ())
     versions = finding.last_versions
     for p in sorted(versions, key=lambda k: (k not in relevant, k)):

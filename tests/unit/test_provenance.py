@@ -17,3 +17,16 @@ def test_package_versions_are_importlib_metadatas_for_every_installed_distributi
     provenance.package_version.cache_clear()
     assert provenance.package_version("no-such-package-here") is None
     assert provenance.package_version("ONNX_Runtime".replace("_", "")) == metadata.version("onnxruntime")
+
+
+def test_the_os_platform_is_platforms_own_string_without_its_subprocess(monkeypatch):
+    import platform
+    import subprocess
+
+    expected = platform.platform()
+
+    def refuse(*a: object, **k: object) -> None:
+        raise AssertionError("os_platform ran a command")
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(subprocess, "check_output", refuse)
+    assert provenance.os_platform() == expected and provenance.host_facts()["platform"] == expected
