@@ -115,6 +115,60 @@ class Workspace:
     def default_db_url(self) -> str:
         return f"sqlite:///{self.root / 'results.db'}"
 
+    def blob_dir(self) -> Path:
+        """Where the large files of bug bundles, finding folders and kept conversion inputs live once per content
+        (`share_large_files`)."""
+        return self.inside(self.root / "blobs")
+
+
+# A bundle's or finding's file this large is kept once per content (share_large_files); smaller ones are copies.
+SHARED_FILE_BYTES = 1 * 2**20
+
+
+def share_large_files(folder: Path, blobs: Path, min_bytes: int = SHARED_FILE_BYTES) -> int:
+    """Make every file of `min_bytes` or more under `folder` a hard link to one read-only file per content,
+    `blobs/<sha256>`; returns the bytes this saved. A real-size model failing on several routes put its 419 MB
+    file into every row's bug bundle, every finding's folder and every failed step's kept input: 7 GB for one
+    BERT-base run. Blobs no folder links any more are removed first. Where links cannot be made (another file
+    system) the files stay copies. The shared file is read-only: a folder is rewritten by removing it first
+    (write_bundle, write_finding), never by writing into it, and `deploytool findings --export` copies the bytes."""
+    blobs = Path(blobs)
+    if blobs.is_dir():
+        for old in blobs.iterdir():
+            if old.is_file() and old.stat().st_nlink == 1:
+                old.unlink(missing_ok=True)
+    saved = 0
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        st = path.stat()
+        if st.st_size < min_bytes:
+            continue
+        blob = blobs / _file_digest(path)
+        try:
+            if blob.is_file() and blob.stat().st_size == st.st_size:
+                if blob.stat().st_ino != st.st_ino:
+                    tmp = path.with_name(f".{path.name}.linking")
+                    tmp.unlink(missing_ok=True)
+                    os.link(blob, tmp)
+                    os.replace(tmp, path)
+                    saved += st.st_size
+            else:
+                blobs.mkdir(parents=True, exist_ok=True)
+                os.link(path, blob)
+            os.chmod(blob, 0o444)
+        except OSError:
+            continue
+    return saved
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
 
 def fresh_dir(path: Path) -> Path:
     """An empty directory at `path` (a half-written earlier attempt is removed)."""

@@ -39,6 +39,7 @@ from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import Runtime
 from deploytool.run.runner import artifact_dir
 from deploytool.targets import Position, get_target
+from deploytool.workspace import share_large_files
 
 if TYPE_CHECKING:
     from deploytool.result import Combo
@@ -547,5 +548,10 @@ def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
                             versions=host_facts()["versions"], command=shlex.join(reproduce_command(ctx, result.combo)),
                             step_input=step_input_of(ctx, result))
         result.bundle, result.bundle_error = str(path), ""
+        # a real-size model is one file on disk however many rows' bundles and kept step inputs hold it
+        kept = artifact_dir(ctx, src.artifact, result.combo) / KEPT_STEP_INPUT
+        for folder in (path, kept):
+            if folder.is_dir():
+                share_large_files(folder, ctx.ws.blob_dir())
     except Exception as e:
         result.bundle_error = f"{type(e).__name__}: {e}"

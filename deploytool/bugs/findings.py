@@ -361,7 +361,8 @@ def export_finding(folder: Path, dest: Path) -> Path:
     try:
         if dest.exists() and any(dest.iterdir()):
             raise UnknownOption(f"{dest} is not empty; export into a new or empty folder")
-        shutil.copytree(folder, dest, dirs_exist_ok=True)
+        # the bytes, with the exporter's own permissions: a bundle's large files are read-only shared links
+        shutil.copytree(folder, dest, dirs_exist_ok=True, copy_function=shutil.copyfile)
     except (OSError, shutil.Error) as e:
         why = getattr(e, "strerror", None) or type(e).__name__
         raise WorkspaceError(f"cannot export into {dest} ({why}); choose a writable folder of your own") from None

@@ -23,6 +23,7 @@ from deploytool.bugs.findings import Signature, record_run
 from deploytool.provenance import host_facts, os_platform
 from deploytool.report.markdown import code, fence, prose
 from deploytool.store import Finding, ResultStore
+from deploytool.workspace import share_large_files
 
 BUNDLE_LIMIT_BYTES = 10 * 2**20
 # what each project's issue template asks for beyond the common fields
@@ -47,9 +48,10 @@ PACKAGES_OF = {
 }
 
 
-def write_finding(finding: Finding, out: Path) -> Path:
+def write_finding(finding: Finding, out: Path, blobs: Path | None = None) -> Path:
     """(Re)write a finding's folder: finding.md, finding.json, the latest bundle's files (under 10 MiB) and, for
-    a confirmed upstream finding only, issue.md."""
+    a confirmed upstream finding only, issue.md. `blobs`: the workspace's (share_large_files), where the bundle's
+    large files are kept once."""
     out.mkdir(parents=True, exist_ok=True)
     bundle = Path(finding.bundle) if finding.bundle else None
     copied: list[str] = []
@@ -65,6 +67,8 @@ def write_finding(finding: Finding, out: Path) -> Path:
                 continue  # too big to attach whole: the minimal cut stands in for it
             (shutil.copytree if p.is_dir() else shutil.copy2)(p, dest)
             copied.append(p.name)
+        if blobs is not None:
+            share_large_files(out, blobs)
     meta = _bundle_meta(out)
     (out / "finding.json").write_text(json.dumps(finding.to_json(), indent=2, default=str))
     (out / "finding.md").write_text(finding_text(finding, meta))
@@ -235,6 +239,6 @@ def record_and_write(store: ResultStore, ws: Any, run_id: str, results: list[Any
                 done = confirm(Path(f.bundle)).to_json()
                 store.confirm_finding(f.id, done)
                 f = replace(f, confirmation=done)
-        write_finding(f, ws.finding_dir(f.id))
+        write_finding(f, ws.finding_dir(f.id), ws.blob_dir())
         out.append(f)
     return out

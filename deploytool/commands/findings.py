@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dir is None:
         raise UnknownOption("`findings export ID DIR` needs the folder to write into")
     if not folder.is_dir():
-        write_finding(f, ws.finding_dir(f.id))
+        write_finding(f, ws.finding_dir(f.id), ws.blob_dir())
     dest = export_finding(folder, args.dir)
     print(json.dumps({"finding": f.id, "exported": str(dest)}) if args.output == "json" else f"exported to {dest}")
     return 0

@@ -427,4 +427,4 @@ def _refresh_findings(store: ResultStore, ws: Any, bundles: set[str]) -> None:
 
     for f in store.findings():
         if f.bundle in bundles:
-            write_finding(f, ws.finding_dir(f.id))
+            write_finding(f, ws.finding_dir(f.id), ws.blob_dir())
