@@ -21,6 +21,11 @@ atlas: the worker's peak 605 -> 882 MiB at 500 -> 5,000 samples (was 752 -> 3,64
 (its growth, as before, is onnxruntime's own over more batches, not the set); accuracy pass / bare loop 1.22x and
 1.90x under that load, 1.33x and 1.29x on the idle machine (the goal, 1.2x, is not met: each batch is read from the
 file into a fresh array).
+Since the whole-set pass bounds a batch by its bytes (16 MiB: 27 of these images; deploytool.runtimes.measure), on
+the same machine beside a running full-tier atlas: the worker's peak RSS 135, 135 and 136 MiB at 500, 1,000 and
+5,000 samples (the bare script at the same batch: 123 MiB at each); at 256 per batch it had been 612 -> 918 MiB,
+and the bare script's own 593 -> 887 -> 870 MiB (onnxruntime's memory planner lays out a batch shape's buffers on
+its third run: the growth was the runtime's, at that batch).
 Paired timing of the BERT-base-sized stack (0.43 s an inference) with a 30 s budget: 34 blocks, 53 s wall; the
 budget is 20 s since.
 """
