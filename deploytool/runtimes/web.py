@@ -48,7 +48,7 @@ from deploytool.modelfiles.tflite_io import read_io
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, quantization_notes, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
-from deploytool.runtimes.measure import cpu_busy_fraction, load_environment
+from deploytool.runtimes.measure import LATENCY_BUDGET_S, MIN_READINGS, cpu_busy_fraction, load_environment
 from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.runtimes.web_session import WebSession
@@ -80,6 +80,8 @@ class WebOptions(RuntimeOptions):
     # the test set goes to the page in chunks of at most this many bytes of inputs (at least one sample each), so
     # the renderer's memory does not grow with the number of samples; the first chunk is also the one timed
     chunk_bytes: int = CHUNK_BYTES
+    # with latency_samples None, the page's batch-1 timing stops after this many seconds (MIN_READINGS kept)
+    latency_budget_s: float = LATENCY_BUDGET_S
     session: WebSession | None = None  # the run's shared browser and server; None: this row's own
 
     @classmethod
@@ -103,10 +105,13 @@ class WebOptions(RuntimeOptions):
         set_("batch_size", int(self.batch_size))
         set_("timeout_s", float(self.timeout_s))
         set_("chunk_bytes", int(self.chunk_bytes))
+        set_("latency_budget_s", float(self.latency_budget_s))
         if self.threads < 1 or self.warmup_runs < 0 or self.batch_size < 1 or self.timeout_s <= 0 \
-                or (self.latency_samples is not None and self.latency_samples < 1) or self.chunk_bytes < 1:
+                or (self.latency_samples is not None and self.latency_samples < 1) or self.chunk_bytes < 1 \
+                or not self.latency_budget_s > 0:
             raise UnknownOption("web runtime options out of range: threads>=1, warmup_runs>=0, "
-                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0, chunk_bytes>=1")
+                                "batch_size>=1, latency_samples>=1 or None, timeout_s>0, chunk_bytes>=1, "
+                                "latency_budget_s>0")
         if self.session is not None and not isinstance(self.session, WebSession):
             raise UnknownOption("web runtime option session must be a WebSession")
 
@@ -393,6 +398,8 @@ class WebRuntime(Runtime):
             self._server.clear_results()
             cfg = {"n": n, "warmupRuns": self.options.warmup_runs if first else 0,
                    "latencySamples": self.options.latency_samples if first else 0,
+                   # no count asked: the page stops timing after a host row's budget (its minimum of readings kept)
+                   "latencyBudgetMs": self.options.latency_budget_s * 1e3, "minReadings": MIN_READINGS,
                    "batchSize": self.options.batch_size, **described}
             # what other processes took of this machine's CPUs just before the page's timing (the lab judges
             # latency against it); Chromium's renderer is not running a job meanwhile
@@ -529,6 +536,11 @@ class WebRuntime(Runtime):
             else:
                 env["gpu"] = renderer
         notes += self._gpu_environment(env)
+        timed, whole = res.get("latency_samples") or 0, res.get("n") or 0
+        if self.options.latency_samples is None and not self.latency_capped and 0 < timed < whole:
+            notes.append(f"latency timed on the first {timed} of {whole} samples: at this model's speed in the page "
+                         f"the batch-1 timing reached its {self.options.latency_budget_s:g} s budget; outputs are "
+                         "from every sample")
         if self.latency_capped and (res.get("latency_samples") or 0) < (res.get("n") or 0):
             notes.append(f"latency timed on the first {res['latency_samples']} of {res['n']} samples (a WebGPU row's "
                          "default: a software adapter takes tens to hundreds of ms per sample); outputs are "

@@ -20,6 +20,7 @@ import pytest
 
 from deploytool.devices.harness_server import HarnessServer
 from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
+from deploytool.runtimes.measure import MIN_READINGS
 from deploytool.runtimes.web import WebRuntime
 from tests.integration import web_models
 
@@ -138,6 +139,21 @@ def test_batch1_model_timing_fewer_samples_still_gives_every_output(models):
     _check_fp32(out, models)
     assert out.latency_ms.shape == (5,)
     assert out.environment["outputs_from_timed_pass"] == 5
+
+
+def test_with_no_count_asked_the_timing_stops_at_its_budget_and_every_output_still_comes(models):
+    # a real-size model takes seconds an inference in wasm: the page times batch 1 until the budget is spent (its
+    # minimum of readings kept), then runs the rest of the set for its outputs only
+    reps = -(-(MIN_READINGS + 30) // len(models.inputs))
+    x = np.concatenate([models.inputs] * reps)
+    out = _run(models.tflite, x, warmup_runs=1, latency_budget_s=1e-6)
+    assert out.latency_ms.shape == (MIN_READINGS,) and len(x) > MIN_READINGS
+    assert out.environment["outputs_from_timed_pass"] == MIN_READINGS
+    diff = np.abs(out.outputs - np.concatenate([models.keras_outputs] * reps)).max()
+    assert diff < FP32_MAX_ABS_DIFF
+    assert any(f"first {MIN_READINGS} of {len(x)} samples" in n and "budget" in n for n in out.notes), out.notes
+    with pytest.raises(UnknownOption, match="latency_budget_s>0"):
+        WebRuntime(latency_budget_s=0)
 
 
 def test_tflite_int8_io_is_quantized_and_dequantized(models):
