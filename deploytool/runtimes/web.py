@@ -351,8 +351,11 @@ class WebRuntime(Runtime):
         per_sample = max(1, (inputs.nbytes if isinstance(inputs, Feed) else np.asarray(inputs).nbytes) // max(n, 1))
         step = max(1, int(self.options.chunk_bytes) // per_sample)
         head = max(step, min(self.options.latency_samples or 0, n))  # the first chunk holds the samples timed
-        parts = [self._run_chunk(inputs[:head], first=True)]
-        parts += [self._run_chunk(inputs[i:i + step], first=False) for i in range(head, n, step)]
+        # timeout_s holds for the whole set, however many chunks it takes (it had held for each chunk: a slow
+        # real-size row in 3 chunks ran 3 times its limit)
+        deadline = time.monotonic() + self.options.timeout_s
+        parts = [self._run_chunk(inputs[:head], True, deadline)]
+        parts += [self._run_chunk(inputs[i:i + step], False, deadline) for i in range(head, n, step)]
         res, given, latency, timings, memory, busy = parts[0]
         if len(parts) > 1:  # one result for the whole set: outputs in order, the costs summed, memory's peak
             given = (Feed.concat([p[1] for p in parts]) if isinstance(given, Feed)
@@ -385,7 +388,7 @@ class WebRuntime(Runtime):
             output_layout=layout,
         )
 
-    def _run_chunk(self, inputs: Batch, first: bool) -> tuple[dict[str, Any], Any, np.ndarray, dict[str, float],
+    def _run_chunk(self, inputs: Batch, first: bool, deadline: float) -> tuple[dict[str, Any], Any, np.ndarray, dict[str, float],
                                                                 dict[str, float], Any]:
         """One job of the page on `inputs`: the first chunk warms up and is timed at batch 1; the others only give
         their outputs. (the page's result, outputs (a Feed of named ones, or an array), latencies, timings,
@@ -408,7 +411,7 @@ class WebRuntime(Runtime):
             busy = cpu_busy_fraction() if timed else None  # as a host row's check
             t_run = time.perf_counter()
             try:
-                res = self._job("run", cfg)
+                res = self._job("run", cfg, deadline)
             finally:
                 for url in urls:
                     self._server.drop_blob(url)
@@ -602,17 +605,20 @@ class WebRuntime(Runtime):
         page.on("pageerror", note)
         page.on("crash", on_crash)
 
-    def _job(self, kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    def _job(self, kind: str, cfg: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """One job of the page, waited for until timeout_s, or until `deadline` (time.monotonic()) when given."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         page = self._page
+        limit_s = self.options.timeout_s if deadline is None else max(0.001, deadline - time.monotonic())
         page.evaluate("([k, c]) => window.harness.start(k, c)", [kind, cfg])
         try:
             page.wait_for_function("() => window.harness.job && window.harness.job.done",
-                                   timeout=self.options.timeout_s * 1e3, polling=20)
+                                   timeout=limit_s * 1e3, polling=20)
         except PlaywrightTimeout as e:
             raise StageFailed("timeout", f"the browser did not finish the {kind} within "
-                                         f"timeout_s={self.options.timeout_s:g}") from e
+                                         f"timeout_s={self.options.timeout_s:g}"
+                                         + (" (the whole test set's chunks together)" if deadline else "")) from e
         job = page.evaluate("() => window.harness.job")
         if not job.get("ok"):
             reason = f"browser: {_one_line(job.get('error') or 'unknown error')}"

@@ -13,6 +13,7 @@ import dataclasses
 import http.client
 import shutil
 import socket
+import time
 
 import numpy as np
 import psutil
@@ -281,6 +282,23 @@ def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
     with pytest.raises(StageFailed):
         rt.run(models.inputs)  # the browser is gone: a clean failure, not a hang
     rt.close()
+
+
+def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models):
+    # 400 chunks of one sample: each a page job of tens of ms (fetch, run, post, polling), so each alone is far
+    # within 2 s and all of them together far beyond
+    per_sample = models.inputs[:1].nbytes
+    rt = WebRuntime(warmup_runs=0, latency_samples=1, timeout_s=2.0, chunk_bytes=per_sample)
+    try:
+        rt.load(models.tflite)
+        x = np.repeat(models.inputs[:1], 400, axis=0)
+        t = time.monotonic()
+        with pytest.raises(StageFailed) as err:
+            rt.run(x)
+        assert time.monotonic() - t < 30
+        assert err.value.status == "timeout" and "chunks together" in err.value.reason
+    finally:
+        rt.close()
 
 
 def test_crashed_renderer_becomes_stage_failed(models):
