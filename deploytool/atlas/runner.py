@@ -19,6 +19,7 @@ from deploytool.atlas.page import atlas_dir, write_page
 from deploytool.errors import DeploytoolError, UnknownOption, first_line_of
 from deploytool.migrate import MigrateRequest, migrate
 from deploytool.runtimes.isolated import runtime_workers
+from deploytool.convert.lanes import shared_converters
 from deploytool.workspace import Workspace
 
 # the quick tier times few samples: its latencies say which route is slow, not by how much to the percent
@@ -73,7 +74,8 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
     last = _last_entries(ws, req.tier)
     builds = build_all(names, req.tier, ws, log)
     entries: list[AtlasEntry] = []
-    with runtime_workers():  # the architectures' runs share the measuring workers: each framework imported once
+    # the architectures' runs share the measuring and the converting workers: each framework imported once
+    with runtime_workers(), shared_converters():
         for name in names:
             arch, built = ATLAS[name], builds[name]
             entry = AtlasEntry(name, arch.family, arch.provider)

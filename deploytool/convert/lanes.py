@@ -12,12 +12,36 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from deploytool.artifact import Artifact
 from deploytool.convert.isolated import IsolatedConverter
 from deploytool.workspace import fresh_dir
+
+
+# Conversion workers kept between the runs of one process inside `shared_converters()`: framework -> converter.
+_SHARED: dict[str, IsolatedConverter] | None = None
+
+
+@contextmanager
+def shared_converters() -> Iterator[None]:
+    """The runs inside share their conversion workers, one per source framework, so TensorFlow or PyTorch is
+    imported once rather than once per run (the atlas' architectures, a test's cases; as runtime_workers() does for
+    the measuring workers). Each run's conversions still go to its own log; a run interrupted mid-conversion kills
+    its worker, and the next run starts another."""
+    global _SHARED
+    if _SHARED is not None:  # nested: the outer block owns them
+        yield
+        return
+    _SHARED = {}
+    try:
+        yield
+    finally:
+        kept, _SHARED = _SHARED, None
+        for converter in kept.values():
+            converter.close()
 
 
 class ConversionLanes:
@@ -34,7 +58,16 @@ class ConversionLanes:
         if framework not in self._lanes:
             name = "convert" if not self._lanes else f"convert-{framework}"
             log = self.log_dir / f"{name}-{self.run_id}.log"
-            self._lanes[framework] = _Lane(IsolatedConverter(log, self.timeout_s), framework)
+            shared = _SHARED
+            converter = shared.get(framework) if shared is not None else None
+            if converter is None:
+                converter = IsolatedConverter(log, self.timeout_s)
+                if shared is not None:
+                    shared[framework] = converter
+            else:  # a worker an earlier run started: this run's log and limit
+                converter.worker.relog(log)
+                converter.timeout_s = self.timeout_s
+            self._lanes[framework] = _Lane(converter, framework, owned=shared is None)
         return self._lanes[framework]
 
     def prefetch(self, source: Artifact, fmt: str, quantize: str, out_dir: Path, calibration: Any) -> Future:
@@ -76,8 +109,8 @@ class ConversionLanes:
 class _Lane:
     """One framework's worker and the thread that hands it conversions one at a time."""
 
-    def __init__(self, converter: IsolatedConverter, framework: str):
-        self.converter = converter
+    def __init__(self, converter: IsolatedConverter, framework: str, owned: bool = True):
+        self.converter, self.owned = converter, owned  # owned: its worker ends with the lane (not a shared one)
         self._queue: queue.Queue = queue.Queue()
         self.busy = False
         self._thread = threading.Thread(target=self._serve, name=f"convert-lane-{framework}", daemon=True)
@@ -116,7 +149,7 @@ class _Lane:
                 item[0].cancel()
         self._queue.put(None)
         if self.busy:  # an interrupted run: nobody will read this conversion's result
-            self.converter.kill()
-        else:
+            self.converter.kill()  # (a shared one starts again on the next run's first conversion)
+        elif self.owned:
             self.converter.close()
         self._thread.join(timeout=5)

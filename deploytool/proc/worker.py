@@ -123,6 +123,16 @@ class Worker:
                 pass
         child.end()
 
+    def relog(self, log_path: Path) -> None:
+        """Send the process's output to `log_path` from now on (a worker kept for the next run, which has a log of
+        its own); a process started later opens it too."""
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            child = self._child
+        if child is not None and any(p.is_alive() for p in _processes(child.pool)):
+            _submit_from_lasting_thread(child.pool, _log_to, str(self.log_path)).result()
+
     def log_tail(self, lines: int = 3) -> str:
         """The last non-empty lines of the log, joined ("" without a log)."""
         if self.log_path is None:
@@ -236,12 +246,19 @@ def _start_child(parent_pid: int, log_path: str | None, env: dict[str, str], set
     for key, value in env.items():
         os.environ.setdefault(key, value)
     if log_path is not None:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
+        _log_to(log_path)
     if setup is not None:
         setup(*setup_args)
+
+
+def _log_to(log_path: str) -> None:
+    """This process's stdout and stderr (the file descriptors: native libraries' output too) into `log_path`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _set_parent_death_signal() -> None:

@@ -113,3 +113,23 @@ def test_lanes_convert_each_framework_in_its_own_worker_and_keep_failures_per_co
         assert (tmp_path / "logs" / "convert-run1.log").exists() and (tmp_path / "logs" / "convert-torch-run1.log").exists()
     assert not (_worker_pids() - before)
 
+
+
+def test_runs_inside_shared_converters_convert_in_one_worker_each_in_its_own_log(tiny, tmp_path):
+    """convert/lanes.py shared_converters: a second run's conversion goes to the worker the first run started
+    (TensorFlow imported once), its output to the second run's log; the block's end stops the worker."""
+    from deploytool.convert.lanes import ConversionLanes, shared_converters
+
+    before = _worker_pids()
+    with shared_converters():
+        with ConversionLanes(tmp_path / "logs", "run1") as lanes:
+            assert lanes.convert(tiny.artifact, "tflite", "none", tmp_path / "a", None).path.exists()
+            (first,) = _worker_pids() - before
+        assert _worker_pids() - before == {first}  # kept between the runs
+        with ConversionLanes(tmp_path / "logs", "run2") as lanes:
+            assert lanes.convert(tiny.artifact, "tflite", "fp16", tmp_path / "b", None).path.exists()
+            assert _worker_pids() - before == {first}
+    assert not (_worker_pids() - before)
+    one, two = ((tmp_path / "logs" / f"convert-run{i}.log").read_text() for i in (1, 2))
+    assert "tflite/none" in one and "tflite/fp16" not in one
+    assert "tflite/fp16" in two and "tflite/none" not in two

@@ -77,8 +77,9 @@ def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...])
 
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
-    """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime
-    workers (each framework imported once); `deploytool findings` through the CLI."""
+    """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime and
+    conversion workers (each framework imported once); `deploytool findings` through the CLI."""
+    from deploytool.convert.lanes import shared_converters
     from deploytool.migrate import migrate
     from deploytool.runtimes.isolated import runtime_workers
     from tests.conftest import run_cli
@@ -86,7 +87,7 @@ def triaged(tmp_path_factory):
     d = tmp_path_factory.mktemp("shapes")
     _build(d)
     ws = d / "ws"
-    with runtime_workers():
+    with runtime_workers(), shared_converters():
         for name, (model, data, matrix) in CASES.items():
             migrate(_request(d, name, model, data, matrix), ws, progress=False, log=lambda s: None,
                     warn=lambda s: None)

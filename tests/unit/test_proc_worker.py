@@ -237,3 +237,18 @@ def test_a_child_whose_parent_died_before_the_guard_ran_exits_at_once(tmp_path):
         assert parent.line() == "exit 1" and time.monotonic() - t0 < 30
     finally:
         parent.clean_up()
+
+
+def test_relog_sends_a_running_workers_output_to_the_next_log(tmp_path):
+    import os
+
+    from deploytool.proc.worker import Worker
+
+    with Worker(log_path=tmp_path / "a.log") as w:
+        pid = w.call(os.getpid)
+        w.call(os.system, "echo first run")  # the file descriptors, as a native library writes
+        w.relog(tmp_path / "b.log")
+        w.call(os.system, "echo second run")
+        assert w.call(os.getpid) == pid and w.log_tail() == "second run"
+    assert "first run" in (tmp_path / "a.log").read_text() and "second run" not in (tmp_path / "a.log").read_text()
+    assert "second run" in (tmp_path / "b.log").read_text()
