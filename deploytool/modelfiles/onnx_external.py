@@ -131,10 +131,14 @@ def copy_with_external(src: Path, dst_dir: Path, name: str | None = None) -> Pat
     files = model_files(src)  # checked before anything is written
     dst_dir.mkdir(parents=True, exist_ok=True)
     dest = dst_dir / (name or src.name)
+    # a file already there is replaced, never written into: it may be a link to a shared file
+    # (deploytool.workspace.share_large_files), whose other names must keep their bytes
+    dest.unlink(missing_ok=True)
     shutil.copyfile(src, dest)  # bytes only: a read-only original must not make a read-only copy
     for f in files[1:]:
         target = dst_dir / f.relative_to(src.parent)
         target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
         shutil.copyfile(f, target)
     return dest
 

@@ -211,3 +211,14 @@ def test_a_browser_row_of_a_model_over_2_gib_is_refused_before_a_browser_starts(
         rt.load(art)
     assert e.value.status == "unsupported" and "models over 2 GiB are not run in the browser" in e.value.reason
     assert rt._session is None  # no browser was started for it
+
+
+def test_copying_over_a_shared_file_replaces_it_and_leaves_its_other_names_alone(tmp_path):
+    t = tmp_path / "m.tflite"
+    t.write_bytes(b"TFL3 new")
+    (tmp_path / "t").mkdir()
+    shared = tmp_path / "blob"
+    shared.write_bytes(b"TFL3 old")
+    os.link(shared, tmp_path / "t" / "m.tflite")  # a bundle's file linked to a blob (share_large_files)
+    assert onnx_external.copy_with_external(t, tmp_path / "t").read_bytes() == b"TFL3 new"
+    assert shared.read_bytes() == b"TFL3 old"
