@@ -243,6 +243,9 @@ def triage(result: Result, env: Environment, tools: Iterable[str] = (), random_w
     if OUT_OF_MEMORY in (result.reason or ""):
         return Triage(ENVIRONMENT, "this machine ran out of memory (the kernel killed the process; not a bug "
                       f"shown): {first_line_of(result.reason)[:160]}", packages=packages)
+    if result.status is Status.TIMEOUT:  # slow here, or hung: nothing a maintainer could act on is shown
+        return Triage(ENVIRONMENT, "unconfirmed: did not finish within the row's time limit on this machine (slow "
+                      f"or hung; --timeout gives it longer): {first_line_of(result.reason)[:160]}", packages=packages)
     if PHONE_STORAGE_FULL in (result.reason or ""):
         return Triage(ENVIRONMENT, "the phone had no room for the run (not the model's nor a library's fault): "
                       f"{first_line_of(result.reason)[:160]}", packages=packages)

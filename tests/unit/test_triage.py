@@ -224,3 +224,11 @@ def test_a_process_the_out_of_memory_killer_ended_is_this_machines_state_not_a_b
                exception="")
     t = triage(row, ENV, ("onnx2tf",))  # onnx2tf outside its pins: still the machine's memory first
     assert t.klass == "environment" and t.why.startswith("this machine ran out of memory")
+
+
+def test_a_row_past_its_time_limit_is_not_filed_upstream():
+    # ViT-B/16's int8 TFLite in tfjs-tflite took over 10 s an inference: 64 samples ran past the atlas' 900 s
+    row = _row("timeout", "the browser did not finish the run within timeout_s=900 (the whole test set's chunks "
+                          "together)", exception="")
+    t = triage(row, ENV, ())
+    assert t.klass == "environment" and "time limit" in t.why and "--timeout" in t.why
