@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from deploytool.data.npz import read_arrays
 from deploytool.errors import BadModelFile, DataError, UnknownOption, first_line_of
 from deploytool.workspace import Workspace, safe_segment
 
@@ -120,11 +121,7 @@ def model_file(model: Any, data: Any, ws: Workspace, name: str | None = None) ->
 
 def _arrays_of(data: Any) -> dict[str, np.ndarray]:
     if isinstance(data, (str, os.PathLike)):
-        try:
-            with np.load(data, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except (OSError, ValueError) as e:
-            raise DataError(f"{data}: not a readable .npz ({first_line_of(str(e), 160)})") from None
+        return read_arrays(Path(data), what="the test set's arrays (x, or one per model input, and y)")
     arrays = test_arrays(data)
     if not arrays:
         raise DataError("a torch.nn.Module is exported with torch.export on samples of its test set: pass data "

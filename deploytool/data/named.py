@@ -9,14 +9,13 @@ are never scaled or normalized; --scale/--mean/--std apply to image inputs only.
 from __future__ import annotations
 
 import difflib
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from deploytool.data.feed import Feed
-from deploytool.data.npz import declared_members, memory_limit_bytes
-from deploytool.errors import DataError, ShapeError, first_line_of
+from deploytool.data.npz import read_arrays
+from deploytool.errors import DataError, ShapeError
 from deploytool.modelfiles.signature import Signature, TensorSpec
 from deploytool.spec import Preprocess
 
@@ -27,36 +26,6 @@ def _how(sig: Signature) -> str:
     names = ", ".join(f"{t.name}=..." for t in sig.inputs)
     single = " (or x=... for its one input)" if len(sig.inputs) == 1 else ""
     return f"save with np.savez(path, {names}, y=labels){single}"
-
-
-def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of the .npz, loaded without pickle, after its declared sizes were found to fit in memory."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file; pass an .npz with one array per model input")
-    try:
-        declared = declared_members(path)
-        need = sum(int(np.prod(s, dtype=np.float64)) * max(4, dt.itemsize) for s, dt in declared.values())
-        limit = memory_limit_bytes()
-        if need > limit:
-            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB, more than this machine can hold "
-                            f"({limit / 2**30:.1f} GiB usable); pass a smaller test set")
-        with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    except DataError:
-        raise
-    except MemoryError:
-        raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
-    except ValueError as e:
-        if "allow_pickle" in str(e) or "Object arrays" in str(e):
-            raise DataError(f"{path}: an array holds Python objects (ragged rows of different lengths?); store "
-                            "each input as one rectangular array: pad sequences to one length and pass a mask"
-                            ) from None
-        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or 'ValueError'})"
-                        ) from None
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        text = first_line_of(str(e)) or type(e).__name__
-        raise DataError(f"{path}: not a readable .npz ({text})") from None
 
 
 def _key_for(arrays: dict[str, np.ndarray], t: TensorSpec, sig: Signature) -> str:
@@ -176,7 +145,7 @@ def load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndar
 
 
 def _load_feeds(path: Path, sig: Signature, p: Preprocess) -> tuple[Feed, np.ndarray, Feed | None, np.ndarray]:
-    arrays = load_arrays(path)
+    arrays = read_arrays(path, what="one array per model input", how=_how(sig))
     test = {t.name: _checked(_test_array(arrays, t, sig, path), t, path, t.name) for t in sig.inputs}
     _refuse_unknown_arrays(arrays, sig, path)
     sizes = {n: len(a) for n, a in test.items()}

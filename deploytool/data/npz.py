@@ -60,40 +60,56 @@ def _refuse_scalars(path: Path, **arrays: np.ndarray) -> None:
                             f"{_HOW}, with one row per sample")
 
 
-def load(path: Path, input_name: str = "") -> RawData:
-    """`x` (or an array named after the model's one input, `input_name`) and, optionally, integer labels `y`."""
+def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = "arrays x (N,H,W,C) and y (N,)",
+                how: str = _HOW) -> dict[str, np.ndarray]:
+    """The arrays of a test .npz (those named in `members`, or all), read without pickle once their declared sizes
+    (from the .npy headers) were found to fit in memory. The one reader of a user's .npz: every mistake is one
+    DataError naming the file, `what` it should hold and `how` to save it."""
     path = Path(path)
     if not path.exists():
-        raise DataError(f"{path}: no such file; pass an .npz with arrays x (N,H,W,C) and y (N,)")
-    members = (*MEMBERS, input_name, f"{input_name}_train") if input_name else MEMBERS
+        raise DataError(f"{path}: no such file; pass an .npz with {what}")
     try:
         declared = declared_members(path, members)
         # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
         need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
         limit = memory_limit_bytes()
         if need > limit:
-            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ({', '.join(f'{k} {s}' for k, (s, _) in declared.items())}), "
-                            f"more than this machine can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
+            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ("
+                            f"{', '.join(f'{k} {list(s)}' for k, (s, _) in declared.items())}), more than this machine "
+                            f"can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
         with np.load(path, allow_pickle=False) as z:
-            keys = set(z.files)
-            xname = "x" if "x" in keys else input_name if input_name in keys else ""
-            if not xname:
-                named = f" or {input_name!r} (the model's input)" if input_name and input_name != "x" else ""
-                raise DataError(f"{path}: needs the images as array 'x'{named}, found {sorted(keys) or 'none'}; "
-                                f"{_HOW} (y is optional)")
-            x = z[xname]
-            y = z["y"] if "y" in keys else np.zeros(0, np.int64)  # no labels: compared with the baseline alone
-            _refuse_scalars(path, x=x, y=y)
-            x_train = z[f"{xname}_train"] if f"{xname}_train" in keys else x[:0]
-            y_train = z["y_train"] if "y_train" in keys else y[:0]
-            _refuse_scalars(path, x_train=x_train, y_train=y_train)
+            return {name: z[name] for name in z.files if members is None or name in members}
     except DataError:
         raise
     except MemoryError:
         raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        text = first_line_of(str(e)) or type(e).__name__
-        raise DataError(f"{path}: not a readable .npz ({text}); {_HOW}") from None
+    except ValueError as e:
+        if "allow_pickle" in str(e) or "Object arrays" in str(e):
+            raise DataError(f"{path}: an array holds Python objects (ragged rows of different lengths?), which are "
+                            "never unpickled; store each input as one rectangular array of numbers (pad sequences "
+                            f"to one length and pass a mask); {how}") from None
+        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or 'ValueError'}); {how}") from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
+        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or type(e).__name__}); {how}") from None
+
+
+def load(path: Path, input_name: str = "") -> RawData:
+    """`x` (or an array named after the model's one input, `input_name`) and, optionally, integer labels `y`."""
+    path = Path(path)
+    members = (*MEMBERS, input_name, f"{input_name}_train") if input_name else MEMBERS
+    arrays = read_arrays(path, members)
+    xname = "x" if "x" in arrays else input_name if input_name in arrays else ""
+    if not xname:
+        named = f" or {input_name!r} (the model's input)" if input_name and input_name != "x" else ""
+        found = sorted(declared_members(path))
+        raise DataError(f"{path}: needs the images as array 'x'{named}, found {found or 'none'}; "
+                        f"{_HOW} (y is optional)")
+    x = arrays[xname]
+    y = arrays.get("y", np.zeros(0, np.int64))  # no labels: compared with the baseline alone
+    _refuse_scalars(path, x=x, y=y)
+    x_train = arrays.get(f"{xname}_train", x[:0])
+    y_train = arrays.get("y_train", y[:0])
+    _refuse_scalars(path, x_train=x_train, y_train=y_train)
     for name, a in (("x", x), ("x_train", x_train)):
         if np.iscomplexobj(a):
             raise DataError(f"{path}: {name} holds complex numbers ({a.dtype}); images are real: store the real part "

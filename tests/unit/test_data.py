@@ -229,3 +229,29 @@ def test_a_dataset_registers_its_loader_with_the_decorator(spec):
         data.DATASETS.unregister("test-constant")
     with pytest.raises(DataError, match="unknown dataset 'test-constant'"):
         data.load_raw("test-constant", spec, None)
+
+
+def test_one_reader_guards_every_user_npz_an_image_set_a_named_set_and_the_apis(tmp_path, monkeypatch):
+    """An image classifier's set, a signature's named set and the Python API's data path all read through
+    npz.read_arrays: each refuses a set larger than the machine can hold (from the headers, before reading) and
+    an array of Python objects, in one line naming the file."""
+    from deploytool.api.sources import _arrays_of
+    from deploytool.data.named import load_feeds
+    from deploytool.modelfiles.signature import Signature, TensorSpec
+    from deploytool.spec import Preprocess
+
+    sig = Signature((TensorSpec("x", "float32", (None, 4), "features"),), (TensorSpec("y", "float32", (None, 2)),))
+    big = tmp_path / "big.npz"
+    np.savez(big, x=np.zeros((64, 4), np.float32), y=np.zeros(64, np.int64))
+    monkeypatch.setattr(npz, "memory_limit_bytes", lambda: 512)
+    readers = (lambda p: npz.load(p), lambda p: load_feeds(p, sig, Preprocess()), _arrays_of)
+    for read in readers:
+        with pytest.raises(DataError, match=r"big.npz: its arrays declare .* more than this machine can hold") as e:
+            read(big)
+        assert "\n" not in str(e.value)
+    monkeypatch.undo()
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, x=np.array([object(), object()], dtype=object), y=np.array([0, 1]))
+    for read in readers:
+        with pytest.raises(DataError, match=r"objects.npz: an array holds Python objects .* never unpickled"):
+            read(objects)
