@@ -94,16 +94,6 @@ def output_comparison(name: str, target: np.ndarray, reference: np.ndarray,
                             if integer and len(t) else None)
 
 
-def compare(outputs: np.ndarray, baseline_outputs: np.ndarray, y_true: np.ndarray | None,
-            tolerances: dict[str, tuple[float, float]], *, costs: Costs = NOT_MEASURED,
-            baseline_costs: Costs = NOT_MEASURED, task: str = "classification", quantized: bool = False) -> Comparison:
-    """One output (a classifier's scores, as every image model here has): `compare_outputs` of that output."""
-    n = len(y_true) if y_true is not None and len(y_true) else len(baseline_outputs)
-    return compare_outputs({"output": np.asarray(outputs).reshape(n, -1)},
-                           {"output": np.asarray(baseline_outputs).reshape(n, -1)}, y_true, tolerances,
-                           task=task, costs=costs, baseline_costs=baseline_costs, quantized=quantized)
-
-
 class NamedArrays(Protocol):
     """Arrays by output name: a dict, or a Feed."""
 

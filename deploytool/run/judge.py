@@ -9,11 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deploytool.data.feed import OutputLayout, split
+from deploytool.data.feed import Feed, OutputLayout, split
 from deploytool.latency import PairedLatency
 from deploytool.result import Comparison, Measurement
-from deploytool.run.compare import Costs, compare, compare_outputs
+from deploytool.run.compare import Costs, compare_outputs
 from deploytool.runtimes.base import Outputs
+
+
+SCORES = "output"  # the name an image classifier's one output is compared under
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,12 @@ def paired_ratios(c: Comparison, paired: PairedLatency | None) -> Comparison:
     return c
 
 
+def _named(stored: np.ndarray, layout: OutputLayout | None) -> Feed:
+    """Stored outputs by name: split by their layout, or an image classifier's class scores as its one output."""
+    stored = np.asarray(stored)
+    return split(stored, layout if layout is not None else ((SCORES, tuple(stored.shape[1:])),))
+
+
 def judge(outputs: Outputs, reference: Reference, y_true: np.ndarray, tolerances: dict[str, tuple[float, float]],
           size_bytes: int, task: str = "classification", paired: PairedLatency | None = None,
           scored: str = "", integer_outputs: tuple[str, ...] = (),
@@ -55,14 +64,10 @@ def judge(outputs: Outputs, reference: Reference, y_true: np.ndarray, tolerances
     judged by the quantized group's limits (what a weak test set's output error and cosine are held to)."""
     m = measurement_of(outputs, paired)
     costs = Costs(m.p50_ms, m.p90_ms, m.memory_bytes, size_bytes)
-    if reference.layout is not None:
-        if outputs.output_layout is None:
-            raise ValueError("the row's outputs carry no layout, the baseline's do")
-        c = compare_outputs(split(outputs.outputs, outputs.output_layout), split(reference.outputs, reference.layout),
-                            y_true if len(y_true) else None, tolerances, task=task, scored=scored,
-                            integer_outputs=integer_outputs, costs=costs, baseline_costs=reference.costs,
-                            quantized=quantized)
-    else:
-        c = compare(outputs.outputs, reference.outputs, y_true, tolerances, costs=costs,
-                    baseline_costs=reference.costs, quantized=quantized)
+    if reference.layout is not None and outputs.output_layout is None:
+        raise ValueError("the row's outputs carry no layout, the baseline's do")
+    c = compare_outputs(_named(outputs.outputs, outputs.output_layout), _named(reference.outputs, reference.layout),
+                        y_true if len(y_true) else None, tolerances, task=task, scored=scored,
+                        integer_outputs=integer_outputs, costs=costs, baseline_costs=reference.costs,
+                        quantized=quantized)
     return paired_ratios(c, paired), m

@@ -16,7 +16,7 @@ from deploytool.atlas.runner import select
 from deploytool.errors import SpecError, UnknownOption
 from deploytool.lab.labfile import load_lab
 from deploytool.result import Combo, Result, Status
-from deploytool.run.compare import compare
+from tests.scores import compare
 from deploytool.tolerances import DEFAULT_TOLERANCES
 
 

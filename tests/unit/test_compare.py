@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from deploytool.result import primary_memory
-from deploytool.run.compare import Costs, compare, judge, parse_tolerance_overrides
+from deploytool.run.compare import Costs, judge, parse_tolerance_overrides
+from tests.scores import compare
 from deploytool.errors import UnknownOption
 
 TOL = {"accuracy_drop_points": (1.0, 3.0), "agreement": (0.98, 0.95), "max_abs_error": (1e-4, 1e-2)}

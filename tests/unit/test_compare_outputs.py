@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from deploytool.run.compare import compare, compare_outputs, cosine_per_sample, output_comparison
+from deploytool.run.compare import compare_outputs, cosine_per_sample, output_comparison
+from tests.scores import compare
 from deploytool.tasks import infer_task
 from deploytool.tasks.classification import top_k_agreement
 from deploytool.tasks.regression import regression_errors

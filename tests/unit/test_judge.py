@@ -99,3 +99,16 @@ def test_the_judge_takes_values_and_a_baseline_read_from_disk_gives_the_same_one
     assert np.array_equal(stored.outputs, in_memory.outputs) and stored.costs == in_memory.costs
     args = (_outputs(BASE * 0.5), Y, {"agreement": (0.99, 0.9)})
     assert judge(args[0], in_memory, *args[1:], size_bytes=10) == judge(args[0], stored, *args[1:], size_bytes=10)
+
+
+def test_an_image_classifiers_scores_are_judged_through_the_one_entry_point_as_its_one_output(tmp_path):
+    """No layout on either side (an image classifier's stored class scores): the judge compares them as one output
+    through compare_outputs, as any model's; scores of another class count are an OutputMismatch naming the
+    shapes, never a silent reshape."""
+    from deploytool.errors import OutputMismatch
+    from deploytool.run.judge import SCORES
+
+    c, _ = judge(_outputs(BASE), _baseline(tmp_path).reference(), Y, {"agreement": (0.99, 0.9)}, size_bytes=1000)
+    assert [o.name for o in c.outputs] == [SCORES] and c.outputs[0].shape == (3,) and c.scored_output == ""
+    with pytest.raises(OutputMismatch, match=r"has shape \(4, 2\), the baseline's \(4, 3\)"):
+        judge(_outputs(BASE[:, :2]), _baseline(tmp_path).reference(), Y, {}, size_bytes=1000)

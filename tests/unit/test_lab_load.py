@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from deploytool.lab import regress
-from deploytool.run.compare import compare
+from tests.scores import compare
 from deploytool.lab.labfile import Regression
 from deploytool.lab.night import _compare, _fastest, _on_the_trend, latency_reference
 from deploytool.latency import PairedLatency

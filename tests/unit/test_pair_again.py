@@ -15,7 +15,7 @@ from deploytool.latency import PairedLatency
 from deploytool.result import Combo, Measurement, Result, Status
 from deploytool.run import runner
 from deploytool.run.judge import paired_ratios
-from deploytool.run.compare import compare
+from tests.scores import compare
 from deploytool.run.context import RunContext
 from deploytool.runtimes.measure import PAIR_BLOCKS
 

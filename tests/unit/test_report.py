@@ -23,7 +23,8 @@ import pytest
 
 from deploytool.run.baseline import Baseline
 from deploytool.artifact import Artifact
-from deploytool.run.compare import Costs, compare
+from deploytool.run.compare import Costs
+from tests.scores import compare
 from deploytool.report import ReportInput, summary_rows, write_report
 from deploytool.report import png, svg, text
 from deploytool.result import Combo, Measurement, Result, StageTimes, Status

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from deploytool.report.tasks import COS_MIN, weak_set_warnings, view_of
-from deploytool.run.compare import compare
+from tests.scores import compare
 from deploytool.tasks.weak_set import (MIN_SAMPLES, ONE_CLASS_SHARE, SPREAD_FLOOR, agreement_uninformative,
                                      spread_across_samples)
 from deploytool.tasks import TASKS
