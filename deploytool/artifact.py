@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_external
-from deploytool.modelfiles.signature import Signature
+from deploytool.modelfiles.signature import Signature, TensorSpec
 
 # Formats an artifact can have. "keras" and "torch" are the PC originals.
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
@@ -37,6 +37,17 @@ class Artifact:
     notes: tuple[str, ...] = ()  # e.g. what was done instead of an impossible mode
     # every named input and output (None: a single image input and one output, described by the fields above)
     signature: Signature | None = None
+
+    @property
+    def io_signature(self) -> Signature:
+        """Every artifact's named inputs and outputs, the one thing a runtime binds a model file by: its own
+        signature, or, for a single-array model (an image classifier, a zoo model), the one its fields imply: one
+        float32 input of `input_shape` and one float32 output of `num_outputs` values, named by position
+        (match_names pairs them with the file's one input and one output whatever the file calls them)."""
+        if self.signature is not None:
+            return self.signature
+        return Signature((TensorSpec("input", "float32", (None, *self.input_shape)),),
+                         (TensorSpec("output", "float32", (None, self.num_outputs)),))
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -77,47 +77,38 @@ class LiteRTRuntime(Runtime):
             ins, outs = io_of(self._it)
         except Exception as e:  # a corrupt flatbuffer: this combination's (final) result
             raise self._failed(e, "load_failed") from e
-        if artifact.signature is not None:
-            self._bind(artifact)
-            return
+        if artifact.signature is None:  # one array in, one out: what the artifact's fields say it takes
+            self._check_single(artifact, ins, outs)
+        self._bind(artifact)
+
+    def _check_single(self, artifact: Artifact, ins: list[TensorQuant], outs: list[TensorQuant]) -> None:
+        """A single-array model's file: one input and one output, float or quantized, its input of the artifact's
+        sample shape."""
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
-        self._in: TensorQuant = ins[0]
-        self._out: TensorQuant = outs[0]
-        for t in (self._in, self._out):
+        for t in (ins[0], outs[0]):
             if t.dtype not in _FLOATS and not t.quantized:
                 raise StageFailed("unsupported", f"tensor {t.name} is {t.dtype} without quantization parameters; "
                                                  "deploytool feeds float or quantized tensors only")
-        detail = self._it.get_input_details()[0]
-        self._in_index = detail["index"]
-        self._out_index = self._it.get_output_details()[0]["index"]
-        shape = tuple(int(s) for s in detail["shape"])
-        signature = tuple(int(s) for s in detail.get("shape_signature", detail["shape"]))
+        shape = tuple(int(s) for s in self._it.get_input_details()[0]["shape"])
         if shape[1:] != tuple(artifact.input_shape):
             raise StageFailed("load_failed", f"the model's input is {list(shape)} but the artifact says one "
                                                 f"sample is {list(artifact.input_shape)} ({artifact.layout})")
-        self._resizable = len(signature) > 0 and signature[0] == -1
-        self._batch = shape[0]  # the batch the interpreter is allocated for now
-        self._fixed_batch = None if self._resizable else shape[0]
-        try:
-            self._it.allocate_tensors()
-        except Exception as e:  # an op this LiteRT build lacks fails here, every time
-            raise self._failed(e, "load_failed") from e
 
     def _bind(self, artifact: Artifact) -> None:
-        """A model with a signature: each named input at its tensor (quantized where the tensor is), resized
-        to each batch's shape (a sequence length the data decides); every output dequantized, by the source's
-        names."""
-        assert artifact.signature is not None
+        """Each named input of the artifact's signature (Artifact.io_signature) at its tensor (quantized where the
+        tensor is), resized to each batch's shape (a sequence length the data decides); every output dequantized,
+        by the source's names. The one load path: a single-array model binds its implied signature."""
+        signature = artifact.io_signature
         names = signature_names(self._it)
         ins, outs = self._it.get_input_details(), self._it.get_output_details()
         by_name_in = {names.get(int(d["index"]), d["name"]): d for d in ins}
         by_name_out = {names.get(int(d["index"]), d["name"]): d for d in outs}
         try:
-            self._feeds = {src: by_name_in[m] for src, m in match_names(artifact.signature.input_names,
+            self._feeds = {src: by_name_in[m] for src, m in match_names(signature.input_names,
                                                                         list(by_name_in)).items()}
-            self._fetches = {src: by_name_out[m] for src, m in match_names(artifact.signature.output_names,
+            self._fetches = {src: by_name_out[m] for src, m in match_names(signature.output_names,
                                                                            list(by_name_out)).items()}
         except KeyError as e:
             raise StageFailed("load_failed", f"{self.name} {self._version()}: {e.args[0]}") from None
@@ -127,8 +118,9 @@ class LiteRTRuntime(Runtime):
         self._resizable = sig is not None and len(sig) > 0 and int(sig[0]) == -1
         self._fixed_batch = None if self._resizable else int(first["shape"][0])
         self._shapes: dict[int, tuple[int, ...]] = {}
-        self._in = self._quant[int(first["index"])]
-        self._out = self._quant[int(next(iter(self._fetches.values()))["index"])]
+        self._in_index, self._out_index = int(first["index"]), int(next(iter(self._fetches.values()))["index"])
+        self._in, self._out = self._quant[self._in_index], self._quant[self._out_index]
+        self._batch = int(first["shape"][0])  # the batch the interpreter is allocated for now
         try:
             self._it.allocate_tensors()
         except Exception as e:
@@ -196,9 +188,7 @@ class LiteRTRuntime(Runtime):
             raise self._failed(e) from e
 
     def _tensors(self) -> tuple[list[TensorQuant], list[TensorQuant]]:
-        """(inputs, outputs) the model is fed and read by: every named one of a model with a signature."""
-        if self.artifact is None or self.artifact.signature is None:
-            return [self._in], [self._out]
+        """(inputs, outputs) the model is fed and read by, every named one."""
         return ([self._quant[int(d["index"])] for d in self._feeds.values()],
                 [self._quant[int(d["index"])] for d in self._fetches.values()])
 

@@ -84,31 +84,30 @@ class OnnxRuntime(Runtime):
         except Exception as e:  # a corrupt model or an op it lacks: this combination's (final) result
             raise _failed(self._version, e, "load_failed") from e
         ins, outs = self._sess.get_inputs(), self._sess.get_outputs()
-        if artifact.signature is not None:
-            self._bind(artifact, ins, outs)
-            return
+        if artifact.signature is None:  # one array in, one out: what the artifact's fields say it takes
+            self._check_single(artifact, ins, outs)
+        self._bind(artifact, ins, outs)
+
+    def _check_single(self, artifact: Artifact, ins: list, outs: list) -> None:
+        """A single-array model's file: one float input of the artifact's sample shape (symbolic dims are strings
+        or None: only fixed ones can disagree), one output."""
         if len(ins) != 1 or len(outs) != 1:
             raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
                                              "deploytool runs one-input, one-output models")
-        self._input, self._output = ins[0], outs[0]
-        if self._input.type not in _FLOAT_TYPES:
-            raise StageFailed("unsupported", f"input {self._input.name} is {self._input.type}; deploytool feeds "
+        if ins[0].type not in _FLOAT_TYPES:
+            raise StageFailed("unsupported", f"input {ins[0].name} is {ins[0].type}; deploytool feeds "
                                              "float tensors only")
-        self._dtype = _FLOAT_TYPES[self._input.type]
-        dims = list(self._input.shape)
-        # Symbolic dims are strings (or None); only fixed (int) dims can disagree with the artifact.
+        dims = list(ins[0].shape)
         per_sample = dims[1:]
         if len(per_sample) != len(artifact.input_shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(per_sample, artifact.input_shape)):
             raise StageFailed("load_failed", f"the model's input is {dims} but the artifact says one sample "
                                                 f"is {list(artifact.input_shape)} ({artifact.layout})")
-        self._fixed_batch = dims[0] if isinstance(dims[0], int) else None
 
     def _bind(self, artifact: Artifact, ins: list, outs: list) -> None:
-        """A model with a signature: every named input fed as its own dtype, every output returned by the
-        source's names."""
-        assert artifact.signature is not None
-        sig = artifact.signature
+        """Every named input of the artifact's signature (Artifact.io_signature) fed as its own dtype, every output
+        returned by the source's names. The one load path: a single-array model binds its implied signature."""
+        sig = artifact.io_signature
         try:
             self._inputs = match_names(sig.input_names, [i.name for i in ins])
             self._outputs = match_names(sig.output_names, [o.name for o in outs])
@@ -121,8 +120,8 @@ class OnnxRuntime(Runtime):
         self._dtypes = {i.name: _TYPES[i.type] for i in ins}
         first = ins[0].shape
         self._fixed_batch = first[0] if first and isinstance(first[0], int) else None
+        self._input, self._output = ins[0], outs[0]
         self._dtype = _TYPES[ins[0].type]
-        self._output = outs[0]
 
     def _predict_feed(self, x: Feed) -> Feed:
         n, fixed = len(x), self._fixed_batch

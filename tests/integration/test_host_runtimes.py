@@ -197,3 +197,25 @@ def test_a_test_set_past_the_stream_size_reaches_the_worker_as_a_file_and_gives_
     assert any("read from a file a batch at a time" in n for n in streamed.notes)
     assert not any("read from a file" in n for n in whole.notes)
     assert not scratch.exists()
+
+
+@pytest.mark.parametrize("runtime,fmt", [(LiteRTRuntime, "tflite"), (OnnxRuntime, "onnx")])
+def test_a_single_array_model_binds_through_its_implied_signature_on_the_one_load_path(runtime, fmt, sources,
+                                                                                      artifacts):
+    """A model without a signature of its own (an image classifier, a zoo twin) is bound by the signature its
+    artifact's fields imply (Artifact.io_signature: one float32 input, one output, paired with the file's by
+    position whatever the file names them), on the load path every model takes: its outputs are those of the
+    same file described by that signature explicitly, and an artifact whose input shape is not the file's is
+    refused before anything runs."""
+    src, art = sources["torch"], artifacts[("torch", fmt, "none")]
+    implied = art.io_signature
+    assert art.signature is None and implied.input_names == ("input",) and implied.output_names == ("output",)
+    assert implied.inputs[0].shape == (None, *art.input_shape) and implied.outputs[0].shape == (None, 10)
+    plain = run(runtime(), art, src.x_test)
+    named = run(runtime(), replace(art, signature=implied), src.x_test)
+    assert plain.output_layout is None and named.output_layout == (("output", (10,)),)
+    np.testing.assert_array_equal(plain.outputs, named.outputs)
+    wrong = replace(art, input_shape=(art.input_shape[0] + 1, *art.input_shape[1:]))
+    with pytest.raises(StageFailed) as e, runtime() as rt:
+        rt.load(wrong)
+    assert e.value.status == "load_failed" and "but the artifact says one sample is" in e.value.reason
