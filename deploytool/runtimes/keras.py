@@ -46,35 +46,29 @@ class KerasRuntime(Runtime):
                 import keras
 
                 model = keras.saving.load_model(artifact.path, compile=False)
-                call = lambda x: model(x, training=False)
             else:
                 # Kept for the runtime's life: the signature only holds weak references to the
                 # variables, which the loaded object owns; once it is collected, every call fails.
                 self._loaded = tf.saved_model.load(str(artifact.path))
-                sig = serving_signature(self._loaded, str(artifact.path))
-                key = next(iter(sig.structured_outputs))
-                call = lambda x: sig(x)[key]
+                serving_signature(self._loaded, str(artifact.path))  # refused in one line when it has none
         except Exception as e:  # a user's file can fail in many ways; all mean the same to them
             raise BadModelFile(f"{artifact.path}: cannot be loaded as a {artifact.format} model "
                                f"({first_line_of(str(e), 200)}); check the file or re-export it") from None
         self._tf = tf
-        if artifact.signature is not None:
-            self._bind(artifact, model if artifact.format == "keras" else None)
-        else:
-            spec = tf.TensorSpec([None, *artifact.input_shape], tf.float32)
-            self._fn = tf.function(call, input_signature=[spec], reduce_retracing=True)
+        self._bind(artifact, model if artifact.format == "keras" else None)
         # the traced serving graph holds only what a model may (no file, I/O or native op) before its first call
         check_graph_def(self._fn.get_concrete_function().graph.as_graph_def(), str(artifact.path))
 
     def _bind(self, artifact: Artifact, model: Any) -> None:  # a keras.Model (untyped), or None: a SavedModel
-        """A model with a signature: one traced function taking every named input at its dtype (open
-        dimensions stay open) and returning every output by the source's names."""
-        tf, sig = self._tf, artifact.signature
-        assert sig is not None
+        """One traced function taking every named input of the artifact's signature (Artifact.io_signature) at
+        its dtype (open dimensions stay open) and returning every output by the source's names. The one load path:
+        a single-array model binds its implied signature (its file's first output, as it always was)."""
+        tf, sig = self._tf, artifact.io_signature
         specs = {t.name: tf.TensorSpec([None, *t.sample_shape], tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs}
         if model is not None:
-            keras_names = [str(i.name).split(":")[0] for i in model.inputs]
-            order = list(match_names(sig.input_names, keras_names))  # source names, in the model's input order
+            # source names, in the model's input order (one input needs no pairing: a model not yet built has none)
+            order = list(sig.input_names) if len(sig.inputs) == 1 else \
+                list(match_names(sig.input_names, [str(i.name).split(":")[0] for i in model.inputs]))
             names = list(sig.output_names)
 
             def call(**x: Any) -> Any:
@@ -83,19 +77,22 @@ class KerasRuntime(Runtime):
         else:
             serving = serving_signature(self._loaded, str(artifact.path))
             feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
-            fetches = match_names(sig.output_names, list(serving.structured_outputs))
+            outputs = list(serving.structured_outputs)
+            fetches = match_names(sig.output_names, outputs if artifact.signature is not None else outputs[:1])
 
             def call(**x: Any) -> Any:
                 out = serving(**{feeds[n]: v for n, v in x.items()})
                 return {n: out[fetches[n]] for n in fetches}
-        self._fn = tf.function(lambda *args: call(**dict(zip(specs, args))), input_signature=list(specs.values()),
-                               reduce_retracing=True)
-        self._names = list(specs)
+        # one output comes back as its tensor, not a dict of one: a call's packing is part of what is timed
+        one = sig.output_names[0] if len(sig.outputs) == 1 else None
+        self._fn = tf.function(lambda *args: call(**dict(zip(specs, args)))[one] if one else call(**dict(zip(specs, args))),
+                               input_signature=list(specs.values()), reduce_retracing=True)
+        self._names, self._one = list(specs), one
 
     def _predict(self, x: Batch) -> Batch:
         if isinstance(x, Feed):
             out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
-            return Feed({n: per_sample(n, v.numpy()) for n, v in out.items()})
+            return Feed({n: per_sample(n, v.numpy()) for n, v in ({self._one: out} if self._one else out).items()})
         return self._fn(self._tf.constant(x)).numpy()
 
     def _run(self, inputs: Batch) -> Outputs:
