@@ -97,11 +97,9 @@ def torch_samples(source: Artifact, calibration: Any, batch: int) -> tuple[Any, 
     a dimension the model leaves open (a sequence length) takes the data's."""
     import torch
 
-    if source.signature is None:
-        return (torch.zeros((batch, *source.input_shape), dtype=torch.float32),)
     first = calibration[:1] if isinstance(calibration, Feed) and len(calibration) else None
     out = []
-    for t in source.signature.inputs:
+    for t in source.io_signature.inputs:  # a single-array model: one float32 input of its sample shape
         dims = [d if d is not None else (first[t.name].shape[i + 1] if first is not None else 1)
                 for i, d in enumerate(t.sample_shape)]
         out.append(torch.zeros((batch, *dims), dtype=getattr(torch, t.dtype)))
