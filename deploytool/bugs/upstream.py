@@ -135,6 +135,35 @@ def _collect_env() -> str:
         return f"(collect_env could not run: {e})"
 
 
+def _system_information(finding: Finding, sig: Signature, meta: dict[str, Any]) -> list[str]:
+    """The issue's system information: OS, Python, the owner's packages (its template's order), every distribution
+    the fault involved, the versions it was seen with, and the owner's template questions answered."""
+    owner = finding.owner
+    lines = [f"- OS: {os_platform()}", f"- Python: {platform.python_version()}"]
+    relevant = PACKAGES_OF.get(owner, ())
+    versions = finding.last_versions
+    for p in sorted(versions, key=lambda k: (k not in relevant, k)):
+        if p in relevant or p in ("numpy",):
+            lines.append(f"- {p}: {versions[p]}")
+    shown = {p for p in versions if p in relevant or p == "numpy"}
+    for pkg in (finding.triage.get("packages") or []):  # every distribution the fault involved
+        name = str(pkg).split(" ")[0]
+        if name not in shown:
+            lines.append(f"- {pkg.replace(' ', ': ', 1)}")
+            shown.add(name)
+    affected = {p: v for p, v in finding.versions.items() if p in relevant and len(v) > 1}
+    if affected:
+        lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
+    asks = TEMPLATE_ASKS.get(owner, [])
+    if sig.runtime.endswith(":webgpu"):  # the template's default answer names the CPU; this one ran on WebGPU
+        gpu = (meta.get("environment") or {}).get("gpu") or "unknown adapter"
+        asks = [a.replace("Install: pip (CPU build); API: Python; execution provider: CPU (wasm in the browser)",
+                          "Install: npm (onnxruntime-web); API: JavaScript; execution provider: WebGPU")
+                for a in asks] + [f"Backend: WebGPU on {gpu}; the same file on wasm is right"]
+    lines += [f"- {ask}" for ask in asks]
+    return lines
+
+
 def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
     sig, owner = Signature.from_json(finding.signature), finding.owner
     m = meta.get("metrics") or {}
@@ -163,28 +192,7 @@ def issue_text(finding: Finding, meta: dict[str, Any], files: list[str]) -> str:
                   "that process):", "", *fence(str(c.get("output") or "")[-1500:])]
     if owner == "microsoft/onnxruntime":
         lines += ["", f"Is this a quantized model? {'yes (' + quantize + ')' if quantize != 'none' else 'no'}"]
-    lines += ["", "## System information", "", f"- OS: {os_platform()}", f"- Python: {platform.python_version()}"]
-    relevant = PACKAGES_OF.get(owner, ())
-    versions = finding.last_versions
-    for p in sorted(versions, key=lambda k: (k not in relevant, k)):
-        if p in relevant or p in ("numpy",):
-            lines.append(f"- {p}: {versions[p]}")
-    shown = {p for p in versions if p in relevant or p == "numpy"}
-    for pkg in (finding.triage.get("packages") or []):  # every distribution the fault involved
-        name = str(pkg).split(" ")[0]
-        if name not in shown:
-            lines.append(f"- {pkg.replace(' ', ': ', 1)}")
-            shown.add(name)
-    affected = {p: v for p, v in finding.versions.items() if p in relevant and len(v) > 1}
-    if affected:
-        lines += [f"- seen with {p} " + ", ".join(v) for p, v in sorted(affected.items())]
-    asks = TEMPLATE_ASKS.get(owner, [])
-    if sig.runtime.endswith(":webgpu"):  # the template's default answer names the CPU; this one ran on WebGPU
-        gpu = (meta.get("environment") or {}).get("gpu") or "unknown adapter"
-        asks = [a.replace("Install: pip (CPU build); API: Python; execution provider: CPU (wasm in the browser)",
-                          "Install: npm (onnxruntime-web); API: JavaScript; execution provider: WebGPU")
-                for a in asks] + [f"Backend: WebGPU on {gpu}; the same file on wasm is right"]
-    lines += [f"- {ask}" for ask in asks]
+    lines += ["", "## System information", "", *_system_information(finding, sig, meta)]
     if owner == "pytorch/pytorch":
         lines += ["", "<details><summary>collect_env</summary>", "", *fence(_collect_env()), "</details>"]
     lines += ["", "## Standalone reproduction (downloads nothing)", "", *_reproduction(meta, files)]

@@ -85,6 +85,26 @@ def _kwargs(kw: dict[str, Any]) -> str:
     return "".join(f", {k}={v!r}" for k, v in kw.items())
 
 
+def _pre_process(source: Artifact, pre: Path, pre_kw: dict, options: dict) -> tuple[str, ...]:
+    """onnxruntime's quant_pre_process of the source into `pre`; where its symbolic shape inference gives up on a
+    graph (a Reshape, ids), the documented way around it (without symbolic shape inference), said in `options` and
+    in the note it returns. The alternative failing too fails the row with the first error."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    try:
+        quant_pre_process(str(source.path), str(pre), **pre_kw)
+    except Exception as e:
+        try:
+            quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True, **pre_kw)
+        except Exception:
+            raise e from None
+        options["pre_process"] = "quant_pre_process(skip_symbolic_shape=True)"
+        options["fallback"] = fallback("onnx_quant", "quant_pre_process(model, 'pre.onnx')", e,
+                                       "quant_pre_process(model, 'pre.onnx', skip_symbolic_shape=True)")
+        return (fallback_note(options["fallback"]),)
+    return ()
+
+
 @register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED, owner="microsoft/onnxruntime",
                     recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
@@ -96,27 +116,15 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
         quantize_dynamic,
         quantize_static,
     )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     path = Path(out_dir) / "model.onnx"
     options: dict = {"pre_process": "quant_pre_process"}
     pre_kw, quant_kw = _external(source)
     if quant_kw:
         options["external_data"] = True
-    notes: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="deploytool-onnxq-") as tmp:
         pre = Path(tmp) / "pre.onnx"
-        try:
-            quant_pre_process(str(source.path), str(pre), **pre_kw)
-        except Exception as e:  # onnxruntime's symbolic shape inference gives up on some graphs (a Reshape, ids)
-            try:  # the documented way around it: quantization without symbolic shape inference
-                quant_pre_process(str(source.path), str(pre), skip_symbolic_shape=True, **pre_kw)
-            except Exception:
-                raise e from None  # the alternative fails too: the row fails with the first error
-            options["pre_process"] = "quant_pre_process(skip_symbolic_shape=True)"
-            options["fallback"] = fallback("onnx_quant", "quant_pre_process(model, 'pre.onnx')", e,
-                                           "quant_pre_process(model, 'pre.onnx', skip_symbolic_shape=True)")
-            notes = (fallback_note(options["fallback"]),)
+        notes = _pre_process(source, pre, pre_kw, options)
         if quantize == "dynamic":
             quantize_dynamic(str(pre), str(path), weight_type=QuantType.QInt8, per_channel=False, **quant_kw)
             options.update(weight_type="QInt8", per_channel=False)

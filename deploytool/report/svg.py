@@ -228,6 +228,35 @@ def distribution_stats(samples: np.ndarray) -> dict[str, float]:
             "p90": float(q[4]), "p99": float(q[5]), "max": float(s.max()), "n": int(s.size)}
 
 
+def _box(d: Distribution, sx: Scale, yc: float, row_px: int) -> str:
+    """One distribution's box at height `yc`, with its tooltip: whiskers p1-p99, box p25-p75, bar p50, diamond p90,
+    cross max."""
+    s = d.stats
+    tip = (f"{d.label}: n={s.get('n', '?')} p50={s['p50']:.4g} ms"
+           + "".join(f" {k}={s[k]:.4g}" for k in ("p90", "p99", "min", "max") if k in s)
+           + (f" ({d.note})" if d.note else ""))
+    g = [f'<g class="dist"><title>{esc(tip)}</title>']
+    p1, p99 = s.get("p1", s.get("min")), s.get("p99", s.get("max"))
+    if p1 is not None and p99 is not None:
+        g.append(f'<line x1="{_g(sx(p1))}" x2="{_g(sx(p99))}" y1="{_g(yc)}" y2="{_g(yc)}" stroke="#555"/>'
+                 f'<line x1="{_g(sx(p1))}" x2="{_g(sx(p1))}" y1="{_g(yc - 4)}" y2="{_g(yc + 4)}" stroke="#555"/>'
+                 f'<line x1="{_g(sx(p99))}" x2="{_g(sx(p99))}" y1="{_g(yc - 4)}" y2="{_g(yc + 4)}" stroke="#555"/>')
+    if "p25" in s and "p75" in s:
+        x0, x1 = sx(s["p25"]), sx(s["p75"])
+        fill = "#444" if d.baseline else d.colour
+        g.append(f'<rect class="box" x="{_g(x0)}" y="{_g(yc - row_px * 0.3)}" width="{_g(max(x1 - x0, 1.5))}" '
+                 f'height="{_g(row_px * 0.6)}" fill="{fill}" fill-opacity="0.35" stroke="{fill}"/>')
+    x50 = sx(s["p50"])
+    g.append(f'<line class="median" x1="{_g(x50)}" x2="{_g(x50)}" y1="{_g(yc - row_px * 0.36)}" '
+             f'y2="{_g(yc + row_px * 0.36)}" stroke="#000" stroke-width="2"/>')
+    if "p90" in s:
+        g.append(_marker("diamond", sx(s["p90"]), yc, 2.6, 'fill="#c62828"'))
+    if "max" in s:
+        g.append(_marker("cross", sx(s["max"]), yc, 2.5, 'stroke="#777" fill="none"'))
+    g.append("</g>")
+    return "".join(g)
+
+
 def boxplot(dists: Sequence[Distribution], *, title: str, x_label: str, log: bool | None = None,
             width: int = 600, row_px: int = 18) -> str:
     """One horizontal box per distribution: box p25-p75, bar p50, diamond p90, whiskers p1-p99, x max."""
@@ -257,35 +286,12 @@ def boxplot(dists: Sequence[Distribution], *, title: str, x_label: str, log: boo
              f'{esc(x_label)}{" (log scale)" if sx.log else ""}</text>')
     o.append(_legend_text(ml, 14))
     for i, d in enumerate(rows):
-        s = d.stats
         yc = mt + row_px * i + row_px / 2
         if i % 2:
             o.append(f'<rect x="{ml}" y="{_g(yc - row_px / 2)}" width="{width - ml - mr}" height="{row_px}" fill="#f0f0f0"/>')
         weight = ' font-weight="600"' if d.baseline else ""
         o.append(f'<text x="{ml - 6}" y="{_g(yc + 4)}" text-anchor="end" fill="#222"{weight}>{esc(d.label)}</text>')
-        tip = (f"{d.label}: n={s.get('n', '?')} p50={s['p50']:.4g} ms"
-               + "".join(f" {k}={s[k]:.4g}" for k in ("p90", "p99", "min", "max") if k in s)
-               + (f" ({d.note})" if d.note else ""))
-        g = [f'<g class="dist"><title>{esc(tip)}</title>']
-        p1, p99 = s.get("p1", s.get("min")), s.get("p99", s.get("max"))
-        if p1 is not None and p99 is not None:
-            g.append(f'<line x1="{_g(sx(p1))}" x2="{_g(sx(p99))}" y1="{_g(yc)}" y2="{_g(yc)}" stroke="#555"/>'
-                     f'<line x1="{_g(sx(p1))}" x2="{_g(sx(p1))}" y1="{_g(yc - 4)}" y2="{_g(yc + 4)}" stroke="#555"/>'
-                     f'<line x1="{_g(sx(p99))}" x2="{_g(sx(p99))}" y1="{_g(yc - 4)}" y2="{_g(yc + 4)}" stroke="#555"/>')
-        if "p25" in s and "p75" in s:
-            x0, x1 = sx(s["p25"]), sx(s["p75"])
-            fill = "#444" if d.baseline else d.colour
-            g.append(f'<rect class="box" x="{_g(x0)}" y="{_g(yc - row_px * 0.3)}" width="{_g(max(x1 - x0, 1.5))}" '
-                     f'height="{_g(row_px * 0.6)}" fill="{fill}" fill-opacity="0.35" stroke="{fill}"/>')
-        x50 = sx(s["p50"])
-        g.append(f'<line class="median" x1="{_g(x50)}" x2="{_g(x50)}" y1="{_g(yc - row_px * 0.36)}" '
-                 f'y2="{_g(yc + row_px * 0.36)}" stroke="#000" stroke-width="2"/>')
-        if "p90" in s:
-            g.append(_marker("diamond", sx(s["p90"]), yc, 2.6, 'fill="#c62828"'))
-        if "max" in s:
-            g.append(_marker("cross", sx(s["max"]), yc, 2.5, 'stroke="#777" fill="none"'))
-        g.append("</g>")
-        o.append("".join(g))
+        o.append(_box(d, sx, yc, row_px))
     out += o
     out.append("</svg>")
     return "".join(out)
