@@ -539,6 +539,14 @@ class WebRuntime(Runtime):
             else:
                 env["gpu"] = renderer
         notes += self._gpu_environment(env)
+        if res.get("execution") == "executeAsync":
+            env["tfjs_execution"] = "executeAsync"
+        return env, notes + self._run_notes(res)
+
+    def _run_notes(self, res: dict[str, Any]) -> list[str]:
+        """What a reader of the row needs to know about how the page ran it: which samples were timed, TF.js's
+        executeAsync, the quantization of a TFLite file's tensors."""
+        notes: list[str] = []
         timed, whole = res.get("latency_samples") or 0, res.get("n") or 0
         if self.options.latency_samples is None and not self.latency_capped and 0 < timed < whole:
             notes.append(f"latency timed on the first {timed} of {whole} samples: at this model's speed in the page "
@@ -549,7 +557,6 @@ class WebRuntime(Runtime):
                          "default: a software adapter takes tens to hundreds of ms per sample); outputs are "
                          "from every sample")
         if res.get("execution") == "executeAsync":
-            env["tfjs_execution"] = "executeAsync"
             refused = _one_line(res.get("execute_refused") or "", 200)
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
                          "loop): its latency includes the promise scheduling of each step"
@@ -558,7 +565,7 @@ class WebRuntime(Runtime):
             notes += quantization_notes(*self._io)
         elif self._tensors is not None:
             notes += quantization_notes(self._tensors.inputs.values(), self._tensors.outputs.values())
-        return env, notes
+        return notes
 
     def _gpu_environment(self, env: dict[str, Any]) -> list[str]:
         """A WebGPU row's adapter, TF.js flags and ONNX node placement into its environment; what a reader of
