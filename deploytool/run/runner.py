@@ -262,6 +262,41 @@ def row_notes(ctx: RunContext, combo: Combo, artifact: Artifact, outputs: Output
     return notes
 
 
+def _kept(ws: Workspace, outputs: Outputs, run_id: str, key: str) -> tuple[str, str]:
+    """The row's outputs and latency samples saved in the workspace: their paths."""
+    out_path = ws.outputs_path(run_id, key)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out_path, outputs.outputs)
+    lat_path = out_path.with_suffix(".latency.npy")
+    np.save(lat_path, outputs.latency_ms)
+    return str(out_path), str(lat_path)
+
+
+def _judged(ctx: RunContext, r: Result, outputs: Outputs, src: Source, paired: PairedLatency | None) -> bool:
+    """The row's outputs judged against its baseline (its comparison, measurement and the limits it was judged by
+    into `r`); False, the row RUNTIME_FAILED, when they cannot be laid beside the baseline's (triage says whose
+    fault)."""
+    assert r.artifact is not None
+    t = time.perf_counter()
+    try:
+        sig = ctx.spec.signature
+        quantized = judged_quantized(r.combo, src)
+        r.comparison, r.measurement = judge(outputs, src.reference, ctx.dataset.y_test, r.tolerances,
+                                            r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
+                                            sig.integer_outputs if sig is not None else (), quantized)
+        if r.comparison.agreement_uninformative:  # the limits it was judged by, as the row keeps them
+            r.tolerances = weak_set_tolerances(r.tolerances, quantized)
+    except ValueError as e:
+        r.status = Status.RUNTIME_FAILED
+        r.reason = f"its outputs do not match the PC baseline's: {e}"
+        r.environment = dict(outputs.environment)
+        r.traceback, r.raised = traceback.format_exc(limit=30), Raised.of(e)
+        return False
+    r.output_layout = outputs.output_layout
+    r.times.compare = time.perf_counter() - t
+    return True
+
+
 def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo, run_id: str, key: str) -> Result:
     r = Result(run_id=run_id, combo_key=key, model=ctx.spec.name, dataset=ctx.dataset.name, combo=combo,
                status=Status.ERROR, tolerances=dict(ctx.tolerance_for(combo)))
@@ -306,36 +341,17 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
         r.reason = f"{type(e).__name__}: {first_line_of(str(e))}".rstrip(": ")
         r.traceback, r.raised = traceback.format_exc(limit=30), Raised.of(e)
         return r
-    t = time.perf_counter()
-    try:
-        sig = ctx.spec.signature
-        quantized = judged_quantized(combo, src)
-        r.comparison, r.measurement = judge(outputs, src.reference, ctx.dataset.y_test, r.tolerances,
-                                            r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
-                                            sig.integer_outputs if sig is not None else (), quantized)
-        if r.comparison.agreement_uninformative:  # the limits it was judged by, as the row keeps them
-            r.tolerances = weak_set_tolerances(r.tolerances, quantized)
-    except ValueError as e:  # outputs that cannot be laid beside the baseline's (triage says whose fault)
-        r.status = Status.RUNTIME_FAILED
-        r.reason = f"its outputs do not match the PC baseline's: {e}"
-        r.environment = dict(outputs.environment)
-        r.traceback, r.raised = traceback.format_exc(limit=30), Raised.of(e)
+    if not _judged(ctx, r, outputs, src, paired):
         return r
-    r.output_layout = outputs.output_layout
-    r.times.compare = time.perf_counter() - t
     r.status, r.environment = Status.MEASURED, dict(outputs.environment)
     if not_paired and r.measurement is not None:
         r.measurement = dataclasses.replace(r.measurement, not_paired=not_paired, is_baselines=outputs is not None
                                             and baseline_reusable(ctx, combo, r.artifact, src))
     if paired is not None and paired.others_busy_fraction is not None:  # the lab judges latency by it too
         r.environment["cpu_busy_fraction_during_timing"] = paired.others_busy_fraction
+    assert r.comparison is not None  # _judged set it
     r.notes = row_notes(ctx, combo, r.artifact, outputs, src, r.comparison.agreement_uninformative)
-    out_path = ctx.ws.outputs_path(run_id, key)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out_path, outputs.outputs)
-    lat_path = out_path.with_suffix(".latency.npy")
-    np.save(lat_path, outputs.latency_ms)
-    r.outputs_path, r.latency_path = str(out_path), str(lat_path)
+    r.outputs_path, r.latency_path = _kept(ctx.ws, outputs, run_id, key)
     return r
 
 
