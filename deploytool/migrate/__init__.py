@@ -203,27 +203,11 @@ class _Run:
         if reused:
             self.log(f"run {run_id}: {reused} of {len(combos)} combinations already measured; "
                      f"running the other {len(todo)}")
-        in_runtimes = converting = 0.0
-        ran: list[Result] = []
         bar = _progress(todo, ctx.progress)
         converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
         try:
             with ctx.sessions():  # what each target's rows share (one browser, the runtimes' workers)
-                converting += self._convert_ahead(converter, todo)
-                for combo in bar:
-                    bar.set_postfix_str(combo.label, refresh=True)
-
-                    result = run_combination(ctx, converter, combo, run_id, keys[combo])
-                    if result.failing or departs_from_twin(result, ran) or fallback_of(result) is not None:
-                        settle_row(ctx, result, run_id, installed_environment())
-                    ran.append(result)
-                    t = time.perf_counter()
-                    stored.save(store, ctx.ws, result)
-                    result.times.store = time.perf_counter() - t
-                    in_runtimes += result.times.runtime
-                    converting += result.times.convert
-                for result in pair_again(ctx, ran):  # latency timed while the machine was never quiet
-                    stored.save(store, ctx.ws, result)
+                in_runtimes, converting = self._measure_rows(converter, todo, bar, run_id, keys)
                 if ctx.req.localize:
                     # localize's machinery (its layer probes per framework) loads for a run that asks for it
                     # (bench/bench_user_onnx.py: a migrate start-up without it)
@@ -256,6 +240,29 @@ class _Run:
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
+
+    def _measure_rows(self, converter: ConversionLanes, todo: list[Combo], bar: Any, run_id: str,
+                      keys: dict[Combo, str]) -> tuple[float, float]:
+        """Every row still to measure (`bar` over them), each settled (triaged, a bundle for a failing one) and
+        stored as it ends; then the rows timed while the machine was never quiet, timed again. Returns the seconds
+        spent in runtimes and in converting."""
+        ctx, store = self.ctx, self.store
+        in_runtimes, converting = 0.0, self._convert_ahead(converter, todo)
+        ran: list[Result] = []
+        for combo in bar:
+            bar.set_postfix_str(combo.label, refresh=True)
+            result = run_combination(ctx, converter, combo, run_id, keys[combo])
+            if result.failing or departs_from_twin(result, ran) or fallback_of(result) is not None:
+                settle_row(ctx, result, run_id, installed_environment())
+            ran.append(result)
+            t = time.perf_counter()
+            stored.save(store, ctx.ws, result)
+            result.times.store = time.perf_counter() - t
+            in_runtimes += result.times.runtime
+            converting += result.times.convert
+        for result in pair_again(ctx, ran):  # latency timed while the machine was never quiet
+            stored.save(store, ctx.ws, result)
+        return in_runtimes, converting
 
     def _convert_ahead(self, lanes: ConversionLanes, todo: list[Combo]) -> float:
         """Every conversion the rows will need, before any row is measured: each framework's in its own
