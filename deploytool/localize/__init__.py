@@ -33,7 +33,7 @@ from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
 from deploytool.proc.quiet import import_tensorflow
-from deploytool.result import Result
+from deploytool.result import Combo, Result
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.runtimes import make_runtime, runtimes_for
@@ -163,6 +163,41 @@ def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray)
         return rt.run(x).outputs
 
 
+def _cut_source(ctx: RunContext, framework: str, samples_x: Any) -> tuple[Any, Any, Any]:
+    """What the cuts are made of: the user's file (FileSource) or the zoo model of the row's framework; the samples
+    and the calibration set in its layout."""
+    user = ctx.user_artifact
+    if user is not None:
+        x = ctx.dataset.in_layout(samples_x, user.layout)
+        return FileSource(user, x), x, ctx.dataset.in_layout(ctx.calibration_set, user.layout)
+    source = _Source(ctx, framework)
+    layout = source.artifact.layout
+    return source, ctx.dataset.in_layout(samples_x, layout), ctx.dataset.in_layout(ctx.calibration_set, layout)
+
+
+def _measure_cut(ctx: RunContext, converter: convert.Converter, c: Combo, cut: tuple[Any, ...], calib: Any,
+                 x: Any, threshold: float, reference: str, entry: Cut) -> None:
+    """One cut converted as the row was, run on the row's target (and on the host's `reference` runtime when there
+    is one) and its output held against the source cut's, into `entry`; its inputs, expected and observed outputs
+    saved in its folder."""
+    cut_dir, art, ref, conv_dir, _ = cut
+    try:
+        converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
+        out = _run(ctx, c.target, converted, c, x)
+        entry.rel_error, order = aligned_rel_error(out, ref)
+        if entry.rel_error > threshold:
+            entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
+        if order:
+            entry.reason = (entry.reason + "; " if entry.reason else "") + f"compared as {order}"
+        np.save(cut_dir / "inputs.npy", x)
+        np.save(cut_dir / "expected.npy", ref.reshape(len(ref), -1))
+        np.save(cut_dir / "observed.npy", out)
+        if reference:
+            entry.host_rel_error = aligned_rel_error(_run(ctx, reference, converted, c, x), ref)[0]
+    except StageFailed as e:
+        entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
+
+
 def localize(ctx: RunContext, result: Result, converter: convert.Converter, samples: int = SAMPLES,
              stop_at_first: bool = True) -> Localization:
     """`converter`: the run's own, so the cuts convert in the same worker as the run's models."""
@@ -172,20 +207,12 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
     loc = Localization(row=c.label, threshold=threshold)
     flipped = [f.index for f in result.comparison.flipped] if result.comparison is not None else []
     idx = list(dict.fromkeys(flipped[:samples] + list(range(len(ctx.dataset.x_test)))))[:samples]
-    user = ctx.user_artifact
-    if user is not None:
-        x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], user.layout)
-        if _traced_in_place(user, result):
-            assert result.artifact is not None  # a row with no file is not traced
-            x_art = ctx.dataset.in_layout(ctx.dataset.x_test[idx], result.artifact.layout)
-            return _localize_by_trace(ctx, result, loc, x, x_art, stop_at_first)
-        source: Any = FileSource(user, x)
-        source_layout = user.layout
-    else:
-        source = _Source(ctx, c.framework)
-        source_layout = source.artifact.layout
-        x = ctx.dataset.in_layout(ctx.dataset.x_test[idx], source_layout)
-    calib = ctx.dataset.in_layout(ctx.calibration_set, source_layout)
+    user, samples_x = ctx.user_artifact, ctx.dataset.x_test[idx]
+    if user is not None and _traced_in_place(user, result):
+        assert result.artifact is not None  # a row with no file is not traced
+        return _localize_by_trace(ctx, result, loc, ctx.dataset.in_layout(samples_x, user.layout),
+                                  ctx.dataset.in_layout(samples_x, result.artifact.layout), stop_at_first)
+    source, x, calib = _cut_source(ctx, c.framework, samples_x)
     reference = _reference_target(c.target, convert.artifact_format(c.format))
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
     points = list(source.points())
@@ -212,25 +239,12 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
             if isinstance(upcoming, BaseException):
                 raise upcoming
             assert upcoming is not None  # staged for every point
-            cut_dir, art, ref, conv_dir, _ = upcoming
+            cut = upcoming
             upcoming = staged(n + 1) if n + 1 < len(points) else None
             entry = Cut(index=n, layer=point.name, kind=point.kind, status="ok", input_rel_error=previous)
-            try:
-                converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
-                out = _run(ctx, c.target, converted, c, x)
-                entry.rel_error, order = aligned_rel_error(out, ref)
-                if entry.rel_error > threshold:
-                    entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
-                if order:
-                    entry.reason = (entry.reason + "; " if entry.reason else "") + f"compared as {order}"
-                np.save(cut_dir / "inputs.npy", x)
-                np.save(cut_dir / "expected.npy", ref.reshape(len(ref), -1))
-                np.save(cut_dir / "observed.npy", out)
-                if reference:
-                    entry.host_rel_error = aligned_rel_error(_run(ctx, reference, converted, c, x), ref)[0]
+            _measure_cut(ctx, converter, c, cut, calib, x, threshold, reference, entry)
+            if entry.status != "failed":
                 previous = entry.rel_error
-            except StageFailed as e:
-                entry.status, entry.reason = "failed", f"{e.status}: {e.reason}"
             loc.cuts.append(entry)
             if entry.status != "ok" and stop_at_first:
                 job = upcoming[-1] if isinstance(upcoming, tuple) else None
