@@ -97,6 +97,28 @@ def _strings(r: _Reader, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _lab_models(r: _Reader, path: Path) -> tuple[LabModel, ...]:
+    """The lab file's [[models]]: each a zoo name, a model `file` or an atlas `architecture`, with its data and
+    preprocessing."""
+    raw_models = r.get("models", list)
+    if not raw_models:
+        raise r.fail("models", "must list at least one model")
+    models: list[LabModel] = []
+    for i, m in enumerate(raw_models):
+        if not isinstance(m, dict):
+            raise r.fail(f"models[{i}]", "must be a table")
+        mr = _Reader(path, m)
+        _refuse_unknown(r, f"models[{i}]", m, MODEL_KEYS)
+        architecture, tier = _architecture(r, mr, i)
+        name = mr.get("name", str, "") or mr.get("file", str, "") or architecture
+        if not name:
+            raise r.fail(f"models[{i}].name", "is missing (a zoo name, `file` for a model file, or `architecture`)")
+        models.append(LabModel(name=name, architecture=architecture, tier=tier, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
+                               scale=mr.get("scale", float, 1.0), mean=tuple(mr.numbers("mean", None, (0.0,))),
+                               std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None)))
+    return tuple(models)
+
+
 def load_lab(path: str | Path) -> Lab:
     path = Path(path).expanduser()
     try:
@@ -120,22 +142,7 @@ def load_lab(path: str | Path) -> Lab:
         except DeploytoolError as e:
             raise r.fail(f"target_options.{t}", f"is wrong: {e}") from None
         target_options[t] = dict(opts)
-    raw_models = r.get("models", list)
-    if not raw_models:
-        raise r.fail("models", "must list at least one model")
-    models = []
-    for i, m in enumerate(raw_models):
-        if not isinstance(m, dict):
-            raise r.fail(f"models[{i}]", "must be a table")
-        mr = _Reader(path, m)
-        _refuse_unknown(r, f"models[{i}]", m, MODEL_KEYS)
-        architecture, tier = _architecture(r, mr, i)
-        name = mr.get("name", str, "") or mr.get("file", str, "") or architecture
-        if not name:
-            raise r.fail(f"models[{i}].name", "is missing (a zoo name, `file` for a model file, or `architecture`)")
-        models.append(LabModel(name=name, architecture=architecture, tier=tier, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
-                               scale=mr.get("scale", float, 1.0), mean=tuple(mr.numbers("mean", None, (0.0,))),
-                               std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None)))
+    models = _lab_models(r, path)
     threads = r.get("matrix.threads", list, [1])
     if not threads or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):
         raise r.fail("matrix.threads", "must be a list of whole numbers >= 1")
@@ -159,7 +166,7 @@ def load_lab(path: str | Path) -> Lab:
     report_nights = r.get("lab.report_nights", int, 14)
     if report_nights < 1:
         raise r.fail("lab.report_nights", "must be >= 1")
-    return Lab(path=path, name=r.get("lab.name", str, path.stem), models=tuple(models),
+    return Lab(path=path, name=r.get("lab.name", str, path.stem), models=models,
                formats=_strings(r, "matrix.formats", ("all",)), quantize=_strings(r, "matrix.quantize", ("all",)),
                targets=_strings(r, "matrix.targets", ("host",)),
                threads=tuple(threads), runtimes=tuple(r.get("matrix.runtimes", list, [])),

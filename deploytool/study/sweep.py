@@ -247,12 +247,51 @@ def manifest_table(spec: Any) -> dict[str, Any]:
     return dict(tomllib.loads(Path(spec.source).read_text(encoding="utf-8")).get("sweep") or {})
 
 
+def _identity(ctx: RunContext, frameworks: Any, part: str, runtimes: tuple[str, ...], grid: Any,
+              budget: PointBudget) -> dict[str, Any]:
+    """What a sweep's points belong to (its study run's identity): the manifest, data, host, sources, targets
+    and their options, the runtimes, the grid and the budget."""
+    return {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "host": host_identity(),
+            "sources": {fw: ctx.source_id(fw) for fw in frameworks}, "part": part,
+            "targets": {t: ctx.identity(t) for t in sorted(ctx.preflight)},
+            "target_options": {t: ctx.target_options[t].to_dict() for t in sorted(ctx.preflight)},
+            "runtimes": sorted(runtimes), "grid": asdict(grid), "budget": asdict(budget)}
+
+
+def _measure_points(ctx: RunContext, srun: Any, grid: Any, budget: PointBudget, todo_infer: list, todo_train: list,
+                    progress: bool) -> dict[str, int]:
+    """Every point still to measure, each stored as it ends (a progress bar over them); the run finished, or
+    marked interrupted when stopped. Returns how many were measured and how many failed."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(todo_infer) + len(todo_train), desc="sweep", unit="point", disable=not progress,
+               dynamic_ncols=True)
+    counts = {"measured": 0, "failed": 0}
+
+    def save(key: str, payload: dict[str, Any]) -> None:
+        srun.save(key, payload)
+        counts["measured" if payload.get("status") == "measured" else "failed"] += 1
+        bar.update(1)
+
+    try:
+        if todo_infer:
+            _Inference(ctx, srun, budget, bar).run(todo_infer, save)
+        for fw, b, t, o, lr in todo_train:
+            bar.set_postfix_str(f"train {fw} batch {b} threads {t} {o} lr {lr:g}", refresh=True)
+            save(train_key(fw, b, t, o, lr), _train_point(ctx, srun, grid, fw, b, t, o, lr))
+    except (KeyboardInterrupt, DeploytoolError):
+        srun.finish("interrupted")
+        raise
+    finally:
+        bar.close()
+    srun.finish()
+    return counts
+
+
 def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str = "all",
           budget: PointBudget | None = None, *, workspace: str | Path | None = None, db: str | None = None,
           run_id: str | None = None, fresh: bool = False, progress: bool = False,
           log: Callable[[str], None] = print) -> SweepOutcome:
-    from tqdm import tqdm
-
     t0 = time.perf_counter()
     budget = budget or PointBudget()
     unknown = [r for r in runtimes if r not in RUNTIMES]
@@ -277,11 +316,7 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
     trains = ([(fw, b, t, o, lr) for fw in frameworks if ctx.user_artifact is None
                for b, t, o, lr in itertools.product(grid.train_batches, grid.train_threads, grid.optimizers,
                                                     grid.learning_rates)] if part in ("all", "train") else [])
-    request = {"spec": ctx.spec.content_hash(), "data": ctx.dataset.sha256, "host": host_identity(),
-               "sources": {fw: ctx.source_id(fw) for fw in frameworks}, "part": part,
-               "targets": {t: ctx.identity(t) for t in sorted(ctx.preflight)},
-               "target_options": {t: ctx.target_options[t].to_dict() for t in sorted(ctx.preflight)},
-               "runtimes": sorted(runtimes), "grid": asdict(grid), "budget": asdict(budget)}
+    request = _identity(ctx, frameworks, part, runtimes, grid, budget)
     srun = StudyRun.open("sweep", ctx.spec.name, request, ws.root, db, run_id, fresh)
     # a crashed measuring process ("error") is measured again on resume; every other outcome is final
     done = {k for k, p in srun.points().items() if p.get("status") != "error"}
@@ -292,26 +327,7 @@ def sweep(req: Any, flags: dict[str, Any], runtimes: tuple[str, ...], part: str 
     reused = len(units) * len(grid.threads) * len(grid.batches) + len(trains) - total
     if reused:
         log(f"run {srun.run_id}: {reused} point(s) already stored; measuring the other {total}")
-    bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, dynamic_ncols=True)
-    counts = {"measured": 0, "failed": 0}
-
-    def save(key: str, payload: dict[str, Any]) -> None:
-        srun.save(key, payload)
-        counts["measured" if payload.get("status") == "measured" else "failed"] += 1
-        bar.update(1)
-
-    try:
-        if todo_infer:
-            _Inference(ctx, srun, budget, bar).run(todo_infer, save)
-        for fw, b, t, o, lr in todo_train:
-            bar.set_postfix_str(f"train {fw} batch {b} threads {t} {o} lr {lr:g}", refresh=True)
-            save(train_key(fw, b, t, o, lr), _train_point(ctx, srun, grid, fw, b, t, o, lr))
-    except (KeyboardInterrupt, DeploytoolError):
-        srun.finish("interrupted")
-        raise
-    finally:
-        bar.close()
-    srun.finish()
+    counts = _measure_points(ctx, srun, grid, budget, todo_infer, todo_train, progress)
 
     points = srun.points()
     paths = write_study_report(srun, sections(srun.run_id, request, points))
