@@ -119,8 +119,7 @@ class HarnessServer:
 
     # life cycle
     def start(self) -> "HarnessServer":
-        handler = _make_handler(self)
-        self._httpd = _QuietHTTPServer((LOOPBACK, 0), handler)
+        self._httpd = _QuietHTTPServer((LOOPBACK, 0), _Handler, self)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="harness-server",
                                         kwargs={"poll_interval": 0.1}, daemon=True)
         self._thread.start()
@@ -293,6 +292,10 @@ def _drain(sock: socket.socket) -> None:
 class _QuietHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a client holding a connection open must not delay exit
 
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], harness: HarnessServer):
+        self.harness = harness  # what the handler serves from and reports to
+        super().__init__(address, handler)
+
     def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         # A client that hangs up (a closed tab, the browser closed at teardown
         # while a model file was still streaming, a reset) is normal: the
@@ -303,168 +306,174 @@ class _QuietHTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def _make_handler(server: HarnessServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: a TF.js model is many small files
-        server_version = "deploytool-harness"
-        sys_version = ""
-        _linger = False  # set when an answer ends the connection before the request was read
-        raw_requestline: bytes  # set by the stdlib's handle_one_request (typeshed leaves it out)
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the harness server (its HarnessServer: `_h`): files of its routes and blobs, the page's
+    results posted back; everything the page never sends refused."""
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # the page's requests are not the user's business
+    server: "_QuietHTTPServer"
 
-        def parse_request(self) -> bool:
-            """The stdlib's parsing, then refuse what the harness page never sends."""
-            if not super().parse_request():
-                return False  # already answered, through send_error below
-            if len(self.raw_requestline) > MAX_REQUEST_LINE_BYTES:
-                return self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG)
-            # Absolute-form ("GET http://host/x") names its own host, which
-            # would override the Host header checked next.
-            if not self.path.startswith("/"):
-                return self._refuse(HTTPStatus.BAD_REQUEST)
-            # DNS rebinding: a page of evil.example whose name now resolves to
-            # 127.0.0.1 reaches this port, but its browser still says
-            # Host: evil.example. The page itself uses only 127.0.0.1:<port>.
-            if self.headers.get_all("Host") != [server.authority]:
-                return self._refuse(HTTPStatus.BAD_REQUEST)
-            # A cross-site page may POST here without reading the answer; its
-            # Origin gives it away. Chromium sends Origin on every POST, the
-            # page's same-origin fetch too, so a missing one is refused as well.
-            if self.command == "POST" and self.headers.get_all("Origin") != [server.origin]:
-                return self._refuse(HTTPStatus.BAD_REQUEST)
-            return True
+    @property
+    def _h(self) -> HarnessServer:
+        return self.server.harness
 
-        def _refuse(self, status: HTTPStatus) -> bool:
-            server.requests_refused += 1
-            self._send_empty(status, close=True)
-            return False
+    protocol_version = "HTTP/1.1"  # keep-alive: a TF.js model is many small files
+    server_version = "deploytool-harness"
+    sys_version = ""
+    _linger = False  # set when an answer ends the connection before the request was read
+    raw_requestline: bytes  # set by the stdlib's handle_one_request (typeshed leaves it out)
 
-        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-            # The stdlib's own refusals (a request line over 64 KiB, bad syntax,
-            # too many headers, an unknown method) answer like ours: no HTML
-            # body, and the connection ends since its framing is in doubt.
-            self._refuse(HTTPStatus(code))
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # the page's requests are not the user's business
 
-        def _send_empty(self, status: HTTPStatus, close: bool = False) -> None:
-            self.send_response(status)
-            for k, v in ISOLATION_HEADERS.items():
-                self.send_header(k, v)
-            self.send_header("Cache-Control", NO_STORE)
-            self.send_header("Content-Length", "0")
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self._linger = True
-            self.end_headers()
+    def parse_request(self) -> bool:
+        """The stdlib's parsing, then refuse what the harness page never sends."""
+        if not super().parse_request():
+            return False  # already answered, through send_error below
+        if len(self.raw_requestline) > MAX_REQUEST_LINE_BYTES:
+            return self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG)
+        # Absolute-form ("GET http://host/x") names its own host, which
+        # would override the Host header checked next.
+        if not self.path.startswith("/"):
+            return self._refuse(HTTPStatus.BAD_REQUEST)
+        # DNS rebinding: a page of evil.example whose name now resolves to
+        # 127.0.0.1 reaches this port, but its browser still says
+        # Host: evil.example. The page itself uses only 127.0.0.1:<port>.
+        if self.headers.get_all("Host") != [self._h.authority]:
+            return self._refuse(HTTPStatus.BAD_REQUEST)
+        # A cross-site page may POST here without reading the answer; its
+        # Origin gives it away. Chromium sends Origin on every POST, the
+        # page's same-origin fetch too, so a missing one is refused as well.
+        if self.command == "POST" and self.headers.get_all("Origin") != [self._h.origin]:
+            return self._refuse(HTTPStatus.BAD_REQUEST)
+        return True
 
-        def finish(self) -> None:
-            super().finish()  # flushes the answer
-            if self._linger:
-                _drain(self.connection)
+    def _refuse(self, status: HTTPStatus) -> bool:
+        self._h.requests_refused += 1
+        self._send_empty(status, close=True)
+        return False
 
-        def _serve(self, with_body: bool) -> None:
-            if self.path.startswith(RESULTS_PREFIX):
-                self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED)
-                return
-            blob = server._blob(self.path)
-            if blob is not None:
-                self._send_blob(blob, with_body)
-                return
-            try:
-                found = server.resolve_route(self.path)
-            except Refused:
-                server.requests_refused += 1
-                self._send_empty(HTTPStatus.FORBIDDEN)
-                return
-            if found is None:
-                self._send_empty(HTTPStatus.NOT_FOUND)
-                return
-            file, cache = found
-            try:
-                fh = open(file, "rb")
-            except OSError:
-                self._send_empty(HTTPStatus.NOT_FOUND)
-                return
-            with fh:
-                st = os.fstat(fh.fileno())
-                size = st.st_size
-                etag = f'"{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ino:x}"' if cache else None
-                server._count(self.path)
-                if etag is not None and etag in _etags(self.headers.get("If-None-Match", "")):
-                    self.send_response(HTTPStatus.NOT_MODIFIED)
-                    self._file_headers(file, etag)
-                    self.end_headers()
-                    return
-                self.send_response(HTTPStatus.OK)
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # The stdlib's own refusals (a request line over 64 KiB, bad syntax,
+        # too many headers, an unknown method) answer like ours: no HTML
+        # body, and the connection ends since its framing is in doubt.
+        self._refuse(HTTPStatus(code))
+
+    def _send_empty(self, status: HTTPStatus, close: bool = False) -> None:
+        self.send_response(status)
+        for k, v in ISOLATION_HEADERS.items():
+            self.send_header(k, v)
+        self.send_header("Cache-Control", NO_STORE)
+        self.send_header("Content-Length", "0")
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+            self._linger = True
+        self.end_headers()
+
+    def finish(self) -> None:
+        super().finish()  # flushes the answer
+        if self._linger:
+            _drain(self.connection)
+
+    def _serve(self, with_body: bool) -> None:
+        if self.path.startswith(RESULTS_PREFIX):
+            self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED)
+            return
+        blob = self._h._blob(self.path)
+        if blob is not None:
+            self._send_blob(blob, with_body)
+            return
+        try:
+            found = self._h.resolve_route(self.path)
+        except Refused:
+            self._h.requests_refused += 1
+            self._send_empty(HTTPStatus.FORBIDDEN)
+            return
+        if found is None:
+            self._send_empty(HTTPStatus.NOT_FOUND)
+            return
+        file, cache = found
+        try:
+            fh = open(file, "rb")
+        except OSError:
+            self._send_empty(HTTPStatus.NOT_FOUND)
+            return
+        with fh:
+            st = os.fstat(fh.fileno())
+            size = st.st_size
+            etag = f'"{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ino:x}"' if cache else None
+            self._h._count(self.path)
+            if etag is not None and etag in _etags(self.headers.get("If-None-Match", "")):
+                self.send_response(HTTPStatus.NOT_MODIFIED)
                 self._file_headers(file, etag)
-                self.send_header("Content-Length", str(size))
                 self.end_headers()
-                if with_body and size:
-                    self.connection.sendfile(fh)
-
-        def _file_headers(self, file: Path, etag: str | None) -> None:
-            self.send_header("Content-Type", MIME_TYPES.get(file.suffix.lower(), DEFAULT_MIME))
-            for k, v in ISOLATION_HEADERS.items():
-                self.send_header(k, v)
-            if etag is None:
-                self.send_header("Cache-Control", NO_STORE)
-            else:
-                self.send_header("Cache-Control", CACHEABLE)
-                self.send_header("ETag", etag)
-
-        def _send_blob(self, blob: memoryview, with_body: bool) -> None:
+                return
             self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", DEFAULT_MIME)
-            self.send_header("Content-Length", str(blob.nbytes))
-            for k, v in ISOLATION_HEADERS.items():
-                self.send_header(k, v)
-            self.send_header("Cache-Control", NO_STORE)
+            self._file_headers(file, etag)
+            self.send_header("Content-Length", str(size))
             self.end_headers()
-            if with_body and blob.nbytes:
-                self.wfile.write(blob)  # straight from the array's memory: no file, no copy
+            if with_body and size:
+                self.connection.sendfile(fh)
 
-        def do_GET(self) -> None:
-            self._serve(with_body=True)
+    def _file_headers(self, file: Path, etag: str | None) -> None:
+        self.send_header("Content-Type", MIME_TYPES.get(file.suffix.lower(), DEFAULT_MIME))
+        for k, v in ISOLATION_HEADERS.items():
+            self.send_header(k, v)
+        if etag is None:
+            self.send_header("Cache-Control", NO_STORE)
+        else:
+            self.send_header("Cache-Control", CACHEABLE)
+            self.send_header("ETag", etag)
 
-        def do_HEAD(self) -> None:
-            self._serve(with_body=False)
+    def _send_blob(self, blob: memoryview, with_body: bool) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", DEFAULT_MIME)
+        self.send_header("Content-Length", str(blob.nbytes))
+        for k, v in ISOLATION_HEADERS.items():
+            self.send_header(k, v)
+        self.send_header("Cache-Control", NO_STORE)
+        self.end_headers()
+        if with_body and blob.nbytes:
+            self.wfile.write(blob)  # straight from the array's memory: no file, no copy
 
-        def do_POST(self) -> None:
-            path = urlsplit(self.path).path
-            name = path[len(RESULTS_PREFIX):] if path.startswith(RESULTS_PREFIX) else ""
-            if not _RESULT_NAME.match(name):
-                server.requests_refused += 1
-                self._send_empty(HTTPStatus.FORBIDDEN, close=True)
-                return
-            try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                self._send_empty(HTTPStatus.LENGTH_REQUIRED, close=True)
-                return
-            if length < 0 or length > server.max_post_bytes:
-                self._send_empty(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, close=True)
-                return
-            chunks, left = [], length
-            while left:
-                chunk = self.rfile.read(min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            if left:
-                self._send_empty(HTTPStatus.BAD_REQUEST, close=True)
-                return
-            server._store_result(name, b"".join(chunks))
-            self._send_empty(HTTPStatus.NO_CONTENT)
+    def do_GET(self) -> None:
+        self._serve(with_body=True)
 
-        def _refuse_method(self) -> None:
-            self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED, close=True)
+    def do_HEAD(self) -> None:
+        self._serve(with_body=False)
 
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        name = path[len(RESULTS_PREFIX):] if path.startswith(RESULTS_PREFIX) else ""
+        if not _RESULT_NAME.match(name):
+            self._h.requests_refused += 1
+            self._send_empty(HTTPStatus.FORBIDDEN, close=True)
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self._send_empty(HTTPStatus.LENGTH_REQUIRED, close=True)
+            return
+        if length < 0 or length > self._h.max_post_bytes:
+            self._send_empty(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, close=True)
+            return
+        chunks, left = [], length
+        while left:
+            chunk = self.rfile.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left:
+            self._send_empty(HTTPStatus.BAD_REQUEST, close=True)
+            return
+        self._h._store_result(name, b"".join(chunks))
+        self._send_empty(HTTPStatus.NO_CONTENT)
 
-    return Handler
+    def _refuse_method(self) -> None:
+        self._send_empty(HTTPStatus.METHOD_NOT_ALLOWED, close=True)
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
 
 
 def library_routes(harness_dir: Path) -> dict[str, Path]:
