@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-MAX_LINES = 80
+MAX_LINES = 60  # issue 37 counts functions over 60 lines
 PACKAGE = Path(__file__).resolve().parents[2] / "deploytool"
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
