@@ -163,11 +163,8 @@ def share_large_files(folder: Path, blobs: Path, min_bytes: int = SHARED_FILE_BY
 
 
 def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def fresh_dir(path: Path) -> Path:

@@ -144,11 +144,8 @@ def copy_with_external(src: Path, dst_dir: Path, name: str | None = None) -> Pat
 
 
 def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def content_hash(path: Path) -> str:
