@@ -25,7 +25,7 @@ from deploytool.bugs.bundle import (FALLBACK_KEY, bundle_row, failing_step, fall
 from deploytool.bugs.triage import Environment, installed_environment, tool_words, triage
 from deploytool.convert.registry import STEPS
 from deploytool.devices.web_harness import harness_dir, library_versions
-from deploytool.errors import Raised, UnknownOption, WorkspaceError
+from deploytool.errors import Raised, UnknownOption, WorkspaceError, first_line_of
 from deploytool.provenance import package_version
 from deploytool.report.pairs import backend_pairs, converter_pairs, row_of
 from deploytool.result import Result, Status, Triage
@@ -60,7 +60,7 @@ def normalise(message: str, limit: int = 240) -> str:
     """The message with what varies between runs removed: hex, paths, shapes, numbers, versions, quotes' contents
     that look like generated names."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", message or "")
-    text = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    text = first_line_of(text, len(text))
     text = re.sub(r"0x[0-9a-fA-F]+", "<hex>", text)
     text = re.sub(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?", "<path>", text)
     text = re.sub(r"[\w.-]+\.(?:tflite|onnx|keras|pt2|json|bin|npy|npz|h5|pb)\b", "<file>", text)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from deploytool.report import tasks
 from deploytool.report.markdown import prose
 from deploytool.report.numbers import fmt_bytes, fmt_ms, fmt_ratio, num
+from deploytool.errors import first_line_of
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
@@ -34,7 +35,8 @@ def clean(s: Any) -> str:
 
 
 def first_line(s: Any, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in clean(s).splitlines() if ln.strip()), "")
+    text = clean(s)
+    line = first_line_of(text, len(text))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

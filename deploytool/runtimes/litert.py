@@ -15,7 +15,7 @@ from typing import Any, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.errors import StageFailed
+from deploytool.errors import StageFailed, first_line_of
 from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
@@ -32,8 +32,7 @@ def _version() -> str:
 
 
 def _failed(e: BaseException, who: str, status: str = "runtime_failed") -> StageFailed:
-    first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
-    return StageFailed(status, f"{who}: {type(e).__name__}: {first[:300]}")
+    return StageFailed(status, f"{who}: {type(e).__name__}: {first_line_of(str(e))}")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
-from deploytool.errors import StageFailed
+from deploytool.errors import StageFailed, first_line_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
@@ -24,8 +24,7 @@ _TYPES: dict[str, type[np.generic]] = {**_FLOAT_TYPES, "tensor(int64)": np.int64
 
 
 def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> StageFailed:
-    first = next((s.strip() for s in str(e).splitlines() if s.strip()), "")
-    return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first[:300]}")
+    return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first_line_of(str(e))}")
 
 
 @dataclass(frozen=True)
