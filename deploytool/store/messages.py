@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from deploytool.errors import first_line_of
+
 URL_HINT = "use sqlite:///path/results.db or postgresql+psycopg://user:pass@host/db"
 SQLITE_BUSY_TIMEOUT_S = 30  # how long a writer waits for another process's write on the same SQLite file
 
@@ -61,7 +63,8 @@ def typed_secrets(url: str) -> list[str]:
 
 def scrub(e: BaseException, secrets: list[str]) -> str:
     """The first line of an error's message with any password in it masked."""
-    line = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+    text = str(e)
+    line = first_line_of(text, len(text)) or type(e).__name__
     for s in secrets:
         line = line.replace(s, "***")
     return mask_in_text(line)
