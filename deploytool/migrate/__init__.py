@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import Any, Callable
 
@@ -106,6 +108,18 @@ def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
     return combos
 
 
+LARGE_OUTPUTS_BYTES = 1 << 30  # a run storing more says so before it starts
+
+
+def stored_outputs_bytes(sig: Signature | None, classes: int, samples: int, rows: int,
+                         baselines: int = 0) -> tuple[int, str]:
+    """About how many bytes `rows` rows and `baselines` baselines of `samples` samples keep as outputs (float32,
+    every output side by side; a dimension the model leaves open counted as 1), and how that was counted."""
+    values = (sum(prod(d or 1 for d in t.sample_shape) for t in sig.outputs) if sig is not None else classes) or 1
+    kept = f"{rows} row(s)" + (f" and {baselines} baseline(s)" if baselines else "")
+    return (rows + baselines) * samples * values * 4, f"{kept} x {samples} samples x {values:,} float32 values a sample"
+
+
 def _runtimes(chosen: list[str], offered: list[str]) -> list[str]:
     """"" is the default runtime; --runtime picks among those offered (a format none of them runs keeps its default)."""
     if not chosen or not offered:
@@ -193,6 +207,7 @@ class _Run:
         before = store.get_run(run_id)  # (or the one run whose id starts with it)
         folded_before = before is not None and before.run_id == run_id and before.status == "complete"
         todo = [c for c in combos if keys[c] not in done]
+        self._check_room(todo)
         # a finished run asked again, with nothing to measure or localize: its stored record stays as it is
         untouched = folded_before and not todo and not ctx.req.localize
         if not untouched:
@@ -240,6 +255,23 @@ class _Run:
         t_report = time.perf_counter() - t
         return RunOutcome(run_id, results, paths, reused, time.perf_counter() - t_start,
                           in_runtimes, converting, t_report, {fw: s.baseline for fw, s in ctx.sources.items()})
+
+    def _check_room(self, todo: list[Combo]) -> None:
+        """Every row keeps its outputs: a run whose outputs cannot fit on the workspace's disk is refused in one line
+        before anything is measured (a real-size decoder's logits: 412 MB a row at 16 samples); a large one says
+        what it will take."""
+        ctx = self.ctx
+        frameworks = {c.framework for c in todo} - set(ctx.sources)  # baselines not measured yet keep theirs too
+        need, how = stored_outputs_bytes(ctx.spec.signature, len(ctx.spec.labels), len(ctx.dataset.x_test),
+                                         len(todo), len(frameworks))
+        free = shutil.disk_usage(ctx.ws.root).free
+        if need > free:
+            raise WorkspaceError(f"this run would store about {need / 2**30:,.1f} GiB of outputs ({how}) but the "
+                                 f"workspace's disk has {free / 2**30:,.1f} GiB free: pass --test-samples, fewer "
+                                 "--format/--quantize/--target, or a --workspace on a larger disk")
+        if need > LARGE_OUTPUTS_BYTES:
+            self.log(f"this run stores about {need / 2**30:,.1f} GiB of outputs ({how}); "
+                     f"{free / 2**30:,.1f} GiB free on the workspace's disk")
 
     def _measure_rows(self, converter: ConversionLanes, todo: list[Combo], bar: Any, run_id: str,
                       keys: dict[Combo, str]) -> tuple[float, float]:

@@ -184,3 +184,35 @@ def test_an_nchw_onnx_with_nchw_data_runs_and_ambiguous_data_is_one_line(tmp_pat
     assert r.returncode == 2 and len(lines) == 1 and "--data-layout" in lines[0], r.stderr
     r = run_cli(*args, "--data-layout", "NCHW")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_run_whose_outputs_cannot_fit_on_the_disk_is_refused_before_anything_is_measured(tmp_path):
+    """A model that declares 4 TiB of output a sample (its output an Expand to 2^20 x 2^20 floats): the run would
+    store more than this disk holds, so migrate refuses it in one line with the numbers and the fixes, exit 2,
+    before the model runs anywhere (no run stored, no baseline measured)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.conftest import run_cli
+
+    side = 1 << 20
+    shape = numpy_helper.from_array(np.array([1, side, side], np.int64), "shape")
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, side, side])], [shape])
+    model = tmp_path / "huge.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    data = tmp_path / "x.npz"
+    np.savez(data, x=np.zeros((8, 1, 1), np.float32))
+    ws = tmp_path / "ws"
+    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--target", "host", "--format", "onnx",
+                "--quantize", "none", "--workspace", str(ws), "--quiet")
+    line = r.stderr.strip()
+    assert r.returncode == 2 and "\n" not in line and "Traceback" not in line, r.stderr
+    assert "would store about" in line and "1 row(s) and 1 baseline(s) x 8 samples" in line, line
+    assert f"{side * side:,} float32 values a sample" in line, line
+    assert "GiB free" in line and "--test-samples" in line, line
+    from deploytool.store import SqlAlchemyStore
+
+    assert SqlAlchemyStore(Workspace.open(ws).default_db_url).list_runs() == []
+    assert not list((ws / "models").rglob("baseline.json"))
