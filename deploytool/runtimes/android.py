@@ -167,13 +167,20 @@ class AndroidRuntime(Runtime):
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
             raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}") from e
-        if artifact.signature is None:  # one array in: what the artifact's fields say it takes
-            self._check_single(artifact)
-        self._bind(artifact)
+        self._sources: list[str] = []  # a model with a signature: the source's name of each input, in file order
+        self._out_sources: list[str] = []
+        if artifact.signature is not None:
+            self._bind(artifact)
+        elif len(self._in) != 1:
+            raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
+                              "the android target feeds single-input models")
         bad = [t.name for t in self._in if "," in t.name]
         if bad:
             raise StageFailed("unsupported", f"input name {bad[0]!r} contains ',' which "
                               "benchmark_model's --input_layer cannot express")
+        if artifact.signature is None and tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
+            raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
+                              f"says one sample is {tuple(artifact.input_shape)}")
         explicit = self._explicit_binary()
         serial = select_devices(self.options.serial)[0]
         self.device = AndroidDevice(serial)
@@ -205,24 +212,12 @@ class AndroidRuntime(Runtime):
             "threads": self.options.threads if self.options.threads is not None else "default",
         }
 
-    def _check_single(self, artifact: Artifact) -> None:
-        """A single-array model's file: one input, of the artifact's sample shape."""
-        if len(self._in) != 1:
-            raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
-                              "the android target feeds single-input models")
-        if tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
-            raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
-                              f"says one sample is {tuple(artifact.input_shape)}")
-
     def _bind(self, artifact: Artifact) -> None:
-        """Which of the file's tensors (in its own order, as benchmark_model takes and writes them) is which of the
-        inputs and outputs of the artifact's signature (Artifact.io_signature: a single-array model's implied one,
-        its outputs side by side as the file writes them)."""
-        sig = artifact.io_signature
+        """A model with a signature: which of the file's tensors (in its own order, as benchmark_model takes and
+        writes them) is which of the source's inputs and outputs."""
+        sig = artifact.signature
+        assert sig is not None
         named = tflite_tensors(str(artifact.path))
-        self._sources, self._out_sources = [], []  # the source's name of each input and output, in file order
-        if artifact.signature is None and len(named.outputs) != 1:
-            return  # several outputs of a single-array model: read side by side, unnamed
         try:
             ins = match_names(sig.input_names, list(named.inputs))
             outs = match_names(sig.output_names, list(named.outputs))
@@ -329,8 +324,8 @@ class AndroidRuntime(Runtime):
 
     def _named_outputs(self, flat: np.ndarray) -> Feed:
         """The file's outputs (side by side, in its order) by the source's names, in the source's order."""
-        assert self.artifact is not None
-        sig = self.artifact.io_signature
+        sig = self.artifact.signature if self.artifact else None
+        assert sig is not None
         parts, at = {}, 0
         for t, src in zip(self._out, self._out_sources):
             size = int(np.prod(t.shape[1:])) if len(t.shape) > 1 else 1
