@@ -10,9 +10,53 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+
+
+class _SharedWorkers:
+    """The runtime and conversion workers the in-process runs of this pytest worker share, as the atlas' runs do
+    (runtimes.isolated.runtime_workers, convert.lanes.shared_converters): TensorFlow (4.5 s of CPU to import here)
+    or PyTorch is imported once per worker process for the session rather than once per run. A module that needs
+    workers of its own (one that names a plugin in $DEPLOYTOOL_PLUGINS for the workers it starts, or counts
+    them) says `OWN_WORKERS = True`; the shared ones are closed before it and opened again after it."""
+
+    def __init__(self) -> None:
+        self._stack: ExitStack | None = None
+
+    def open(self) -> None:
+        if self._stack is None:
+            from deploytool.convert.lanes import shared_converters
+            from deploytool.runtimes.isolated import runtime_workers
+
+            self._stack = ExitStack()
+            self._stack.enter_context(runtime_workers())
+            self._stack.enter_context(shared_converters())
+
+    def close(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+
+_SHARED_WORKERS = _SharedWorkers()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_shared_workers():
+    yield
+    _SHARED_WORKERS.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_workers(request, _close_shared_workers):
+    if getattr(request.module, "OWN_WORKERS", False):
+        _SHARED_WORKERS.close()
+    else:
+        _SHARED_WORKERS.open()
+    yield
 
 
 def _train(ws):

@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+OWN_WORKERS = True  # its workers learn a plugin from $DEPLOYTOOL_PLUGINS, or are counted (conftest.py)
 
 
 @pytest.fixture

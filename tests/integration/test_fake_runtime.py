@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+OWN_WORKERS = True  # its workers learn a plugin from $DEPLOYTOOL_PLUGINS, or are counted (conftest.py)
 
 
 def test_a_runtime_registered_by_a_test_runs_through_migrate_and_localize(fake, lenet5_workspace):

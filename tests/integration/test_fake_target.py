@@ -19,6 +19,7 @@ from tests import fake_target
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+OWN_WORKERS = True  # its workers learn a plugin from $DEPLOYTOOL_PLUGINS, or are counted (conftest.py)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from deploytool.runtimes.isolated import ISOLATED_DELTA, ISOLATED_IDLE, load_and_run, runtime_workers
 
 pytestmark = pytest.mark.slow
+OWN_WORKERS = True  # its workers learn a plugin from $DEPLOYTOOL_PLUGINS, or are counted (conftest.py)
 
 OPTIONS = {"warmup_runs": 2, "latency_samples": 10, "threads": 1}
 FLOOR_BYTES = 2**18  # RSS moves by pages and allocator blocks; this tiny model costs about 1 MiB

@@ -20,6 +20,7 @@ from tests import fake_target, lab_double
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+OWN_WORKERS = True  # its workers learn a plugin from $DEPLOYTOOL_PLUGINS, or are counted (conftest.py)
 
 LAB = """
 [lab]
