@@ -18,6 +18,7 @@ from deploytool.errors import StageFailed
 from tests.integration.tiny_models import build_keras
 
 pytestmark = pytest.mark.slow
+OWN_WORKERS = True  # it opens and closes workers of its own and looks inside them (conftest.py)
 
 
 @pytest.fixture(scope="module")

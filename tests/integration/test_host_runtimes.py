@@ -23,6 +23,7 @@ from deploytool.runtimes.onnxrt import OnnxRuntime
 from tests.integration.tiny_models import agreement, build_keras, build_torch, max_abs_diff
 
 pytestmark = pytest.mark.slow
+OWN_WORKERS = True  # it opens and closes workers of its own and looks inside them (conftest.py)
 
 
 @pytest.fixture(scope="module")
