@@ -7,7 +7,12 @@ model and never decides what a signature means for the data (deploytool.data doe
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import replace
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,59 @@ from deploytool.modelfiles import onnx_proto, pt2
 from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_name, output_spec, serving_signature, spec_of
 from deploytool.proc.quiet import import_tensorflow
 
-__all__ = ["canonical_name", "read_signature", "keras_signature"]
+__all__ = ["KeptSignature", "canonical_name", "read_signature", "keras_signature"]
+
+# The formats whose reader imports a framework, and the libraries whose versions could change what it reads.
+_LIBRARIES = {"keras": ("keras", "tensorflow"), "saved_model": ("tensorflow",), "torch": ("torch",)}
+
+
+@cache
+def _reader_key(fmt: str) -> str:
+    """What a signature read from a `fmt` file depends on besides its bytes: this code and the libraries."""
+    h = hashlib.sha256(fmt.encode())
+    here = Path(__file__).parent
+    for name in ("reader.py", "signature.py", "pt2.py"):
+        h.update((here / name).read_bytes())
+    for dist in _LIBRARIES.get(fmt, ()):
+        try:
+            h.update(f"{dist}=={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist} missing".encode())
+    return h.hexdigest()
+
+
+class KeptSignature:
+    """The signature of the model of content `sha256`, kept in `path` (beside the model's copy in a workspace) by
+    the run that read it, for the formats whose reader imports TensorFlow or PyTorch (4-5 s of CPU here): a run
+    on the same bytes starts without that import. Keyed by the bytes, this module's code and the libraries'
+    versions, so an edit or an upgrade reads the file again; a kept file that is missing, unreadable or of another
+    key is read again, never trusted."""
+
+    def __init__(self, path: Path, fmt: str, sha256: str):
+        self.path, self.fmt, self.sha256 = Path(path), fmt, sha256
+
+    def _key(self) -> str:
+        return f"{self.sha256}:{_reader_key(self.fmt)}"
+
+    def get(self) -> Signature | None:
+        if self.fmt not in _LIBRARIES:
+            return None
+        try:
+            kept = json.loads(self.path.read_text(encoding="utf-8"))
+            return Signature.from_json(kept["signature"]) if kept.get("key") == self._key() else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def put(self, sig: Signature) -> None:
+        if self.fmt not in _LIBRARIES:
+            return
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps({"key": self._key(), "signature": sig.to_json()}), encoding="utf-8")
+            os.replace(partial, self.path)
+        except OSError:  # a run that cannot keep it reads the file again next time
+            partial.unlink(missing_ok=True)
 
 
 def read_signature(path: Path, fmt: str) -> Signature:

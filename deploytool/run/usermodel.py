@@ -15,7 +15,7 @@ from pathlib import Path
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, ShapeError, first_line_of
 from deploytool.modelfiles import onnx_external
-from deploytool.modelfiles.reader import read_signature
+from deploytool.modelfiles.reader import KeptSignature, read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.spec import ModelSpec, Preprocess, TrainSpec
@@ -94,11 +94,16 @@ def _layout(dims: list[int | None], fmt: str, path: Path, wanted: str | None) ->
     raise ShapeError(f"{path}: input shape {dims} does not tell whether it is NHWC or NCHW; pass --layout NHWC or NCHW")
 
 
-def _copy_in(path: Path, ws: Workspace) -> tuple[str, str, Path, Path]:
+def _home(path: Path, digest: str, ws: Workspace) -> tuple[str, Path]:
+    """(clean name, folder): where the workspace keeps the model of content `digest` (the file's name may hold
+    anything; folders and run ids get a clean one)."""
+    name = safe_segment(path.stem)
+    return name, ws.inside(ws.root / "models" / f"user-{name}-{digest[:12]}")
+
+
+def _copy_in(path: Path, digest: str, ws: Workspace) -> tuple[str, str, Path, Path]:
     """The model copied into the workspace, named by its content: (clean name, sha256, folder, model path)."""
-    digest = content_hash(path)  # an .onnx's external weights are part of its identity
-    name = safe_segment(path.stem)  # the file's name may hold anything; folders and run ids get a clean one
-    dest_dir = ws.inside(ws.root / "models" / f"user-{name}-{digest[:12]}")
+    name, dest_dir = _home(path, digest, ws)
     dest = dest_dir / (path.name if path.is_file() else "saved_model")
     if not dest.exists():
         if path.is_file():
@@ -109,20 +114,32 @@ def _copy_in(path: Path, ws: Workspace) -> tuple[str, str, Path, Path]:
     return name, digest, dest_dir, dest
 
 
-def _signature(path: Path, fmt: str) -> Signature:
+def _checked(path: Path, fmt: str) -> str:
+    """The file's sha256 (an .onnx's external weights are part of its identity), after the checks that must
+    come before anything reads it."""
     if fmt == "onnx":
         onnx_external.external_files(path)  # weights missing or outside its folder: refused before any read
     if fmt == "keras":
         _check_keras_archive(path)
     if fmt == "saved_model":
         check_saved_model(path)  # its graph may write files or load native code: refused before TF loads it
-    try:
-        sig = read_signature(path, fmt)
-    except BadModelFile:
-        raise
-    except Exception as e:
-        raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
-                           f"{first_line_of(str(e), 200)}); check the file") from None
+    return content_hash(path)
+
+
+def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
+    """The model's signature: kept from an earlier run on the same bytes (`KeptSignature`: a .keras, a
+    SavedModel or a .pt2 is read by importing TensorFlow or PyTorch, 4-5 s of CPU here), else read."""
+    keeper = KeptSignature(kept / "signature.json", fmt, digest)
+    sig = keeper.get()
+    if sig is None:
+        try:
+            sig = read_signature(path, fmt)
+        except BadModelFile:
+            raise
+        except Exception as e:
+            raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
+                               f"{first_line_of(str(e), 200)}); check the file") from None
+        keeper.put(sig)
     if not sig.inputs or not sig.outputs:
         raise BadModelFile(f"{path}: the model has {len(sig.inputs)} inputs and {len(sig.outputs)} outputs; "
                            "it needs at least one of each")
@@ -143,7 +160,7 @@ def _image_classifier(sig: Signature, opts: UserModelOptions) -> bool:
     return sig.image_classifier and opts.task in (None, "classification")
 
 
-def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
+def _resolve_any(path: Path, fmt: str, digest: str, sig: Signature, opts: UserModelOptions,
                  ws: Workspace) -> tuple[ModelSpec, Artifact]:
     """A model that is not one image in and class scores out: its signature is its spec. The task is the
     flag's, else decided when the data's labels are seen; class names come from --labels or the first
@@ -158,7 +175,7 @@ def _resolve_any(path: Path, fmt: str, sig: Signature, opts: UserModelOptions,
     if opts.labels and len(opts.labels) != classes:
         raise DataError(f"--labels names {len(opts.labels)} classes but {path}'s scored output "
                         f"{first.describe()} has {classes} values per sample")
-    name, digest, dest_dir, dest = _copy_in(path, ws)
+    name, digest, dest_dir, dest = _copy_in(path, digest, ws)
     first_in = sig.inputs[0]
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout="NCHW" if fmt == "torch" else "NHWC",
                         input_shape=tuple(d or 0 for d in first_in.sample_shape),
@@ -180,7 +197,8 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     """A ModelSpec built from the model and the flags, and the model copied into the workspace as an Artifact."""
     path = Path(path)
     fmt = source_format(path)
-    signature = _signature(path, fmt)
+    digest = _checked(path, fmt)
+    signature = _signature(path, fmt, digest, _home(path, digest, ws)[1])
     if opts.output:
         try:
             signature.scored_output(opts.output)
@@ -188,7 +206,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
             raise DataError(f"--output {opts.output}: {path} has no such output; its outputs are "
                             + ", ".join(t.describe() for t in signature.outputs)) from None
     if not _image_classifier(signature, opts):
-        return _resolve_any(path, fmt, signature, opts, ws)
+        return _resolve_any(path, fmt, digest, signature, opts, ws)
     dims = [None, *signature.inputs[0].sample_shape]
     num_outputs = int(signature.outputs[0].shape[-1] or 0)
     layout = _layout(dims, fmt, path, opts.layout)
@@ -200,7 +218,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     labels = opts.labels or tuple(str(i) for i in range(num_outputs))
     if len(labels) != num_outputs:
         raise DataError(f"--labels names {len(labels)} classes but {path} has {num_outputs} outputs")
-    name, digest, dest_dir, dest = _copy_in(path, ws)
+    name, digest, dest_dir, dest = _copy_in(path, digest, ws)
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=sample,
                         num_outputs=num_outputs, converter="user-supplied", options=_options(path, signature),
                         sha256=digest, size_bytes=size_on_disk(dest))
