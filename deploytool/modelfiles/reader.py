@@ -12,13 +12,13 @@ import json
 import os
 from dataclasses import replace
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_proto, pt2
 from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_name, output_spec, serving_signature, spec_of
 from deploytool.proc.quiet import import_tensorflow
+from deploytool.provenance import package_version
 
 __all__ = ["KeptSignature", "canonical_name", "read_signature", "keras_signature"]
 
@@ -34,10 +34,7 @@ def _reader_key(fmt: str) -> str:
     for name in ("reader.py", "signature.py", "pt2.py"):
         h.update((here / name).read_bytes())
     for dist in _LIBRARIES.get(fmt, ()):
-        try:
-            h.update(f"{dist}=={metadata.version(dist)}".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{dist} missing".encode())
+        h.update(f"{dist}=={package_version(dist) or 'missing'}".encode())
     return h.hexdigest()
 
 

@@ -86,7 +86,7 @@ def test_the_key_names_the_bytes_the_code_and_the_libraries(tmp_path, monkeypatc
     assert reader.KeptSignature(tmp_path / "s.json", "keras", "b" * 64).get() is None  # other bytes
     assert reader.KeptSignature(tmp_path / "s.json", "torch", "a" * 64).get() is None  # read by another library
     reader._reader_key.cache_clear()
-    monkeypatch.setattr(reader.metadata, "version", lambda dist: "99.0")
+    monkeypatch.setattr(reader, "package_version", lambda dist: "99.0")
     try:
         assert a.get() is None  # an upgraded keras or TensorFlow
     finally:
