@@ -205,6 +205,23 @@ def _remote_frames(text: str) -> list[Frame]:
     return [Frame(m["file"], int(m["line"]), m["fn"].strip(), package_of(m["file"])) for m in _REMOTE_FRAME.finditer(text)]
 
 
+class ForeignError(Exception):
+    """A library's exception raised in a worker, sent to the parent by its class's name and its message (the worker's
+    traceback travels with it as ever): unpickling the class itself would import its library (TensorFlow: 4-5 s of
+    CPU, and its native log on the user's terminal) in a process that has no other use for it."""
+
+    def __init__(self, exception: str, message: str):
+        super().__init__(message)
+        self.exception = exception  # "tensorflow.python.framework.errors_impl.InvalidArgumentError"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ForeignError, (self.exception, str(self))
+
+    @classmethod
+    def of(cls, e: BaseException) -> "ForeignError":
+        return cls(f"{type(e).__module__}.{type(e).__qualname__}", str(e))
+
+
 @dataclass(frozen=True)
 class Raised:
     """What an exception said and where it was raised, outermost frame first; the frames of the process that
@@ -237,7 +254,7 @@ class Raised:
             return cls("NoConversion", str(e)[:4000], tuple(frames[-40:]), e.ops, e.remedy)
         module = type(e).__module__
         name = type(e).__qualname__ if module in ("builtins", "__main__") else f"{module}.{type(e).__qualname__}"
-        return cls(name, str(e)[:4000], tuple(frames[-40:]))
+        return cls(e.exception if isinstance(e, ForeignError) else name, str(e)[:4000], tuple(frames[-40:]))
 
     @property
     def name(self) -> str:

@@ -43,7 +43,7 @@ from deploytool.run.runner import (
     runtimes_ahead,
 )
 from deploytool.runtimes import check_runtime_names, runtimes_for
-from deploytool.runtimes.isolated import warm_pairing, warm_workers
+from deploytool.runtimes.isolated import runtime_workers, warm_pairing, warm_workers
 from deploytool.store import ResultStore, open_store
 from deploytool.targets import expand, get_target, selectable
 from deploytool.workspace import Workspace, check_name, stable_hash
@@ -396,12 +396,15 @@ def migrate(req: MigrateRequest, workspace: str | Path | None = None, db_url: st
     """`warn` gets each line of the pitfall check (the test set against its declared preprocessing)."""
     ws = Workspace.open(workspace)
     store = open_store(db_url, ws.default_db_url)
-    ctx, combos, run_id, keys = prepare(req, ws, progress)
-    if req.run_id:
-        refuse_another_run_under_this_id(store, run_id, ctx)
-    for line in ctx.dataset.warnings:
-        warn(line)
-    return _Run(ctx, store, log).run(combos, run_id, keys)
+    # the runtimes' workers open from the start: a user's .keras is read for its signature in the worker its
+    # baseline then runs in (deploytool.run.usermodel), so TensorFlow is imported once, not here and there
+    with runtime_workers():
+        ctx, combos, run_id, keys = prepare(req, ws, progress)
+        if req.run_id:
+            refuse_another_run_under_this_id(store, run_id, ctx)
+        for line in ctx.dataset.warnings:
+            warn(line)
+        return _Run(ctx, store, log).run(combos, run_id, keys)
 
 
 def departs_from_twin(result: Result, earlier: list[Result]) -> bool:

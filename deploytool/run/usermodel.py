@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
-from deploytool.errors import BadModelFile, DataError, ShapeError, first_line_of
+from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, first_line_of
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import KeptSignature, read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
+from deploytool.runtimes import runtime_class
+from deploytool.runtimes.isolated import open_workers
 from deploytool.spec import ModelSpec, Preprocess, TrainSpec
 from deploytool.tolerances import USER_CLASSIFIER_TOLERANCES, source_tolerances
 from deploytool.workspace import Workspace, safe_segment
@@ -133,11 +135,11 @@ def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
     sig = keeper.get()
     if sig is None:
         try:
-            sig = read_signature(path, fmt)
+            sig = _read(path, fmt)
         except BadModelFile:
             raise
         except Exception as e:
-            raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({type(e).__name__}: "
+            raise BadModelFile(f"{path}: cannot be read as a {fmt} model ({Raised.of(e).name}: "
                                f"{first_line_of(str(e), 200)}); check the file") from None
         keeper.put(sig)
     if not sig.inputs or not sig.outputs:
@@ -147,6 +149,22 @@ def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
     if odd:
         raise BadModelFile(f"{path}: input {odd[0].describe()} has a type deploytool cannot feed; inputs must be "
                            f"float ({', '.join(FLOAT_DTYPES)}) or integer ({', '.join(INT_DTYPES)})")
+    return sig
+
+
+# Formats whose reader imports TensorFlow or PyTorch, as the runtime of their PC baseline does.
+_READ_WHERE_IT_RUNS = ("keras", "saved_model", "torch")
+
+
+def _read(path: Path, fmt: str) -> Signature:
+    """The signature read in the open run's worker of the runtime that runs the model's baseline, when the reader
+    imports that runtime's framework (a .keras, a SavedModel, a .pt2): TensorFlow or PyTorch is then imported once
+    for both, not first here and again there (4-5 s of CPU), and a reader that crashes takes down that worker, not
+    the run. Outside a run (or for ONNX and TFLite, read without either), here."""
+    workers = open_workers()
+    if workers is None or fmt not in _READ_WHERE_IT_RUNS:
+        return read_signature(path, fmt)
+    sig: Signature = workers.call(runtime_class("pc", fmt), read_signature, path, fmt)
     return sig
 
 

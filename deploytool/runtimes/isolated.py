@@ -18,7 +18,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from deploytool import runtimes
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.data.ondisk import STREAM_BYTES, OnDisk, remove_scratch, scratch_dir
-from deploytool.errors import StageFailed
+from deploytool.errors import ForeignError, StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.latency import PairedLatency, clean_blocks, floor_of
@@ -56,7 +56,10 @@ PRIMING_LATENCY_SAMPLES = 20
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_BYTES = 128 * 1024
 
-# Set in the worker before its framework is imported.
+# A runtime worker's environment: TensorFlow's native log silenced whole (level 3: its errors too). The worker has no
+# log file of its own, so its lines would land on the user's terminal; what fails reaches the row as the exception's
+# message (a crash: WorkerLost). A run that imported TensorFlow itself used to pass its level 3 on by inheritance.
+RUNTIME_WORKER_ENV = {**WORKER_ENV, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _init_worker(ref: str, *also: str) -> None:
@@ -70,6 +73,19 @@ def _init_worker(ref: str, *also: str) -> None:
         pass
     for r in (ref, *also):
         _class(r).import_framework()
+
+
+def _sent_home(fn: Callable[..., Any], *args: Any) -> Any:
+    """In a worker: `fn(*args)`; a library's exception (TensorFlow's, PyTorch's, ...) goes back as a ForeignError
+    keeping its traceback, so the parent does not import that library to read it."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        if type(e).__module__.split(".")[0] in ("builtins", "deploytool"):
+            raise
+        foreign, tb = ForeignError.of(e), e.__traceback__
+    # raised outside the handler: no __context__ (tblib, when installed, would pickle the library's exception in it)
+    raise foreign.with_traceback(tb)
 
 
 def _class(ref: str) -> type[Runtime]:
@@ -232,7 +248,7 @@ class RuntimeWorkers:
 
     def _worker(self, ref: str) -> Worker:
         if ref not in self._workers:
-            self._workers[ref] = Worker(_init_worker, (ref,), env=WORKER_ENV)
+            self._workers[ref] = Worker(_init_worker, (ref,), env=RUNTIME_WORKER_ENV)
             self.started += 1
         return self._workers[ref]
 
@@ -250,15 +266,15 @@ class RuntimeWorkers:
         key = "paired:" + _ref(ref_cls)
         if key not in self._workers:
             also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
-            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=WORKER_ENV)
+            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=RUNTIME_WORKER_ENV)
             self.started += 1
             self._workers[key].start()
 
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
-            return self._worker(ref).call(_measure, ref, dict(options), artifact, self.sendable(inputs),
-                                          timeout=timeout_s)
+            return self._worker(ref).call(_sent_home, _measure, ref, dict(options), artifact,
+                                          self.sendable(inputs), timeout=timeout_s)
         except WorkerTimedOut:
             self._workers.pop(ref, None)
             raise StageFailed("timeout", f"{cls.name} took longer than {timeout_s:g} s to load and run the model; "
@@ -276,11 +292,21 @@ class RuntimeWorkers:
         ref, key, timeout_s = _ref(ref_cls), "paired:" + _ref(ref_cls), options.get("timeout_s")
         self.warm_pairing(ref_cls, [])
         try:
-            return self._workers[key].call(_paired, _ref(cls), dict(options), artifact, inputs, ref,
+            return self._workers[key].call(_sent_home, _paired, _ref(cls), dict(options), artifact, inputs, ref,
                                            dict(ref_options), ref_artifact, ref_inputs, reference, timeout=timeout_s)
         except (WorkerTimedOut, WorkerLost):
             self._workers.pop(key, None)
             raise
+
+    def call(self, cls: type[Runtime], fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in `cls`'s worker (started if need be): work that needs the runtime's framework, done where
+        that framework is imported anyway (a user's .keras read for its signature where its baseline then runs)."""
+        ref = _ref(cls)
+        try:
+            return self._worker(ref).call(_sent_home, fn, *args)
+        except WorkerLost as e:
+            self._workers.pop(ref, None)
+            raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed ({e.how})") from None
 
     def close(self) -> None:
         for ref in list(self._workers):
@@ -307,6 +333,11 @@ def runtime_workers() -> Iterator[RuntimeWorkers]:
     finally:
         _open = None
         workers.close()
+
+
+def open_workers() -> RuntimeWorkers | None:
+    """The open run's workers (see runtime_workers), None outside a run."""
+    return _open
 
 
 def warm_workers(classes: list[type[Runtime]]) -> None:

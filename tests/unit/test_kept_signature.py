@@ -29,6 +29,7 @@ def reads(monkeypatch):
         return SIG
 
     monkeypatch.setattr(usermodel, "read_signature", read)
+    monkeypatch.setattr(usermodel, "open_workers", lambda: None)  # read here, whatever run another test left open
     return seen
 
 
