@@ -20,10 +20,11 @@ from deploytool.modelfiles.signature import Signature, TensorSpec, canonical_nam
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.provenance import package_version
 
-__all__ = ["KeptSignature", "canonical_name", "read_signature", "keras_signature"]
+__all__ = ["FRAMEWORK_READS", "KeptSignature", "canonical_name", "read_signature", "keras_signature"]
 
-# The formats whose reader imports a framework, and the libraries whose versions could change what it reads.
-_LIBRARIES = {"keras": ("keras", "tensorflow"), "saved_model": ("tensorflow",), "torch": ("torch",)}
+# The formats whose reader imports a framework (TensorFlow or PyTorch, as their baseline's runtime does), and the
+# libraries whose versions could change what it reads.
+FRAMEWORK_READS = {"keras": ("keras", "tensorflow"), "saved_model": ("tensorflow",), "torch": ("torch",)}
 
 
 @cache
@@ -33,7 +34,7 @@ def _reader_key(fmt: str) -> str:
     here = Path(__file__).parent
     for name in ("reader.py", "signature.py", "pt2.py"):
         h.update((here / name).read_bytes())
-    for dist in _LIBRARIES.get(fmt, ()):
+    for dist in FRAMEWORK_READS.get(fmt, ()):
         h.update(f"{dist}=={package_version(dist) or 'missing'}".encode())
     return h.hexdigest()
 
@@ -52,7 +53,7 @@ class KeptSignature:
         return f"{self.sha256}:{_reader_key(self.fmt)}"
 
     def get(self) -> Signature | None:
-        if self.fmt not in _LIBRARIES:
+        if self.fmt not in FRAMEWORK_READS:
             return None
         try:
             kept = json.loads(self.path.read_text(encoding="utf-8"))
@@ -61,7 +62,7 @@ class KeptSignature:
             return None
 
     def put(self, sig: Signature) -> None:
-        if self.fmt not in _LIBRARIES:
+        if self.fmt not in FRAMEWORK_READS:
             return
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, first_line_of
 from deploytool.modelfiles import onnx_external
-from deploytool.modelfiles.reader import KeptSignature, read_signature
+from deploytool.modelfiles.reader import FRAMEWORK_READS, KeptSignature, read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.runtimes import runtime_class
@@ -152,17 +152,13 @@ def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
     return sig
 
 
-# Formats whose reader imports TensorFlow or PyTorch, as the runtime of their PC baseline does.
-_READ_WHERE_IT_RUNS = ("keras", "saved_model", "torch")
-
-
 def _read(path: Path, fmt: str) -> Signature:
     """The signature read in the open run's worker of the runtime that runs the model's baseline, when the reader
     imports that runtime's framework (a .keras, a SavedModel, a .pt2): TensorFlow or PyTorch is then imported once
     for both, not first here and again there (4-5 s of CPU), and a reader that crashes takes down that worker, not
     the run. Outside a run (or for ONNX and TFLite, read without either), here."""
     workers = open_workers()
-    if workers is None or fmt not in _READ_WHERE_IT_RUNS:
+    if workers is None or fmt not in FRAMEWORK_READS:
         return read_signature(path, fmt)
     sig: Signature = workers.call(runtime_class("pc", fmt), read_signature, path, fmt)
     return sig
