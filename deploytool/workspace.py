@@ -10,15 +10,17 @@ that become path segments (run ids, model names, keys) are validated with
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from deploytool.errors import WorkspaceError
 
@@ -165,6 +167,21 @@ def share_large_files(folder: Path, blobs: Path, min_bytes: int = SHARED_FILE_BY
 def _file_digest(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+@contextmanager
+def made_by_one(folder: Path) -> Iterator[None]:
+    """Held while a cached `folder` is made: another process (a second run on this workspace) waits, then finds it
+    made, instead of emptying it under the first one's feet. An flock on a file beside it, released when the
+    holder ends, even killed."""
+    lock = folder.with_name(f".{folder.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def fresh_dir(path: Path) -> Path:

@@ -33,7 +33,7 @@ from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
 from deploytool.runtimes.measure import PAIR_BLOCKS, PairingTooLong
 from deploytool.tasks.weak_set import JUDGED_INSTEAD, weak_set_tolerances
-from deploytool.workspace import Workspace, fresh_dir, stable_hash
+from deploytool.workspace import Workspace, fresh_dir, made_by_one, stable_hash
 
 
 ARTIFACT_SCHEME = 2
@@ -59,13 +59,15 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifa
     meta = out / "artifact.json"
     if meta.exists():
         return Artifact.load(meta)
-    fresh_dir(out)
-
-    if convert.plan(source.format, combo.format, combo.quantize).steps == ("passthrough",):
-        # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
-        return convert.convert(source, combo.format, combo.quantize, out, None)
-    calib = ctx.dataset.in_layout(ctx.calibration_set, source.layout)
-    return converter.convert(source, combo.format, combo.quantize, out, calib)
+    with made_by_one(out):  # a second run on this workspace waits for it, then finds it made
+        if meta.exists():
+            return Artifact.load(meta)
+        fresh_dir(out)
+        if convert.plan(source.format, combo.format, combo.quantize).steps == ("passthrough",):
+            # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
+            return convert.convert(source, combo.format, combo.quantize, out, None)
+        calib = ctx.dataset.in_layout(ctx.calibration_set, source.layout)
+        return converter.convert(source, combo.format, combo.quantize, out, calib)
 
 
 def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type[Runtime], tuple]]:
