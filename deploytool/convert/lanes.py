@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from deploytool.artifact import Artifact
 from deploytool.convert.isolated import IsolatedConverter
-from deploytool.workspace import fresh_dir
+from deploytool.workspace import fresh_dir, made_by_one
 
 
 # Conversion workers kept between the runs of one process inside `shared_converters()`: framework -> converter.
@@ -131,12 +131,20 @@ class _Lane:
                 continue
             self.busy = True
             try:
-                fresh_dir(out_dir)
-                done.set_result(self.converter.convert(source, fmt, quantize, out_dir, calibration))
+                done.set_result(self._convert(source, fmt, quantize, out_dir, calibration))
             except BaseException as e:  # the row that asks for it raises it
                 done.set_exception(e)
             finally:
                 self.busy = False
+
+    def _convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path, calibration: Any) -> Artifact:
+        # Made by one run at a time (workspace.made_by_one): another run on this workspace converting the same
+        # folder is waited for, and what it made is taken, instead of emptied under its feet.
+        with made_by_one(out_dir):
+            if (out_dir / "artifact.json").exists():
+                return Artifact.load(out_dir / "artifact.json")
+            fresh_dir(out_dir)
+            return self.converter.convert(source, fmt, quantize, out_dir, calibration)
 
     def close(self) -> None:
         # Conversions not started are dropped; the one running ends with its worker.

@@ -134,3 +134,29 @@ def test_runs_inside_shared_converters_convert_in_one_worker_each_in_its_own_log
     one, two = ((tmp_path / "logs" / f"convert-run{i}.log").read_text() for i in (1, 2))
     assert "tflite/none" in one and "tflite/fp16" not in one
     assert "tflite/fp16" in two and "tflite/none" not in two
+
+
+def test_a_conversion_ahead_waits_for_another_run_making_its_folder_and_takes_what_it_made(tiny, tmp_path):
+    """convert/lanes.py and workspace.made_by_one: while another run on this workspace makes a folder (it holds the
+    folder's lock), a conversion queued for the same folder waits, then takes what was made: it neither empties the
+    folder under the other run's feet nor converts it again (no conversion worker is started)."""
+    import shutil
+
+    from deploytool.convert.lanes import ConversionLanes
+    from deploytool.workspace import made_by_one
+
+    with ConversionLanes(tmp_path / "logs", "first") as lanes:
+        made = lanes.convert(tiny.artifact, "tflite", "none", tmp_path / "made", None)
+    out = tmp_path / "artifacts" / "k"
+    before = _worker_pids()
+    with ConversionLanes(tmp_path / "logs", "second") as lanes:
+        with made_by_one(out):  # the other run, mid-conversion
+            job = lanes.prefetch(tiny.artifact, "tflite", "none", out, None)
+            time.sleep(0.5)
+            assert not job.done()
+            shutil.copytree(tmp_path / "made", out)
+            (out / "written-by-the-other-run").touch()
+        art = job.result(timeout=30)
+        assert art.format == "tflite" and art.sha256 == made.sha256
+        assert (out / "written-by-the-other-run").exists()
+        assert not (_worker_pids() - before)
