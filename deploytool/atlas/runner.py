@@ -19,6 +19,7 @@ from deploytool.atlas.page import atlas_dir, write_page
 from deploytool.errors import DeploytoolError, UnknownOption, first_line_of
 from deploytool.migrate import MigrateRequest, migrate
 from deploytool.runtimes.isolated import runtime_workers
+from deploytool.runtimes.web_session import web_session
 from deploytool.convert.lanes import shared_converters
 from deploytool.workspace import Workspace
 
@@ -74,8 +75,9 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
     last = _last_entries(ws, req.tier)
     builds = build_all(names, req.tier, ws, log)
     entries: list[AtlasEntry] = []
-    # the architectures' runs share the measuring and the converting workers: each framework imported once
-    with runtime_workers(), shared_converters():
+    # the architectures' runs share the measuring and the converting workers (each framework imported once) and
+    # one browser session (Chromium launched once)
+    with runtime_workers(), shared_converters(), web_session():
         for name in names:
             arch, built = ATLAS[name], builds[name]
             entry = AtlasEntry(name, arch.family, arch.provider)

@@ -15,14 +15,16 @@ the row's page.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from deploytool.devices.browser import WEBGPU_FLAGS, Chromium, find_chromium
 from deploytool.devices.harness_server import HarnessServer, library_routes
 from deploytool.devices.web_harness import check_harness
 
 _ADAPTERS: dict[tuple[str, str], dict[str, Any]] = {}  # this process's answers, by browser binary and harness
+_open: "WebSession | None" = None  # the session of the run (or of the runs) open in this process
 
 
 class WebSession:
@@ -58,16 +60,21 @@ class WebSession:
             current = None
         if current is None:
             executable = self.executable or find_chromium()
-            if self._driver is None:
-                from playwright.sync_api import sync_playwright
-
-                self._driver = sync_playwright().start()
-            current = Chromium(executable, self.webgpu_flags if webgpu else (), driver=self._driver).launch()
+            current = Chromium(executable, self.webgpu_flags if webgpu else (), driver=self.driver()).launch()
             self._browsers[webgpu] = current
             self.launches += 1
             self._last_launch_ms = current.launch_ms
             self.process_ids |= current.process_ids
         return current
+
+    def driver(self) -> Any:
+        """The session's Playwright, started once: Playwright's sync API allows one per thread, so whatever else
+        drives a browser in this thread while the session is open borrows it."""
+        if self._driver is None:
+            from playwright.sync_api import sync_playwright
+
+            self._driver = sync_playwright().start()
+        return self._driver
 
     def take_launch_ms(self) -> float:
         """Launch time of the browser, once (for the row that paid it); 0.0 after that."""
@@ -104,6 +111,25 @@ class WebSession:
         self.close()
 
 
+@contextmanager
+def web_session() -> Iterator[WebSession]:
+    """The session a run's web rows share, closed when the run ends. Re-entrant, as runtimes.isolated.runtime_workers
+    is: inside an open one, that one. So runs made inside one block (the atlas' architectures, one test process's
+    runs) share its browser and server, each row still in a fresh page of its own; Chromium is launched (about 2 s
+    of CPU with its driver) and tfjs, onnxruntime-web and tfjs-tflite compiled into its code cache once for all of
+    them. A browser a run left crashed is replaced for the next row, as within a run."""
+    global _open
+    if _open is not None:
+        yield _open
+        return
+    _open = session = WebSession()
+    try:
+        yield session
+    finally:
+        _open = None
+        session.close()
+
+
 def probe_webgpu_adapter(harness_root: Path | None = None, executable: Path | str | None = None) -> dict[str, Any]:
     """The WebGPU adapter a WebGPU row's browser offers the harness page: `{"available": True, "vendor": ...,
     "architecture": ..., "is_fallback_adapter": ...}` or `{"available": False, "reason": ...}`. Launches that
@@ -114,7 +140,9 @@ def probe_webgpu_adapter(harness_root: Path | None = None, executable: Path | st
     if key in _ADAPTERS:
         return dict(_ADAPTERS[key])
     try:
-        with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS) as browser:
+        # inside an open session (web_session), its Playwright: a second one in this thread cannot start
+        driver = _open.driver() if _open is not None else None
+        with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS, driver=driver) as browser:
             page = browser.new_page()
             page.goto(f"{server.origin}/index.html", wait_until="load", timeout=60_000)
             _ADAPTERS[key] = dict(page.evaluate("() => window.harness.adapter()"))

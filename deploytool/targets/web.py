@@ -96,9 +96,9 @@ class WebTarget(Target[WebOptions]):
 
     @contextmanager
     def session(self, options: WebOptions, preflight: Preflight) -> Iterator[dict[str, Any]]:
-        from deploytool.runtimes.web_session import WebSession  # loaded when a run uses the browser
+        from deploytool.runtimes.web_session import web_session  # loaded when a run uses the browser
 
-        with WebSession() as shared:  # launches Chromium when the first row asks for it
+        with web_session() as shared:  # launches Chromium when the first row asks for it
             yield {"session": shared}
 
     def runtime_options(self, options: WebOptions, settings: RunSettings, position: Position) -> dict[str, Any]:

@@ -10,30 +10,33 @@ from __future__ import annotations
 
 import os
 import shutil
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 
-class _SharedWorkers:
-    """The runtime and conversion workers the in-process runs of this pytest worker share, as the atlas' runs do
-    (runtimes.isolated.runtime_workers, convert.lanes.shared_converters): TensorFlow (4.5 s of CPU to import here)
-    or PyTorch is imported once per worker process for the session rather than once per run. A module that needs
-    workers of its own (one that names a plugin in $DEPLOYTOOL_PLUGINS for the workers it starts, or counts
-    them) says `OWN_WORKERS = True`; the shared ones are closed before it and opened again after it."""
+class _Shared:
+    """What the in-process runs of this pytest worker share, as the atlas' runs do. The runtime and conversion
+    workers (runtimes.isolated.runtime_workers, convert.lanes.shared_converters): TensorFlow (4.5 s of CPU to import
+    here) or PyTorch is imported once per worker process for the session rather than once per run. The browser
+    session (runtimes.web_session.web_session): Chromium launched (2 s of CPU with its driver) and the harness'
+    libraries compiled once, not once per run. A module that needs workers of its own (one that names a plugin in
+    $DEPLOYTOOL_PLUGINS for the workers it starts, or counts them) says `OWN_WORKERS = True`: the shared ones are
+    closed before it and opened again after it. The browser is shared with the modules that say
+    `SHARED_BROWSER = True` only: while a session's Playwright is started, no other can start in this thread (a
+    test's own `sync_playwright()`, a `WebSession` of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, opens: Callable[[], list[AbstractContextManager]]) -> None:
+        self._opens = opens  # the context managers shared (deploytool imported when first opened)
         self._stack: ExitStack | None = None
 
     def open(self) -> None:
         if self._stack is None:
-            from deploytool.convert.lanes import shared_converters
-            from deploytool.runtimes.isolated import runtime_workers
-
             self._stack = ExitStack()
-            self._stack.enter_context(runtime_workers())
-            self._stack.enter_context(shared_converters())
+            for shared in self._opens():
+                self._stack.enter_context(shared)
 
     def close(self) -> None:
         stack, self._stack = self._stack, None
@@ -41,12 +44,27 @@ class _SharedWorkers:
             stack.close()
 
 
-_SHARED_WORKERS = _SharedWorkers()
+def _workers() -> list[AbstractContextManager]:
+    from deploytool.convert.lanes import shared_converters
+    from deploytool.runtimes.isolated import runtime_workers
+
+    return [runtime_workers(), shared_converters()]
+
+
+def _browser() -> list[AbstractContextManager]:
+    from deploytool.runtimes.web_session import web_session
+
+    return [web_session()]
+
+
+_SHARED_WORKERS = _Shared(_workers)
+_SHARED_BROWSER = _Shared(_browser)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _close_shared_workers():
     yield
+    _SHARED_BROWSER.close()
     _SHARED_WORKERS.close()
 
 
@@ -56,6 +74,10 @@ def _shared_workers(request, _close_shared_workers):
         _SHARED_WORKERS.close()
     else:
         _SHARED_WORKERS.open()
+    if getattr(request.module, "SHARED_BROWSER", False):
+        _SHARED_BROWSER.open()
+    else:
+        _SHARED_BROWSER.close()
     yield
 
 

@@ -78,16 +78,17 @@ def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...])
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime and
-    conversion workers (each framework imported once); `deploytool findings` through the CLI."""
+    conversion workers (each framework imported once) and their browser; `deploytool findings` through the CLI."""
     from deploytool.convert.lanes import shared_converters
     from deploytool.migrate import migrate
     from deploytool.runtimes.isolated import runtime_workers
+    from deploytool.runtimes.web_session import web_session
     from tests.conftest import run_cli
 
     d = tmp_path_factory.mktemp("shapes")
     _build(d)
     ws = d / "ws"
-    with runtime_workers(), shared_converters():
+    with runtime_workers(), shared_converters(), web_session():  # and one Chromium, as the atlas' runs share them
         for name, (model, data, matrix) in CASES.items():
             migrate(_request(d, name, model, data, matrix), ws, progress=False, log=lambda s: None,
                     warn=lambda s: None)

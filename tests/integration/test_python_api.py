@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # the integration tier: real frameworks, processes and files
+SHARED_BROWSER = True  # its in-process runs share one Chromium (conftest.py)
 
 FEATURES, CLASSES, SAMPLES = 12, 4, 32
 LEAN: dict[str, Any] = dict(latency_samples=5, warmup=1)  # keyword arguments of api.migrate

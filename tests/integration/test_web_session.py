@@ -173,3 +173,27 @@ def test_later_rows_take_the_libraries_from_the_runs_profile_each_in_a_renderer_
     assert len(set(pids)) == 3, f"rows shared a renderer process: {pids}"
     for before, after in zip(rows, rows[1:]):  # closing a row's page ended its renderer: never reused
         assert before["renderer"] not in after["live"], "the previous row's renderer still ran during the next"
+
+
+def test_runs_inside_one_open_session_share_its_browser_and_a_webgpu_probe_borrows_its_playwright(models):
+    """web_session(): re-entrant as a run's workers are. Two runs inside one block (the atlas' architectures) get the
+    one session, so Chromium is launched once for both; the WebGPU probe a run's preflight makes inside it drives its
+    own browser through the session's Playwright (Playwright's sync API allows one per thread); the block's end
+    closes the browser."""
+    from deploytool.runtimes import web_session as ws
+
+    with BrowserLaunches() as launches, ws.web_session() as outer:
+        for _ in range(2):  # two runs, each opening "its" session
+            with ws.web_session() as run:
+                assert run is outer
+                out = _row(run, models.onnx, models.inputs)
+                assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
+        assert outer.launches == 1
+        ws._ADAPTERS.clear()  # asked afresh here, not answered from this process's memory
+        adapter = ws.probe_webgpu_adapter()
+        assert "could not be asked" not in adapter.get("reason", ""), adapter
+        pids = set(outer.process_ids)
+    assert launches.count == 2, launches  # the runs' browser and the probe's WebGPU one
+    assert _alive(pids) == [], "Chromium processes outlived the block"
+    with ws.web_session() as fresh:  # closed: a block after it opens a session of its own
+        assert fresh is not outer
