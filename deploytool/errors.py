@@ -9,6 +9,7 @@ result with a status. `StageFailed` carries them inside the pipeline.
 from __future__ import annotations
 
 import re
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,6 +221,39 @@ class ForeignError(Exception):
     @classmethod
     def of(cls, e: BaseException) -> "ForeignError":
         return cls(f"{type(e).__module__}.{type(e).__qualname__}", str(e))
+
+
+def exception_name(e: BaseException) -> str:
+    """The class name `e` is worded by: a ForeignError's is the library's class it stands for."""
+    return e.exception.rsplit(".", 1)[-1] if isinstance(e, ForeignError) else type(e).__name__
+
+
+def _foreign(e: BaseException) -> bool:
+    top = type(e).__module__.split(".")[0]
+    return top not in ("builtins", "deploytool") and top not in sys.stdlib_module_names
+
+
+def sent_home(e: BaseException) -> BaseException:
+    """`e` as a worker sends it to its parent: every library exception in it and in its chain (the cause and context
+    of each) replaced by a ForeignError with its traceback, so unpickling it imports no library. A deploytool
+    exception keeps its class; the library's exception it was raised from would otherwise travel too (tblib, which
+    a dependency installs, pickles `__cause__` and `__context__`: a conversion failing in TensorFlow imported
+    TensorFlow in the CLI)."""
+    seen: dict[int, BaseException] = {}
+
+    def fix(x: BaseException | None) -> BaseException | None:
+        if x is None:
+            return None
+        if id(x) in seen:
+            return seen[id(x)]
+        out = ForeignError.of(x).with_traceback(x.__traceback__) if _foreign(x) else x
+        seen[id(x)] = out
+        suppress = x.__suppress_context__
+        out.__cause__, out.__context__ = fix(x.__cause__), fix(x.__context__)
+        out.__suppress_context__ = suppress
+        return out
+
+    return fix(e) or e
 
 
 @dataclass(frozen=True)

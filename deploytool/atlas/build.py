@@ -19,7 +19,7 @@ import numpy as np
 
 from deploytool.atlas import inputs, keras_io, torch_io
 from deploytool.atlas.architecture import ATLAS, Architecture, Built, Size
-from deploytool.errors import first_line_of
+from deploytool.errors import exception_name, first_line_of
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.workspace import Workspace, safe_segment, stable_hash
 
@@ -74,7 +74,7 @@ def build_all(names: list[str], tier: str, ws: Workspace, log: Callable[[str], N
                 out[name] = f"build failed: {first_line_of(str(e), 300)}"
                 continue
             except Exception as e:  # the library's constructor or torch.export refused it: this one's cells
-                out[name] = f"build failed: {type(e).__name__}: {first_line_of(str(e), 300)}"
+                out[name] = f"build failed: {exception_name(e)}: {first_line_of(str(e), 300)}"
                 continue
             done.write_text(json.dumps(built.to_json(), indent=1))
             out[name] = built

@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from deploytool.errors import OUT_OF_MEMORY
+from deploytool.errors import OUT_OF_MEMORY, sent_home
 
 # prctl(2) option: the signal the kernel sends us when our parent ends.
 _PR_SET_PDEATHSIG = 1
@@ -86,7 +86,7 @@ class Worker:
         child, _ = self._running()
         kills = oom_kills()
         try:
-            future = child.last_call = _submit_from_lasting_thread(child.pool, fn, *args)
+            future = child.last_call = _submit_from_lasting_thread(child.pool, _called, fn, *args)
         except RuntimeError:  # BrokenProcessPool: it died while idle; or another thread has just ended it
             raise WorkerLost(self._end(child), self.log_tail()) from None
         wait([future], timeout=timeout, return_when=FIRST_COMPLETED)
@@ -249,6 +249,15 @@ def _start_child(parent_pid: int, log_path: str | None, env: dict[str, str], set
         _log_to(log_path)
     if setup is not None:
         setup(*setup_args)
+
+
+def _called(fn: Callable[..., Any], *args: Any) -> Any:
+    """In the worker: `fn(*args)`; what it raises goes home without the libraries' classes (errors.sent_home)."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        home = sent_home(e)
+    raise home  # outside the handler: no context added to it here
 
 
 def _log_to(log_path: str) -> None:

@@ -26,7 +26,7 @@ from deploytool import runtimes
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Batch, Feed
 from deploytool.data.ondisk import STREAM_BYTES, OnDisk, remove_scratch, scratch_dir
-from deploytool.errors import ForeignError, StageFailed
+from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.latency import PairedLatency, clean_blocks, floor_of
@@ -73,19 +73,6 @@ def _init_worker(ref: str, *also: str) -> None:
         pass
     for r in (ref, *also):
         _class(r).import_framework()
-
-
-def _sent_home(fn: Callable[..., Any], *args: Any) -> Any:
-    """In a worker: `fn(*args)`; a library's exception (TensorFlow's, PyTorch's, ...) goes back as a ForeignError
-    keeping its traceback, so the parent does not import that library to read it."""
-    try:
-        return fn(*args)
-    except Exception as e:
-        if type(e).__module__.split(".")[0] in ("builtins", "deploytool"):
-            raise
-        foreign, tb = ForeignError.of(e), e.__traceback__
-    # raised outside the handler: no __context__ (tblib, when installed, would pickle the library's exception in it)
-    raise foreign.with_traceback(tb)
 
 
 def _class(ref: str) -> type[Runtime]:
@@ -273,7 +260,7 @@ class RuntimeWorkers:
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
-            return self._worker(ref).call(_sent_home, _measure, ref, dict(options), artifact,
+            return self._worker(ref).call(_measure, ref, dict(options), artifact,
                                           self.sendable(inputs), timeout=timeout_s)
         except WorkerTimedOut:
             self._workers.pop(ref, None)
@@ -292,7 +279,7 @@ class RuntimeWorkers:
         ref, key, timeout_s = _ref(ref_cls), "paired:" + _ref(ref_cls), options.get("timeout_s")
         self.warm_pairing(ref_cls, [])
         try:
-            return self._workers[key].call(_sent_home, _paired, _ref(cls), dict(options), artifact, inputs, ref,
+            return self._workers[key].call(_paired, _ref(cls), dict(options), artifact, inputs, ref,
                                            dict(ref_options), ref_artifact, ref_inputs, reference, timeout=timeout_s)
         except (WorkerTimedOut, WorkerLost):
             self._workers.pop(key, None)
@@ -303,7 +290,7 @@ class RuntimeWorkers:
         that framework is imported anyway (a user's .keras read for its signature where its baseline then runs)."""
         ref = _ref(cls)
         try:
-            return self._worker(ref).call(_sent_home, fn, *args)
+            return self._worker(ref).call(fn, *args)
         except WorkerLost as e:
             self._workers.pop(ref, None)
             raise StageFailed("runtime_failed", f"the {cls.name} runtime's process crashed ({e.how})") from None

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from deploytool import convert
 from deploytool.convert.isolated import IsolatedConverter
-from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
+from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, exception_name
 from deploytool.migrate import requested_targets
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 from deploytool.provenance import host_identity
@@ -524,5 +524,5 @@ def run_worker(job: dict[str, Any], log_path: Path) -> Any:
             raise WorkerFailed(f"the measuring process ended ({e.how})" + (f": {tail}" if tail else "")
                                + f" (log: {log_path})") from None
         except Exception as e:  # the job raised: its traceback is in the log
-            raise WorkerFailed(f"the measuring process failed: {type(e).__name__}: {str(e)[:300]} "
+            raise WorkerFailed(f"the measuring process failed: {exception_name(e)}: {str(e)[:300]} "
                                f"(log: {log_path})") from None

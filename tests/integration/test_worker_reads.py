@@ -1,7 +1,8 @@
 """A user's .keras is read for its signature in the runtime worker its baseline then runs in, and a library's
-exception raised there comes home by name (errors.ForeignError): the process that runs the matrix never imports
-TensorFlow for either (4-5 s of CPU, and its native log on the user's terminal). Checked in a fresh process, as a
-CLI run is: the pytest worker has TensorFlow imported already."""
+exception raised in any worker (runtime, conversion, sweep, atlas build: proc.worker.Worker) comes home by name
+(errors.ForeignError, errors.sent_home), alone or in the chain of a deploytool error: the process that runs the
+matrix never imports TensorFlow for either (4-5 s of CPU, and its native log on the user's terminal). Checked in a
+fresh process, as a CLI run is: the pytest worker has TensorFlow imported already."""
 
 from __future__ import annotations
 
@@ -65,3 +66,63 @@ def test_a_keras_file_is_read_where_it_runs_and_its_errors_come_home_without_ten
     assert name.endswith("InvalidArgumentError") and name.startswith("tensorflow.") and "50" in message, got
     assert own is False, got  # the worker's frames came with it: raised in the library, not in deploytool's code
     assert "cuDNN" not in r.stderr and "computation placer" not in r.stderr, r.stderr[-2000:]
+
+
+_CHAIN = """
+import json, sys
+
+
+def conversion_fails():  # as convert._run_step words a converter's failure: raised from the library's exception
+    import tensorflow as tf
+
+    from deploytool.errors import Raised, StageFailed
+
+    try:
+        raise tf.errors.InvalidArgumentError(None, None, "the converter refused it")
+    except Exception as e:
+        raise StageFailed("conversion_failed", "tf.lite.TFLiteConverter: refused", Raised.of(e)) from e
+
+
+def library_fails():
+    import tensorflow as tf
+
+    raise tf.errors.ResourceExhaustedError(None, None, "out of it")
+
+
+if __name__ == "__main__":
+    from deploytool.errors import ForeignError, Raised, StageFailed, exception_name
+    from deploytool.proc.worker import Worker
+
+    got = {}
+    with Worker() as worker:
+        try:
+            worker.call(conversion_fails)
+        except StageFailed as e:
+            got["stage"] = [e.status, e.raised.exception, type(e.__cause__).__name__, type(e.__context__).__name__,
+                            getattr(e.__context__, "exception", "")]
+        try:
+            worker.call(library_fails)
+        except ForeignError as e:
+            got["bare"] = [exception_name(e), str(e), Raised.of(e).exception, [f.function for f in Raised.of(e).frames]]
+    got["tensorflow_here"] = "tensorflow" in sys.modules
+    print(json.dumps(got))
+"""
+
+
+def test_a_deploytool_error_raised_from_a_library_error_in_a_worker_comes_home_without_the_library(tmp_path):
+    """A conversion that fails in TensorFlow is a StageFailed raised from TensorFlow's exception in the conversion
+    worker; the parent got that exception too (in its context) and imported TensorFlow to read it. Now the chain
+    comes home as ForeignErrors and the StageFailed keeps its evidence (`raised`); a bare library error is one."""
+    (tmp_path / "chain.py").write_text(_CHAIN)
+    r = subprocess.run([sys.executable, str(tmp_path / "chain.py")], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{tmp_path}",
+                                         "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    status, raised, _, context, context_is = got["stage"]
+    assert status == "conversion_failed" and raised.endswith("errors_impl.InvalidArgumentError"), got
+    assert context == "ForeignError" and context_is.endswith("InvalidArgumentError"), got
+    name, message, exception, frames = got["bare"]
+    assert name == "ResourceExhaustedError" and message == "out of it" and exception.startswith("tensorflow."), got
+    assert frames[-1] == "library_fails", got  # where the worker raised it: its frames came with it
+    assert not got["tensorflow_here"], got
