@@ -15,6 +15,7 @@ the row's page.
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,7 +25,8 @@ from deploytool.devices.harness_server import HarnessServer, library_routes
 from deploytool.devices.web_harness import check_harness
 
 _ADAPTERS: dict[tuple[str, str], dict[str, Any]] = {}  # this process's answers, by browser binary and harness
-_open: "WebSession | None" = None  # the session of the run (or of the runs) open in this process
+_OPEN = threading.local()  # .session: the session of the run (or runs) open in this thread (Playwright's sync API
+# drives a browser from the thread that started it: another thread's run opens a session of its own)
 
 
 class WebSession:
@@ -114,19 +116,18 @@ class WebSession:
 @contextmanager
 def web_session() -> Iterator[WebSession]:
     """The session a run's web rows share, closed when the run ends. Re-entrant, as runtimes.isolated.runtime_workers
-    is: inside an open one, that one. So runs made inside one block (the atlas' architectures, one test process's
+    is: inside one open in this thread, that one. So runs made inside one block (the atlas' architectures, one test process's
     runs) share its browser and server, each row still in a fresh page of its own; Chromium is launched (about 2 s
     of CPU with its driver) and tfjs, onnxruntime-web and tfjs-tflite compiled into its code cache once for all of
     them. A browser a run left crashed is replaced for the next row, as within a run."""
-    global _open
-    if _open is not None:
-        yield _open
+    if getattr(_OPEN, "session", None) is not None:
+        yield _OPEN.session
         return
-    _open = session = WebSession()
+    _OPEN.session = session = WebSession()
     try:
         yield session
     finally:
-        _open = None
+        _OPEN.session = None
         session.close()
 
 
@@ -141,7 +142,8 @@ def probe_webgpu_adapter(harness_root: Path | None = None, executable: Path | st
         return dict(_ADAPTERS[key])
     try:
         # inside an open session (web_session), its Playwright: a second one in this thread cannot start
-        driver = _open.driver() if _open is not None else None
+        session = getattr(_OPEN, "session", None)
+        driver = session.driver() if session is not None else None
         with HarnessServer(library_routes(root)) as server, Chromium(exe, WEBGPU_FLAGS, driver=driver) as browser:
             page = browser.new_page()
             page.goto(f"{server.origin}/index.html", wait_until="load", timeout=60_000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import threading
 import time
 from typing import Any
 
@@ -178,8 +179,8 @@ def test_later_rows_take_the_libraries_from_the_runs_profile_each_in_a_renderer_
 def test_runs_inside_one_open_session_share_its_browser_and_a_webgpu_probe_borrows_its_playwright(models):
     """web_session(): re-entrant as a run's workers are. Two runs inside one block (the atlas' architectures) get the
     one session, so Chromium is launched once for both; the WebGPU probe a run's preflight makes inside it drives its
-    own browser through the session's Playwright (Playwright's sync API allows one per thread); the block's end
-    closes the browser."""
+    own browser through the session's Playwright (Playwright's sync API allows one per thread); a run in another
+    thread opens its own; the block's end closes the browser."""
     from deploytool.runtimes import web_session as ws
 
     with BrowserLaunches() as launches, ws.web_session() as outer:
@@ -189,6 +190,16 @@ def test_runs_inside_one_open_session_share_its_browser_and_a_webgpu_probe_borro
                 out = _row(run, models.onnx, models.inputs)
                 assert np.abs(out.outputs - models.keras_outputs).max() < 1e-4
         assert outer.launches == 1
+        elsewhere: list[bool] = []  # a run in another thread: Playwright drives a browser from its own thread only
+
+        def other_thread() -> None:
+            with ws.web_session() as run:
+                elsewhere.append(run is outer)
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(timeout=30)
+        assert elsewhere == [False]
         ws._ADAPTERS.clear()  # asked afresh here, not answered from this process's memory
         adapter = ws.probe_webgpu_adapter()
         assert "could not be asked" not in adapter.get("reason", ""), adapter
