@@ -11,9 +11,10 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
-from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, first_line_of
+from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, StageFailed, first_line_of
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import FRAMEWORK_READS, KeptSignature, read_signature
 from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
@@ -124,8 +125,18 @@ def _checked(path: Path, fmt: str) -> str:
     if fmt == "keras":
         _check_keras_archive(path)
     if fmt == "saved_model":
-        check_saved_model(path)  # its graph may write files or load native code: refused before TF loads it
+        # its graph may write files or load native code: refused before TensorFlow loads it, on every run
+        _check_saved_model(path)
     return content_hash(path)
+
+
+def _check_saved_model(path: Path) -> None:
+    """tf_graph.check_saved_model (it reads TensorFlow's op registry) in the worker the SavedModel's signature is read
+    and its baseline run in (see `_in_worker`), before either; a worker that crashes checking it refuses the file."""
+    try:
+        _in_worker("saved_model", check_saved_model, path)
+    except StageFailed as e:
+        raise BadModelFile(f"{path}: saved_model.pb could not be checked ({e.reason}); nothing ran it") from None
 
 
 def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
@@ -157,11 +168,18 @@ def _read(path: Path, fmt: str) -> Signature:
     imports that runtime's framework (a .keras, a SavedModel, a .pt2): TensorFlow or PyTorch is then imported once
     for both, not first here and again there (4-5 s of CPU), and a reader that crashes takes down that worker, not
     the run. Outside a run (or for ONNX and TFLite, read without either), here."""
+    sig: Signature = _in_worker(fmt, read_signature, path, fmt)
+    return sig
+
+
+def _in_worker(fmt: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in the open run's worker of the runtime that runs a `fmt` baseline, when reading a `fmt` file
+    imports that runtime's framework (FRAMEWORK_READS: a .keras, a SavedModel, a .pt2); outside a run, or for a
+    format read without one, here."""
     workers = open_workers()
     if workers is None or fmt not in FRAMEWORK_READS:
-        return read_signature(path, fmt)
-    sig: Signature = workers.call(runtime_class("pc", fmt), read_signature, path, fmt)
-    return sig
+        return fn(*args)
+    return workers.call(runtime_class("pc", fmt), fn, *args)
 
 
 def _options(path: Path, sig: Signature) -> dict[str, object]:

@@ -126,3 +126,57 @@ def test_a_deploytool_error_raised_from_a_library_error_in_a_worker_comes_home_w
     assert name == "ResourceExhaustedError" and message == "out of it" and exception.startswith("tensorflow."), got
     assert frames[-1] == "library_fails", got  # where the worker raised it: its frames came with it
     assert not got["tensorflow_here"], got
+
+
+_SAVED = """
+import json, sys
+from pathlib import Path
+
+from deploytool.errors import BadModelFile
+from deploytool.run import usermodel
+from deploytool.runtimes.isolated import runtime_workers
+from deploytool.workspace import Workspace
+
+if __name__ == "__main__":
+    good, writes, ws = Path(sys.argv[1]), Path(sys.argv[2]), Workspace.open(sys.argv[3])
+    with runtime_workers() as workers:
+        spec, _ = usermodel.resolve(good, usermodel.UserModelOptions(), ws)
+        checked_and_read = workers.started
+        try:
+            usermodel.resolve(writes, usermodel.UserModelOptions(), ws)
+            refused = ""
+        except BadModelFile as e:
+            refused = str(e)
+    print(json.dumps({"inputs": [t.name for t in spec.signature.inputs], "workers": checked_and_read,
+                      "refused": refused, "tensorflow_here": "tensorflow" in sys.modules}))
+"""
+
+
+def test_a_savedmodels_graph_is_checked_where_it_runs_and_a_graph_that_writes_files_is_still_refused(tmp_path):
+    """A SavedModel's ops are checked against TensorFlow's op registry before anything loads it (tf_graph), on every
+    run: in the worker its signature is then read in and its baseline run in, not in the process that runs the
+    matrix (which imported TensorFlow for it). A graph that writes a file is refused there with its one line."""
+    import tensorflow as tf
+
+    class Doubles(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": x * 2.0}
+
+    class Writes(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            tf.io.write_file(str(tmp_path / "written.txt"), tf.strings.as_string(tf.reduce_sum(x)))
+            return {"y": x * 2.0}
+
+    for name, module in (("good", Doubles()), ("writes", Writes())):
+        tf.saved_model.save(module, str(tmp_path / name), signatures={"serving_default": module.serve})
+    (tmp_path / "run.py").write_text(_SAVED)
+    r = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "good"), str(tmp_path / "writes"),
+                        str(tmp_path / "ws")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["inputs"] == ["x"] and got["workers"] == 1 and not got["tensorflow_here"], got
+    assert "WriteFile" in got["refused"] and "refused" in got["refused"], got
+    assert not (tmp_path / "written.txt").exists()
