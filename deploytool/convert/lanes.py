@@ -13,8 +13,9 @@ import queue
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from deploytool.artifact import Artifact
 from deploytool.convert.isolated import IsolatedConverter
@@ -42,6 +43,18 @@ def shared_converters() -> Iterator[None]:
         kept, _SHARED = _SHARED, None
         for converter in kept.values():
             converter.close()
+
+
+def made_once(out_dir: Path, make: Callable[[], Artifact]) -> Artifact:
+    """The artifact of the cached folder `out_dir`: what another run on this workspace made there, else `make()`
+    into it, emptied first. Held under workspace.made_by_one, so a run converting the same folder is waited for
+    and what it made is taken, not emptied under its feet (conversions ahead here, and the runner's own)."""
+    meta = out_dir / "artifact.json"
+    with made_by_one(out_dir):
+        if meta.exists():
+            return Artifact.load(meta)
+        fresh_dir(out_dir)
+        return make()
 
 
 class ConversionLanes:
@@ -131,20 +144,12 @@ class _Lane:
                 continue
             self.busy = True
             try:
-                done.set_result(self._convert(source, fmt, quantize, out_dir, calibration))
+                done.set_result(made_once(out_dir, partial(self.converter.convert, source, fmt, quantize, out_dir,
+                                                           calibration)))
             except BaseException as e:  # the row that asks for it raises it
                 done.set_exception(e)
             finally:
                 self.busy = False
-
-    def _convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path, calibration: Any) -> Artifact:
-        # Made by one run at a time (workspace.made_by_one): another run on this workspace converting the same
-        # folder is waited for, and what it made is taken, instead of emptied under its feet.
-        with made_by_one(out_dir):
-            if (out_dir / "artifact.json").exists():
-                return Artifact.load(out_dir / "artifact.json")
-            fresh_dir(out_dir)
-            return self.converter.convert(source, fmt, quantize, out_dir, calibration)
 
     def close(self) -> None:
         # Conversions not started are dropped; the one running ends with its worker.

@@ -18,6 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from deploytool import convert
+from deploytool.convert.lanes import made_once
 from deploytool.artifact import Artifact
 from deploytool.latency import MIN_CLEAN_BLOCKS, PairedLatency, floor_of, quiet_blocks
 from deploytool.errors import (BadModelFile, DeploytoolError, DeviceNotFound, HarnessMissing, Raised, StageFailed,
@@ -33,7 +34,7 @@ from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime
 from deploytool.runtimes.isolated import load_and_run, paired_latency
 from deploytool.runtimes.measure import PAIR_BLOCKS, PairingTooLong
 from deploytool.tasks.weak_set import JUDGED_INSTEAD, weak_set_tolerances
-from deploytool.workspace import Workspace, fresh_dir, made_by_one, stable_hash
+from deploytool.workspace import Workspace, stable_hash
 
 
 ARTIFACT_SCHEME = 2
@@ -56,18 +57,15 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifa
     art = queued(out) if queued is not None else None  # converted ahead (convert/lanes.py)
     if art is not None:
         return art
-    meta = out / "artifact.json"
-    if meta.exists():
-        return Artifact.load(meta)
-    with made_by_one(out):  # a second run on this workspace waits for it, then finds it made
-        if meta.exists():
-            return Artifact.load(meta)
-        fresh_dir(out)
+
+    def make() -> Artifact:
         if convert.plan(source.format, combo.format, combo.quantize).steps == ("passthrough",):
             # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
             return convert.convert(source, combo.format, combo.quantize, out, None)
         calib = ctx.dataset.in_layout(ctx.calibration_set, source.layout)
         return converter.convert(source, combo.format, combo.quantize, out, calib)
+
+    return made_once(out, make)  # cached, or made now (a second run on this workspace waits, then finds it made)
 
 
 def _routed(combos: list[Combo], framework: str, source: Artifact) -> Iterator[tuple[Combo, type[Runtime], tuple]]:

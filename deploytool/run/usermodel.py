@@ -146,7 +146,7 @@ def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
     sig = keeper.get()
     if sig is None:
         try:
-            sig = _read(path, fmt)
+            sig = _in_worker(fmt, read_signature, path, fmt)
         except BadModelFile:
             raise
         except Exception as e:
@@ -163,19 +163,11 @@ def _signature(path: Path, fmt: str, digest: str, kept: Path) -> Signature:
     return sig
 
 
-def _read(path: Path, fmt: str) -> Signature:
-    """The signature read in the open run's worker of the runtime that runs the model's baseline, when the reader
-    imports that runtime's framework (a .keras, a SavedModel, a .pt2): TensorFlow or PyTorch is then imported once
-    for both, not first here and again there (4-5 s of CPU), and a reader that crashes takes down that worker, not
-    the run. Outside a run (or for ONNX and TFLite, read without either), here."""
-    sig: Signature = _in_worker(fmt, read_signature, path, fmt)
-    return sig
-
-
 def _in_worker(fmt: str, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` in the open run's worker of the runtime that runs a `fmt` baseline, when reading a `fmt` file
-    imports that runtime's framework (FRAMEWORK_READS: a .keras, a SavedModel, a .pt2); outside a run, or for a
-    format read without one, here."""
+    imports that runtime's framework (FRAMEWORK_READS: a .keras, a SavedModel, a .pt2): TensorFlow or PyTorch is
+    then imported once for the read and the baseline, not first here and again there (4-5 s of CPU), and a reader
+    that crashes takes down that worker, not the run. Outside a run, or for a format read without one, here."""
     workers = open_workers()
     if workers is None or fmt not in FRAMEWORK_READS:
         return fn(*args)

@@ -17,6 +17,17 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 OWN_WORKERS = True  # the check runs in a process of its own, with workers of its own
 
+def _fresh(tmp_path, script: str, *args) -> tuple[dict, str]:
+    """`script` run in a fresh process (as a CLI run is), with deploytool importable: what it printed last, as
+    JSON, and its stderr."""
+    (tmp_path / "script.py").write_text(script)
+    r = subprocess.run([sys.executable, str(tmp_path / "script.py"), *map(str, args)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                                    "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
 _RUN = """
 import json, sys
 from pathlib import Path
@@ -53,19 +64,14 @@ def test_a_keras_file_is_read_where_it_runs_and_its_errors_come_home_without_ten
     inp = keras.Input((5,), dtype="int32", name="ids")
     out = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(10, 3)(inp)))
     keras.Model(inp, out).save(tmp_path / "emb.keras")
-    (tmp_path / "run.py").write_text(_RUN)
-    r = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "emb.keras"), str(tmp_path / "ws")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got, stderr = _fresh(tmp_path, _RUN, tmp_path / "emb.keras", tmp_path / "ws")
     assert got["inputs"] == ["ids"] and got["shape"] == [4, 2]
     # read in the keras worker, which then ran both baselines: one worker, TensorFlow never imported here
     assert got["read_by"] == 1 and got["workers"] == 1 and not got["tensorflow_here"], got
     name, message, own = got["error"]
     assert name.endswith("InvalidArgumentError") and name.startswith("tensorflow.") and "50" in message, got
     assert own is False, got  # the worker's frames came with it: raised in the library, not in deploytool's code
-    assert "cuDNN" not in r.stderr and "computation placer" not in r.stderr, r.stderr[-2000:]
+    assert "cuDNN" not in stderr and "computation placer" not in stderr, stderr[-2000:]
 
 
 _CHAIN = """
@@ -113,12 +119,7 @@ def test_a_deploytool_error_raised_from_a_library_error_in_a_worker_comes_home_w
     """A conversion that fails in TensorFlow is a StageFailed raised from TensorFlow's exception in the conversion
     worker; the parent got that exception too (in its context) and imported TensorFlow to read it. Now the chain
     comes home as ForeignErrors and the StageFailed keeps its evidence (`raised`); a bare library error is one."""
-    (tmp_path / "chain.py").write_text(_CHAIN)
-    r = subprocess.run([sys.executable, str(tmp_path / "chain.py")], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{tmp_path}",
-                                         "HOME": str(tmp_path)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got, _ = _fresh(tmp_path, _CHAIN)
     status, raised, _, context, context_is = got["stage"]
     assert status == "conversion_failed" and raised.endswith("errors_impl.InvalidArgumentError"), got
     assert context == "ForeignError" and context_is.endswith("InvalidArgumentError"), got
@@ -171,12 +172,7 @@ def test_a_savedmodels_graph_is_checked_where_it_runs_and_a_graph_that_writes_fi
 
     for name, module in (("good", Doubles()), ("writes", Writes())):
         tf.saved_model.save(module, str(tmp_path / name), signatures={"serving_default": module.serve})
-    (tmp_path / "run.py").write_text(_SAVED)
-    r = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "good"), str(tmp_path / "writes"),
-                        str(tmp_path / "ws")], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got, _ = _fresh(tmp_path, _SAVED, tmp_path / "good", tmp_path / "writes", tmp_path / "ws")
     assert got["inputs"] == ["x"] and got["workers"] == 1 and not got["tensorflow_here"], got
     assert "WriteFile" in got["refused"] and "refused" in got["refused"], got
     assert not (tmp_path / "written.txt").exists()
