@@ -21,7 +21,9 @@ from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
 
-# Set in the worker before anything imports TensorFlow: its native log noise stays below warnings.
+# The frameworks every conversion from a source framework imports (proc.forkserver.PRELOADS): its worker is forked
+# from a server that imported them once. Not ONNX or TFLite sources: quantizing an ONNX file imports neither.
+PRELOADS = {"keras": ("tensorflow",), "saved_model": ("tensorflow",), "torch": ("torch",)}
 
 
 def _quiet() -> None:
@@ -41,9 +43,10 @@ def _convert(source: Artifact, fmt: str, quantize: str, out_dir: str, calibratio
 class IsolatedConverter:
     """`convert(...)` with the same signature and results as deploytool.convert.convert, in `worker`."""
 
-    def __init__(self, log_path: Path, timeout_s: float | None = None):
+    def __init__(self, log_path: Path, timeout_s: float | None = None, framework: str = ""):
+        """`framework`: the source framework of the conversions it will make (what its worker preloads)."""
         self.timeout_s = timeout_s
-        self.worker = Worker(_quiet, log_path=Path(log_path), env=WORKER_ENV)
+        self.worker = Worker(_quiet, log_path=Path(log_path), env=WORKER_ENV, preload=PRELOADS.get(framework, ()))
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
                 calibration: np.ndarray | None = None) -> Artifact:

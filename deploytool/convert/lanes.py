@@ -74,7 +74,7 @@ class ConversionLanes:
             shared = _SHARED
             converter = shared.get(framework) if shared is not None else None
             if converter is None:
-                converter = IsolatedConverter(log, self.timeout_s)
+                converter = IsolatedConverter(log, self.timeout_s, framework)
                 if shared is not None:
                     shared[framework] = converter
             else:  # a worker an earlier run started: this run's log and limit

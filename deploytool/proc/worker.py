@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from deploytool.errors import OUT_OF_MEMORY, sent_home
-
-# prctl(2) option: the signal the kernel sends us when our parent ends.
-_PR_SET_PDEATHSIG = 1
+from deploytool.proc import forkserver
 # How long an idle worker's exit hooks may take before it is killed anyway.
 EXIT_HOOKS_TIMEOUT_S = 10.0
 # How often the watchdog also compares os.getppid() with the parent's pid: the
@@ -55,12 +53,15 @@ class Worker:
     there (without overriding what the environment already says) before it; `log_path`, when given, takes the
     process's stdout and stderr. `fn`, `setup` and the arguments cross the boundary by pickling: module-level
     functions and plain values. The process is started by the first call (or `start()`), and again after one
-    that died or was killed.
+    that died or was killed. With `preload` (frameworks of proc.forkserver.PRELOADS) it is forked from a server
+    that imported them once for every such worker of this process (unless `env` sets other import-time settings
+    than the server's); its environment is still this process's at the time it starts, plus `env`.
     """
 
     def __init__(self, setup: Callable[..., None] | None = None, setup_args: tuple = (), *,
-                 log_path: Path | None = None, env: Mapping[str, str] | None = None):
+                 log_path: Path | None = None, env: Mapping[str, str] | None = None, preload: tuple[str, ...] = ()):
         self.setup, self.setup_args = setup, tuple(setup_args)
+        self.preload = tuple(preload)
         self.log_path = None if log_path is None else Path(log_path)
         self.env = dict(env or {})
         self.spawned = 0  # processes started so far
@@ -162,9 +163,14 @@ class Worker:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = None if self.log_path is None else str(self.log_path)
-        return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_child,
-                                   initargs=(os.getpid(), log, self.env, self.setup, self.setup_args))
+        forked = forkserver.context(self.preload, self.env)
+        if forked is None:
+            return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_start_child,
+                                       initargs=(os.getpid(), log, self.env, self.setup, self.setup_args))
+        # forked by the server (its child): the environment it runs in is ours now, not the server's at its start
+        return ProcessPoolExecutor(max_workers=1, mp_context=forked, initializer=_start_child,
+                                   initargs=(None, log, self.env, self.setup, self.setup_args, dict(os.environ)))
 
     def _end(self, child: "_Child") -> str:
         """Kill `child` after a failed call (the next call starts another); returns how it ended."""
@@ -219,7 +225,8 @@ def describe_exit(code: int) -> str:
 
 
 def exit_when_parent_dies(parent_pid: int, death_signal: bool = True) -> None:
-    """Make this (spawned) process end as soon as `parent_pid`, its parent, is gone.
+    """Make this (spawned or forked) process end as soon as `parent_pid`, its parent, is gone (a worker forked by a
+    fork server: the server, which ends with the process that started it; the watchdog's pipe is that process's).
 
     Three guards, because each one alone has a hole:
     - Linux's parent-death signal (SIGKILL) is delivered by the kernel, so it
@@ -233,16 +240,21 @@ def exit_when_parent_dies(parent_pid: int, death_signal: bool = True) -> None:
       and polls os.getppid() in case that pipe was inherited by someone else.
     """
     if death_signal:
-        _set_parent_death_signal()
+        forkserver.set_parent_death_signal()
     if os.getppid() != parent_pid:
         os._exit(1)  # the parent is gone already; nobody waits for this exit code
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
 
 
 # -- in the child -------------------------------------------------------------------------------------------
-def _start_child(parent_pid: int, log_path: str | None, env: dict[str, str], setup: Callable[..., None] | None,
-                 setup_args: tuple) -> None:
-    exit_when_parent_dies(parent_pid)
+def _start_child(parent_pid: int | None, log_path: str | None, env: dict[str, str],
+                 setup: Callable[..., None] | None, setup_args: tuple, environ: dict[str, str] | None = None) -> None:
+    """A worker's start. `parent_pid`: the process that spawned it (None: forked by a fork server, its parent now);
+    `environ`: the environment to run in (a forked one's: the caller's when it made the worker)."""
+    exit_when_parent_dies(os.getppid() if parent_pid is None else parent_pid)
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     for key, value in env.items():
         os.environ.setdefault(key, value)
     if log_path is not None:
@@ -268,19 +280,6 @@ def _log_to(log_path: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-
-
-def _set_parent_death_signal() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        # Arguments as unsigned long: prctl is variadic in glibc's header.
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
-                                ctypes.c_ulong(0), ctypes.c_ulong(0))
-    except (OSError, AttributeError):  # no prctl in this libc (musl without it): the watchdog still guards
-        pass
 
 
 def _watch_parent(parent_pid: int) -> None:

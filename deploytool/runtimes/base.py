@@ -141,6 +141,9 @@ class Runtime:
     npm: ClassVar[Mapping[str, tuple[str, tuple[str, ...]]]] = {}
     Options: ClassVar[type[RuntimeOptions]] = HostOptions
     options: RuntimeOptions
+    # The frameworks (proc.forkserver.PRELOADS) its measuring worker imports: such a worker is forked from a server
+    # that imported them once, not spawned to import them again.
+    preload: ClassVar[tuple[str, ...]] = ()
     # In-process runtimes get load time and this process's peak RSS measured by
     # the base class; out-of-process ones (browser, phone) measure their own.
     in_process = True

@@ -235,7 +235,7 @@ class RuntimeWorkers:
 
     def _worker(self, ref: str) -> Worker:
         if ref not in self._workers:
-            self._workers[ref] = Worker(_init_worker, (ref,), env=RUNTIME_WORKER_ENV)
+            self._workers[ref] = Worker(_init_worker, (ref,), env=RUNTIME_WORKER_ENV, preload=_class(ref).preload)
             self.started += 1
         return self._workers[ref]
 
@@ -253,7 +253,8 @@ class RuntimeWorkers:
         key = "paired:" + _ref(ref_cls)
         if key not in self._workers:
             also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
-            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=RUNTIME_WORKER_ENV)
+            preload = (*ref_cls.preload, *(p for c in targets for p in c.preload))
+            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=RUNTIME_WORKER_ENV, preload=preload)
             self.started += 1
             self._workers[key].start()
 

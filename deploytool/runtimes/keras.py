@@ -23,6 +23,7 @@ from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
 
 class KerasRuntime(Runtime):
     name = "keras"
+    preload = ("tensorflow",)
     owner = "keras-team/keras"
     dist = "keras"
 

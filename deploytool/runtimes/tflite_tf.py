@@ -13,6 +13,7 @@ from deploytool.runtimes.litert import LiteRTRuntime
 
 class TensorFlowLiteRuntime(LiteRTRuntime):
     name = "tensorflow-lite"
+    preload = ("tensorflow",)
     owner = "tensorflow/tensorflow"
     dist = "tensorflow"
 

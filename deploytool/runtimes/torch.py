@@ -23,6 +23,7 @@ def load_exported(path: str) -> Any:
 
 class TorchRuntime(Runtime):
     name = "torch"
+    preload = ("torch",)
     owner = "pytorch/pytorch"
     dist = "torch"
     formats = ("torch",)

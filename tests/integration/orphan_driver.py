@@ -7,6 +7,10 @@ processes, says on stdout what it has done, then waits to be killed.
         the worker is spawned by a thread that then ends; the main thread
         converts again in the same worker
 
+    python -m tests.integration.orphan_driver forked-after-thread
+        a worker forked by a fork server that preloads PyTorch (proc.forkserver), first used from a thread that
+        then ends (the server is started by then), then from the main thread; prints "server PID" too
+
 Lines printed: "worker PID" and "ready" once the parent has nothing left to do.
 The guards on a plain worker (the watchdog alone, a parent gone before the
 guard ran) are tested in tests/unit/test_proc_worker.py.
@@ -40,11 +44,39 @@ def _convert(args: list[str], first_in_thread: bool) -> None:
     time.sleep(300)
 
 
+def _forked() -> None:
+    from deploytool.proc.worker import Worker
+
+    worker = Worker(preload=("torch",))
+    t = threading.Thread(target=worker.call, args=(_has_torch,))
+    t.start()
+    t.join()
+    print("worker", worker.pid, flush=True)
+    time.sleep(0.5)  # a parent-death signal bound to the ended thread would have fired by now
+    assert worker.call(_has_torch), "the server did not preload PyTorch"
+    print("worker", worker.pid, flush=True)
+    print("server", worker.call(_parent), flush=True)
+    print("ready", flush=True)
+    time.sleep(300)
+
+
+def _has_torch() -> bool:
+    return "torch" in sys.modules
+
+
+def _parent() -> int:
+    import os
+
+    return os.getppid()
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     if mode == "convert":
         _convert(rest, first_in_thread=False)
     elif mode == "convert-after-thread":
         _convert(rest, first_in_thread=True)
+    elif mode == "forked-after-thread":
+        _forked()
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -27,13 +27,16 @@ def tiny(tmp_path_factory):
 
 
 def _worker_pids() -> set[int]:
-    """Child processes that are conversion workers (not multiprocessing's resource tracker)."""
+    """Child processes that are conversion workers (not multiprocessing's resource tracker, nor a fork server that
+    forks workers and waits for the next: proc.forkserver)."""
     import psutil
 
-    pids = set()
+    from deploytool.proc.forkserver import server_pids
+
+    pids, servers = set(), server_pids()
     for c in psutil.Process().children(recursive=True):
         try:
-            if "resource_tracker" not in " ".join(c.cmdline()):
+            if "resource_tracker" not in " ".join(c.cmdline()) and c.pid not in servers:
                 pids.add(c.pid)
         except psutil.Error:
             pass

@@ -134,7 +134,8 @@ def _cmdline(p: psutil.Process) -> str:
 
 
 def _is_worker(cmd: str) -> bool:
-    return "spawn_main" in cmd
+    """A spawned worker, or a fork server (proc.forkserver) and the workers it forked (its command line)."""
+    return "spawn_main" in cmd or "deploytool.proc.forkserver import serve" in cmd
 
 
 def test_the_conversion_worker_dies_with_a_parent_killed_mid_conversion(tiny, tmp_path):
@@ -162,6 +163,24 @@ def test_a_worker_spawned_by_an_ended_thread_lives_on_and_still_dies_with_its_pr
         worker = psutil.Process(int(first.split()[1]))
         fam.look()
         assert worker.pid in {c.pid for c in fam.alive()}, fam.stderr_tail()
+        gone_s = fam.kill_parent()
+        assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
+    finally:
+        fam.clean_up()
+
+
+def test_a_worker_forked_by_a_fork_server_dies_with_the_process_that_started_both(tmp_path):
+    """A worker forked by a fork server (proc.forkserver) is the server's child, not ours: the server is started
+    from a thread that lasts (the worker was first used from one that ended) and ends with us, its children with
+    it, even when we are SIGKILLed."""
+    fam = Family(tmp_path / "parent.err", "-m", DRIVER, "forked-after-thread")
+    try:
+        first, second, server, ready = fam.line(), fam.line(), fam.line(), fam.line()
+        assert first == second and first.startswith("worker ") and ready == "ready", (first, second, ready)
+        worker, server_pid = int(first.split()[1]), int(server.split()[1])
+        assert server_pid not in (worker, fam.proc.pid)
+        fam.look()
+        assert {worker, server_pid} <= {c.pid for c in fam.alive()}, fam.stderr_tail()
         gone_s = fam.kill_parent()
         assert gone_s < GONE_WITHIN_S, f"still running: {[_cmdline(p) for p in fam.alive()]}"
     finally:

@@ -1,0 +1,65 @@
+"""proc.forkserver through proc.worker: workers forked by a server that imported their framework once (PyTorch
+here: 2 s to import, where TensorFlow takes 5), each with the environment its caller had when it started, a dead
+one replaced, a dead server started again. Its life with a SIGKILLed caller: test_no_orphans.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import psutil
+import pytest
+
+from deploytool.proc.worker import Worker, WorkerLost
+
+pytestmark = pytest.mark.slow
+
+_SEEN: dict[str, object] = {}
+
+
+def _note_start() -> None:
+    """A setup: what the process held before anything of ours ran in it."""
+    _SEEN["torch_at_start"] = "torch" in sys.modules
+
+
+def _facts() -> dict:
+    return {"pid": os.getpid(), "parent": os.getppid(), "torch_at_start": _SEEN.get("torch_at_start"),
+            "probe": os.environ.get("DEPLOYTOOL_TEST_PROBE"), "default": os.environ.get("DEPLOYTOOL_TEST_DEFAULT")}
+
+
+def _exit(code: int) -> None:
+    os._exit(code)
+
+
+def test_workers_forked_by_one_server_start_with_its_framework_and_their_callers_environment(monkeypatch):
+    monkeypatch.setenv("DEPLOYTOOL_TEST_PROBE", "first")
+    env = {"DEPLOYTOOL_TEST_DEFAULT": "from the worker's env"}
+    with Worker(_note_start, env=env, preload=("torch",)) as one:
+        a = one.call(_facts)
+        monkeypatch.setenv("DEPLOYTOOL_TEST_PROBE", "second")  # after the server started: the next worker sees it
+        monkeypatch.setenv("DEPLOYTOOL_TEST_DEFAULT", "the caller's own")
+        with Worker(_note_start, env=env, preload=("torch",)) as two:
+            b = two.call(_facts)
+    assert a["torch_at_start"] is True and b["torch_at_start"] is True  # imported by the server, not the worker
+    assert a["parent"] == b["parent"] != os.getpid() and a["pid"] != b["pid"]
+    assert (a["probe"], a["default"]) == ("first", "from the worker's env")
+    assert (b["probe"], b["default"]) == ("second", "the caller's own")
+    with Worker(_note_start) as spawned:  # no preload: spawned by us, as before
+        c = spawned.call(_facts)
+    assert c["parent"] == os.getpid() and c["torch_at_start"] is False
+
+
+def test_a_dead_worker_is_replaced_and_a_dead_server_started_again():
+    with Worker(_note_start, preload=("torch",)) as w:
+        first = w.call(_facts)
+        with pytest.raises(WorkerLost, match="exit code 3"):
+            w.call(_exit, 3)
+        second = w.call(_facts)
+        assert second["pid"] != first["pid"] and second["parent"] == first["parent"]
+        os.kill(first["parent"], signal.SIGKILL)  # the server: its children die with it (parent-death signal)
+        psutil.Process(second["pid"]).wait(timeout=10)
+        with pytest.raises(WorkerLost):  # how it ended is unknown: the server that would say is gone
+            w.call(_facts)
+        third = w.call(_facts)
+    assert third["parent"] not in (first["parent"], os.getpid()) and third["torch_at_start"] is True
