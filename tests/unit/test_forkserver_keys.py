@@ -19,13 +19,13 @@ def test_one_server_per_preload_and_import_time_settings(monkeypatch):
     # what the worker's own environment adds is set where ours does not say: here ours says 3 already
     assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1",
                                                 "TF_CPP_MIN_LOG_LEVEL": "2"}) is tf
-    assert forkserver.context(("torch", "tensorflow"), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}).server.preload == \
-        ("tensorflow", "torch")
+    both = forkserver.context(("torch", "tensorflow"), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"})
+    assert both is not None and both.server.preload == ("tensorflow", "torch")
     monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.plugin_runtime")  # read by the worker later, not at import
     assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}) is tf
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # read by TensorFlow when imported: another server
     other = forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"})
-    assert other is not tf and other.server.env == {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}
+    assert other is not None and other is not tf and other.server.env == {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}) not in (tf, other)
 
