@@ -163,7 +163,7 @@ class Worker:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = None if self.log_path is None else str(self.log_path)
-        forked = forkserver.context(self.preload, self.env)
+        forked = forkserver.context(self.preload, self.env, () if self.setup is None else (self.setup.__module__,))
         if forked is None:
             return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_start_child,

@@ -1,37 +1,57 @@
-"""proc.forkserver's choice of server: one per preload and import-time settings, none without a preload. No process
-is started here (a context's server starts on its first worker: tests/integration/test_forkserver.py)."""
+"""proc.forkserver's choice of server: one per preload and import-time settings, none without a preload, none for
+the first worker of its kind. No process is started here (a server starts on its first fork:
+tests/integration/test_forkserver.py)."""
 
 from __future__ import annotations
 
+import uuid
+
 from deploytool.proc import forkserver
 
+WELCOME = {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}
 
-def test_nothing_to_preload_is_a_spawned_worker(monkeypatch):
-    assert forkserver.context((), {}) is None
-    assert forkserver.context(("onnxruntime",), {}) is None  # not a framework a server imports
+
+def _second(frameworks, env, modules=()):
+    """The context for a worker of this kind once one has been asked for already."""
+    forkserver.context(frameworks, env, modules)
+    return forkserver.context(frameworks, env, modules)
+
+
+def test_nothing_to_preload_is_a_spawned_worker():
+    for _ in range(2):
+        assert forkserver.context((), {}) is None
+        assert forkserver.context(("onnxruntime",), {}) is None  # not a framework a server imports
+
+
+def test_the_first_worker_of_its_kind_is_spawned_the_next_ones_forked(monkeypatch):
+    monkeypatch.setenv("DEPLOYTOOL_TEST_KIND", uuid.uuid4().hex)  # a kind of its own: not one other tests asked for
+    monkeypatch.setenv("TF_DEPLOYTOOL_TEST_KIND", uuid.uuid4().hex)
+    assert forkserver.context(("torch",), {}) is None
+    second = forkserver.context(("torch",), {})
+    assert second is not None and forkserver.context(("torch",), {}) is second
 
 
 def test_one_server_per_preload_and_import_time_settings(monkeypatch):
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"})
-    assert tf is not None and tf.server.preload == ("tensorflow",)
-    assert forkserver.context(["tensorflow", "tensorflow"], {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}) is tf
+    tf = _second(("tensorflow",), WELCOME, ("deploytool.runtimes.isolated",))
+    assert tf is not None and tf.server.preload == ("tensorflow", "deploytool.runtimes.isolated")
+    assert forkserver.context(["tensorflow", "tensorflow"], WELCOME, ["deploytool.runtimes.isolated"]) is tf
     # what the worker's own environment adds is set where ours does not say: here ours says 3 already
-    assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1",
-                                                "TF_CPP_MIN_LOG_LEVEL": "2"}) is tf
-    both = forkserver.context(("torch", "tensorflow"), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"})
+    assert forkserver.context(("tensorflow",), {**WELCOME, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                              ("deploytool.runtimes.isolated",)) is tf
+    both = _second(("torch", "tensorflow"), WELCOME)
     assert both is not None and both.server.preload == ("tensorflow", "torch")
     monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.plugin_runtime")  # read by the worker later, not at import
-    assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}) is tf
+    assert forkserver.context(("tensorflow",), WELCOME, ("deploytool.runtimes.isolated",)) is tf
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # read by TensorFlow when imported: another server
-    other = forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"})
-    assert other is not None and other is not tf and other.server.env == {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}
+    other = _second(("tensorflow",), WELCOME, ("deploytool.runtimes.isolated",))
+    assert other is not None and other is not tf and other.server.env == WELCOME
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    assert forkserver.context(("tensorflow",), {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}) not in (tf, other)
+    assert _second(("tensorflow",), WELCOME, ("deploytool.runtimes.isolated",)) not in (tf, other)
 
 
 def test_a_process_of_a_context_carries_its_servers_key_into_the_child():
-    ctx = forkserver.context(("torch",), {"PROBE_KEY": "1"})
+    ctx = _second(("torch",), {"PROBE_KEY": "1"})
     assert ctx is not None
     p = ctx.Process(target=print)
     assert p.server_key == ctx.key and p._start_method == "forkserver"
