@@ -51,24 +51,18 @@ util: Any = _util
 
 _lock = threading.Lock()
 _contexts: dict[str, "_Context"] = {}
-_asked: set[str] = set()  # keys a worker was asked for once (and spawned)
 
 
 def context(frameworks: Iterable[str], env: Mapping[str, str], modules: Iterable[str] = ()) -> "_Context | None":
     """The multiprocessing context (ProcessPoolExecutor's mp_context) whose server has imported `frameworks` (of
     PRELOADS), then `modules` (what the worker runs: each fork would import them again), for a worker whose
-    environment adds `env` to this process's. None (spawn it) when there is no framework to preload, and for the
-    first worker of its kind in this process: a server pays once a second one is asked for (a run with one
-    TensorFlow worker would wait for the server's import and then the fork, 0.8 s longer than for a spawn)."""
+    environment adds `env` to this process's (None: no framework to preload, spawn it)."""
     preload = tuple(f for f in PRELOADS if f in set(frameworks))
     if not preload:
         return None
     preload += tuple(sorted(set(modules) - set(preload)))
     key = repr((preload, sorted(_import_time({**env, **os.environ}).items())))
     with _lock:
-        if key not in _asked:
-            _asked.add(key)
-            return None
         ctx = _contexts.get(key)
         if ctx is None:
             ctx = _contexts[key] = _Context(key, preload, dict(env))

@@ -47,8 +47,6 @@ def _convert(args: list[str], first_in_thread: bool) -> None:
 def _forked() -> None:
     from deploytool.proc.worker import Worker
 
-    with Worker(preload=("torch",)) as first:  # the first of its kind is spawned; the next ones are forked
-        first.call(_has_torch)
     worker = Worker(preload=("torch",))
     t = threading.Thread(target=worker.call, args=(_has_torch,))
     t.start()

@@ -1,10 +1,7 @@
-"""proc.forkserver's choice of server: one per preload and import-time settings, none without a preload, none for
-the first worker of its kind. No process is started here (a server starts on its first fork:
-tests/integration/test_forkserver.py)."""
+"""proc.forkserver's choice of server: one per preload and import-time settings, none without a preload. No process
+is started here (a server starts on its first fork: tests/integration/test_forkserver.py)."""
 
 from __future__ import annotations
-
-import uuid
 
 from deploytool.proc import forkserver
 
@@ -12,23 +9,17 @@ WELCOME = {"TFDF_DISABLE_WELCOME_MESSAGE": "1"}
 
 
 def _second(frameworks, env, modules=()):
-    """The context for a worker of this kind once one has been asked for already."""
-    forkserver.context(frameworks, env, modules)
-    return forkserver.context(frameworks, env, modules)
+    """The context for a worker of this kind, asked for twice: the same both times."""
+    first = forkserver.context(frameworks, env, modules)
+    second = forkserver.context(frameworks, env, modules)
+    assert second is first
+    return second
 
 
 def test_nothing_to_preload_is_a_spawned_worker():
     for _ in range(2):
         assert forkserver.context((), {}) is None
         assert forkserver.context(("onnxruntime",), {}) is None  # not a framework a server imports
-
-
-def test_the_first_worker_of_its_kind_is_spawned_the_next_ones_forked(monkeypatch):
-    monkeypatch.setenv("DEPLOYTOOL_TEST_KIND", uuid.uuid4().hex)  # a kind of its own: not one other tests asked for
-    monkeypatch.setenv("TF_DEPLOYTOOL_TEST_KIND", uuid.uuid4().hex)
-    assert forkserver.context(("torch",), {}) is None
-    second = forkserver.context(("torch",), {})
-    assert second is not None and forkserver.context(("torch",), {}) is second
 
 
 def test_one_server_per_preload_and_import_time_settings(monkeypatch):
