@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping
 
 from deploytool.proc.quiet import import_tensorflow
 
-# The frameworks a server can import for its workers: name -> the import (TensorFlow's quietly).
+# The frameworks a server can import for its workers (TensorFlow quietly: `serve`), in the order it imports them.
 PRELOADS = ("tensorflow", "torch")
 
 # Environment variables read when a framework is imported (its threads, logging, optional features): the children of
@@ -57,7 +57,8 @@ def context(frameworks: Iterable[str], env: Mapping[str, str], modules: Iterable
     """The multiprocessing context (ProcessPoolExecutor's mp_context) whose server has imported `frameworks` (of
     PRELOADS), then `modules` (what the worker runs: each fork would import them again), for a worker whose
     environment adds `env` to this process's (None: no framework to preload, spawn it)."""
-    preload = tuple(f for f in PRELOADS if f in set(frameworks))
+    asked = set(frameworks)
+    preload = tuple(f for f in PRELOADS if f in asked)
     if not preload:
         return None
     preload += tuple(sorted(set(modules) - set(preload)))

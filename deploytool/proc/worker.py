@@ -4,7 +4,7 @@ spawns it (never forks: the caller may hold TensorFlow's threads), ties its life
 killed with SIGKILL), sends its output to a log whose tail explains a crash, kills it on a timeout or on demand
 and says how it ended ("killed by SIGKILL", "exit code 3"), replaces a dead one, and ends an idle one at once
 (its exit hooks, then SIGKILL). It must not know what runs in it: no model, artifact, converter or runtime, and
-nothing of deploytool but `errors`, `workspace` and `provenance`."""
+nothing of deploytool but `errors`, `workspace`, `provenance` and the fork servers (`proc.forkserver`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from deploytool.errors import OUT_OF_MEMORY, sent_home
 from deploytool.proc import forkserver
+
 # How long an idle worker's exit hooks may take before it is killed anyway.
 EXIT_HOOKS_TIMEOUT_S = 10.0
 # How often the watchdog also compares os.getppid() with the parent's pid: the
@@ -54,8 +55,8 @@ class Worker:
     process's stdout and stderr. `fn`, `setup` and the arguments cross the boundary by pickling: module-level
     functions and plain values. The process is started by the first call (or `start()`), and again after one
     that died or was killed. With `preload` (frameworks of proc.forkserver.PRELOADS) it is forked from a server
-    that imported them once for every such worker of this process (unless `env` sets other import-time settings
-    than the server's); its environment is still this process's at the time it starts, plus `env`.
+    that imported them (and `setup`'s module) once for every such worker of this process with the same
+    import-time settings; its environment is still this process's at the time it starts, plus `env`.
     """
 
     def __init__(self, setup: Callable[..., None] | None = None, setup_args: tuple = (), *,
