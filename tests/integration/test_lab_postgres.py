@@ -21,10 +21,14 @@ def test_nights_go_to_postgresql_and_are_judged_from_it(double, lenet5_workspace
     lab = load_lab(tmp_path / "lab.toml")
     with _cluster() as (url, _):
         store = SqlAlchemyStore(url)
-        assert not _night(lab, ws, store, "n1").alerts
+        first = _night(lab, ws, store, "n1")
+        (cell,) = first.judged  # measured and passing: the night the next one is judged against
+        assert cell.result.verdict == "pass" and not first.alerts, (cell.result.status, cell.result.reason)
         double["slower"] = 1.3
         second = _night(lab, ws, store, "n2")
-        (j,) = second.alerts  # judged against the first night, read back from PostgreSQL
+        # judged against the first night, read back from PostgreSQL
+        assert len(second.alerts) == 1, [(j.result.status, j.result.reason, j.changes, j.result.notes) for j in second.judged]
+        (j,) = second.alerts
         assert j.previous_night == "lab-t-n1" and any(c.metric == "latency" for c in j.changes if c.alert)
         fresh = SqlAlchemyStore(url)
         nights = {r.run_id: r.status for r in fresh.list_runs(limit=100) if r.model == "lab:t"}
