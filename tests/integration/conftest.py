@@ -16,6 +16,8 @@ from typing import Callable
 
 import pytest
 
+from tests.kept import keep_conversions_of, kept_lenet5_conversions, kept_models, seed_conversions
+
 
 class _Shared:
     """What the in-process runs of this pytest worker share, as the atlas' runs do. The runtime and conversion
@@ -92,24 +94,6 @@ def _train(ws):
     return spec, ds, trained
 
 
-def _kept_models() -> Path:
-    """The trained LeNet-5 twins kept between sessions (and clones), keyed by the code that makes them: the model
-    zoo, the trainer, the manifest. Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data
-    loader that changes the bytes trains again; one that does not, does not), the epochs, the seed and the
-    framework versions. lenet1's training test always trains for real."""
-    import hashlib
-
-    from tests.contract.model_cache import test_cache_home
-
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
-                     root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
-                     *(root / "deploytool" / "zoo").glob("*.py")]):
-        h.update(f.name.encode() + f.read_bytes())
-    return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
-
-
 def _shared_models(lock_dir: Path) -> list[Path]:
     """The folders of the trained twins, each filled once: by training under its own file lock (xdist workers and
     other sessions wait for it), or from the kept copy of an earlier session. The two workers start from different
@@ -128,7 +112,7 @@ def _shared_model(framework: str, lock_dir: Path) -> Path:
     from deploytool.train import train
     from deploytool.workspace import Workspace
 
-    kept = _kept_models().with_name(f"{_kept_models().name}-{framework}")
+    kept = kept_models().with_name(f"{kept_models().name}-{framework}")
     kept.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(kept) + ".lock"):
         if not (kept / "done").exists():
@@ -142,45 +126,6 @@ def _shared_model(framework: str, lock_dir: Path) -> Path:
             shutil.rmtree(kept, ignore_errors=True)
             os.replace(partial, kept)
     return kept / "models"
-
-
-def _kept_conversions() -> Path:
-    """LeNet-5's converted artifacts kept between sessions, keyed by the converters' code, the runner's code that
-    names and makes artifacts, and the trained models they come from. Inside, each entry's own key (deploytool.run.runner.artifact_dir) adds the source's sha256, the
-    format, the quantization, the calibration set and the converter packages' versions. The host and web matrix
-    fixtures fill it; conversions themselves are tested on tiny models in test_convert*.py and the contract tier,
-    and an edit to a converter converts LeNet-5 again."""
-    import hashlib
-    import inspect
-
-    from deploytool.run import runner
-    from tests.contract.model_cache import test_cache_home
-
-    root = Path(__file__).resolve().parents[2] / "deploytool"
-    h = hashlib.sha256(_kept_models().name.encode())
-    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", *(root / "modelfiles").glob("*.py")]):
-        h.update(f.name.encode() + f.read_bytes())
-    # of the runner, what names and makes an artifact (not how rows are judged: an edit there converts nothing)
-    h.update(f"{runner.ARTIFACT_SCHEME}{inspect.getsource(runner.artifact_dir)}"
-             f"{inspect.getsource(runner.convert_cached)}".encode())
-    return test_cache_home() / f"lenet5-converted-{h.hexdigest()[:16]}"
-
-
-def _keep_conversions(ws) -> None:
-    """Add the conversions of `ws` the kept folder does not hold yet (each entry written whole, then renamed)."""
-    from filelock import FileLock
-
-    kept = _kept_conversions()
-    kept.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(kept) + ".lock"):
-        for entry in sorted((ws.root / "artifacts").glob("*/artifact.json")):
-            dest = kept / entry.parent.name
-            if dest.exists():
-                continue
-            partial = kept / f".{entry.parent.name}.partial-{os.getpid()}"
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(entry.parent, partial)
-            os.replace(partial, dest)
 
 
 @pytest.fixture
@@ -198,7 +143,7 @@ def fake(monkeypatch):
 @pytest.fixture(scope="session")
 def keep_conversions():
     """`keep_conversions(ws)`: keep the conversions a matrix fixture made for the next session."""
-    return _keep_conversions
+    return keep_conversions_of
 
 
 @pytest.fixture(scope="session")
@@ -209,10 +154,7 @@ def lenet5_workspace(tmp_path_factory):
     for models in _shared_models(tmp_path_factory.getbasetemp()):
         shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
     spec, ds, trained = _train(ws)  # every model is found in the cache: nothing trains here
-    kept = _kept_conversions()
-    if kept.is_dir():  # conversions of an earlier session (each artifact.json finds its file in the copy)
-        for entry in kept.glob("*/artifact.json"):
-            shutil.copytree(entry.parent, ws.root / "artifacts" / entry.parent.name, dirs_exist_ok=True)
+    seed_conversions(ws, kept_lenet5_conversions())  # conversions of an earlier session
     return ws, spec, ds, trained
 
 

@@ -75,23 +75,63 @@ def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...])
                           warmup_runs=1, run_id=name, task=flags.get("--task"))
 
 
+def _kept_build() -> Path:
+    """The cases' model files and test sets, built once and kept between sessions (like the trained LeNet-5),
+    keyed by the code that builds them and the versions of the packages that could change their bytes. Kept
+    bytes are what let their conversions be kept too (keyed by the source's sha256)."""
+    import hashlib
+    import inspect
+    import os
+    import shutil
+
+    from filelock import FileLock
+
+    from tests.contract.model_cache import _code_sha256, _versions, test_cache_home
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(_code_sha256(root / "shapes.py", root / "anymodels.py").encode())
+    h.update(f"{inspect.getsource(_build)}{sorted(_versions().items())}".encode())
+    kept = test_cache_home() / f"triage-shapes-{h.hexdigest()[:16]}"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(kept) + ".lock"):
+        if not (kept / "done").exists():
+            partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            _build(partial)
+            (partial / "done").touch()
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(partial, kept)
+    return kept
+
+
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime and
-    conversion workers (each framework imported once) and their browser; `deploytool findings` through the CLI."""
+    conversion workers (each framework imported once) and their browser; `deploytool findings` through the CLI.
+    The models and the conversions that succeed are kept for the next session (conftest.kept_conversions): what
+    fails (conversions, runtimes) fails again here, and every finding is triaged and confirmed afresh."""
+    import shutil
+
     from deploytool.convert.lanes import shared_converters
     from deploytool.migrate import migrate
     from deploytool.runtimes.isolated import runtime_workers
     from deploytool.runtimes.web_session import web_session
+    from deploytool.workspace import Workspace
     from tests.conftest import run_cli
+    from tests.kept import keep_conversions_of, kept_conversions, seed_conversions
 
+    built = _kept_build()
     d = tmp_path_factory.mktemp("shapes")
-    _build(d)
+    shutil.copytree(built, d, dirs_exist_ok=True)
     ws = d / "ws"
+    kept = kept_conversions(built.name)
+    seed_conversions(Workspace.open(ws), kept)
     with runtime_workers(), shared_converters(), web_session():  # and one Chromium, as the atlas' runs share them
         for name, (model, data, matrix) in CASES.items():
             migrate(_request(d, name, model, data, matrix), ws, progress=False, log=lambda s: None,
                     warn=lambda s: None)
+    keep_conversions_of(Workspace.open(ws), kept)
     rows = {name: json.loads((ws / "reports" / name / "report.json").read_text())["results"] for name in CASES}
     listed = run_cli("findings", "--format", "json", "--workspace", str(ws), cwd=d)
     assert listed.returncode == 0, listed.stderr

@@ -1,0 +1,90 @@
+"""What the integration tier builds once and keeps between sessions (and clean clones) under
+~/.cache/deploytool/tests: the trained LeNet-5 twins, and converted artifacts of the models it migrates. Every
+folder is keyed by the code that makes what it holds, so nothing stale is used; each entry inside is written whole,
+then renamed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+def kept_models() -> Path:
+    """The trained LeNet-5 twins kept between sessions (and clones), keyed by the code that makes them: the model
+    zoo, the trainer, the manifest. Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data
+    loader that changes the bytes trains again; one that does not, does not), the epochs, the seed and the
+    framework versions. lenet1's training test always trains for real."""
+    import hashlib
+
+    from tests.contract.model_cache import test_cache_home
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
+                     root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
+                     *(root / "deploytool" / "zoo").glob("*.py")]):
+        h.update(f.name.encode() + f.read_bytes())
+    return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
+
+
+def _converter_code_hash(h) -> None:
+    """Add to `h` the code that converts and names artifacts: the converters, the artifact and model-file modules,
+    and of the runner what names and makes an artifact (not how rows are judged: an edit there converts nothing)."""
+    import inspect
+
+    from deploytool.run import runner
+
+    root = Path(__file__).resolve().parents[1] / "deploytool"
+    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", *(root / "modelfiles").glob("*.py")]):
+        h.update(f.name.encode() + f.read_bytes())
+    h.update(f"{runner.ARTIFACT_SCHEME}{inspect.getsource(runner.artifact_dir)}"
+             f"{inspect.getsource(runner.convert_cached)}".encode())
+
+
+def kept_conversions(sources: str) -> Path:
+    """Converted artifacts kept between sessions for the models named by `sources` (a key of the files they are
+    made from), keyed also by the converters' code (_converter_code_hash). Inside, each entry's own key
+    (deploytool.run.runner.artifact_dir) adds the source's sha256, the format, the quantization, the calibration
+    set and the converter packages' versions. Conversions themselves are tested on tiny models in test_convert*.py
+    and the contract tier; an edit to a converter converts again. A conversion that fails is not kept: it fails
+    again, with its finding and bundle, in every session."""
+    import hashlib
+
+    from tests.contract.model_cache import test_cache_home
+
+    h = hashlib.sha256(sources.encode())
+    _converter_code_hash(h)
+    return test_cache_home() / f"{sources.split('-')[0]}-converted-{h.hexdigest()[:16]}"
+
+
+def kept_lenet5_conversions() -> Path:
+    """LeNet-5's converted artifacts kept between sessions (kept_conversions of the trained models they come
+    from). The host and web matrix fixtures fill it."""
+    return kept_conversions(kept_models().name)
+
+
+def seed_conversions(ws, kept: Path) -> None:
+    """Copy into `ws` the conversions an earlier session kept in `kept` (each artifact.json finds its file in the
+    copy; entries no row asks for are never read)."""
+    if kept.is_dir():
+        for entry in kept.glob("*/artifact.json"):
+            shutil.copytree(entry.parent, ws.root / "artifacts" / entry.parent.name, dirs_exist_ok=True)
+
+
+def keep_conversions_of(ws, kept: Path | None = None) -> None:
+    """Add the conversions of `ws` the kept folder (LeNet-5's by default) does not hold yet (each entry written
+    whole, then renamed)."""
+    from filelock import FileLock
+
+    kept = kept or kept_lenet5_conversions()
+    kept.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(kept) + ".lock"):
+        for entry in sorted((ws.root / "artifacts").glob("*/artifact.json")):
+            dest = kept / entry.parent.name
+            if dest.exists():
+                continue
+            partial = kept / f".{entry.parent.name}.partial-{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(entry.parent, partial)
+            os.replace(partial, dest)
