@@ -8,6 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
+
+# Where kept things live, read once when the tests start: a fixture that moves $HOME (the phone's, for its adb keys)
+# must not move the cache with it.
+CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "tests"
 
 
 def kept_models() -> Path:
@@ -17,15 +22,13 @@ def kept_models() -> Path:
     framework versions. lenet1's training test always trains for real."""
     import hashlib
 
-    from tests.contract.model_cache import test_cache_home
-
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
                      root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
                      *(root / "deploytool" / "zoo").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
-    return test_cache_home() / f"lenet5-trained-{h.hexdigest()[:16]}"
+    return CACHE_HOME / f"lenet5-trained-{h.hexdigest()[:16]}"
 
 
 def _converter_code_hash(h) -> None:
@@ -51,11 +54,9 @@ def kept_conversions(sources: str) -> Path:
     again, with its finding and bundle, in every session."""
     import hashlib
 
-    from tests.contract.model_cache import test_cache_home
-
     h = hashlib.sha256(sources.encode())
     _converter_code_hash(h)
-    return test_cache_home() / f"{sources.split('-')[0]}-converted-{h.hexdigest()[:16]}"
+    return CACHE_HOME / f"{sources.split('-')[0]}-converted-{h.hexdigest()[:16]}"
 
 
 def kept_lenet5_conversions() -> Path:
@@ -88,3 +89,31 @@ def keep_conversions_of(ws, kept: Path | None = None) -> None:
             shutil.rmtree(partial, ignore_errors=True)
             shutil.copytree(entry.parent, partial)
             os.replace(partial, dest)
+
+
+def kept_build(name: str, build: Callable[[Path], None], *code: Path) -> Path:
+    """A folder `build(folder)` fills with model files and test sets, built once and kept between sessions, keyed
+    by `build`'s source, the files of `code` (the builders it calls) and the versions of the packages that could
+    change the bytes. Kept bytes are what let the models' conversions be kept too (kept_conversions(name): their
+    entries are keyed by the source's sha256). Use it as a read-only source: copy what a run may write beside."""
+    import hashlib
+    import inspect
+
+    from filelock import FileLock
+
+    from tests.contract.model_cache import _code_sha256, _versions
+
+    h = hashlib.sha256(_code_sha256(*code).encode())
+    h.update(f"{inspect.getsource(build)}{sorted(_versions().items())}".encode())
+    kept = CACHE_HOME / f"{name}-{h.hexdigest()[:16]}"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(kept) + ".lock"):
+        if not (kept / "done").exists():
+            partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            build(partial)
+            (partial / "done").touch()
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(partial, kept)
+    return kept

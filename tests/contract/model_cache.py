@@ -30,6 +30,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
+from tests.kept import CACHE_HOME
 
 if TYPE_CHECKING:
     from deploytool.convert.isolated import IsolatedConverter
@@ -60,8 +61,9 @@ def _unused_for(entry: Path) -> float:
 
 def test_cache_home() -> Path:
     """Where the test tiers keep what they build once (tiny models, the trained LeNet-5): outside the checkout,
-    so a fresh clone (CI) starts warm; every entry is keyed by what it is made from, so nothing stale is used."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "tests"
+    so a fresh clone (CI) starts warm; every entry is keyed by what it is made from, so nothing stale is used.
+    Read once, when the tests start (tests/kept.py)."""
+    return CACHE_HOME
 
 
 def cache_root() -> Path:

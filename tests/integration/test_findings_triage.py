@@ -35,6 +35,7 @@ CASES = {  # name -> (model file, test set, the matrix: small, but every class a
                                                 "regression")),
 }
 SKLEARN_SCORE = "sklearn_score.txt"
+SHAPES_CODE = (Path(shapes.__file__), Path(anymodels.__file__))  # what _build calls
 
 
 def _build(d: Path) -> None:
@@ -75,36 +76,6 @@ def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...])
                           warmup_runs=1, run_id=name, task=flags.get("--task"))
 
 
-def _kept_build() -> Path:
-    """The cases' model files and test sets, built once and kept between sessions (like the trained LeNet-5),
-    keyed by the code that builds them and the versions of the packages that could change their bytes. Kept
-    bytes are what let their conversions be kept too (keyed by the source's sha256)."""
-    import hashlib
-    import inspect
-    import os
-    import shutil
-
-    from filelock import FileLock
-
-    from tests.contract.model_cache import _code_sha256, _versions, test_cache_home
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(_code_sha256(root / "shapes.py", root / "anymodels.py").encode())
-    h.update(f"{inspect.getsource(_build)}{sorted(_versions().items())}".encode())
-    kept = test_cache_home() / f"triage-shapes-{h.hexdigest()[:16]}"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(kept) + ".lock"):
-        if not (kept / "done").exists():
-            partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
-            _build(partial)
-            (partial / "done").touch()
-            shutil.rmtree(kept, ignore_errors=True)
-            os.replace(partial, kept)
-    return kept
-
-
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime and
@@ -119,9 +90,9 @@ def triaged(tmp_path_factory):
     from deploytool.runtimes.web_session import web_session
     from deploytool.workspace import Workspace
     from tests.conftest import run_cli
-    from tests.kept import keep_conversions_of, kept_conversions, seed_conversions
+    from tests.kept import keep_conversions_of, kept_build, kept_conversions, seed_conversions
 
-    built = _kept_build()
+    built = kept_build("triage-shapes", _build, *SHAPES_CODE)
     d = tmp_path_factory.mktemp("shapes")
     shutil.copytree(built, d, dirs_exist_ok=True)
     ws = d / "ws"

@@ -15,6 +15,7 @@ phone.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ import pytest
 
 from tests import shapes
 from tests.conftest import run_cli
+from tests.kept import keep_conversions_of, kept_build, kept_conversions, seed_conversions
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
 
 # android: the phone tests share the one adb server, so the whole file joins their xdist group (tests/conftest.py)
@@ -30,23 +32,35 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.android]
 RESTORED = "come channels-last from the converter; laid out channels-first"
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("qio")
+def _build(d: Path) -> None:
     shapes.int8_tflite(d / "int8.tflite")
     shapes.keras_digits_cnn(d / "digits.keras")
     x, y = shapes.digits_images(200, seed=5)
     np.savez(d / "digits.npz", x=x, y=y)
     shapes.torch_audio_frames_pt2(d / "frames1.pt2", dynamic_batch=False)
     np.savez(d / "audio.npz", audio=shapes.audio_data())
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    """The models and test sets, built once and kept between sessions (tests/kept.py), copied here."""
+    d = tmp_path_factory.mktemp("qio")
+    shutil.copytree(kept_build("qio-shapes", _build, Path(shapes.__file__)), d, dirs_exist_ok=True)
     return d
 
 
 def _migrate(ws: Path, model: Path, data: Path, *args: str, run_id: str) -> tuple[dict, list[dict]]:
+    """A migrate run through the CLI; the conversions that succeed are kept for the next session (keyed by the
+    model's bytes and the converters' code: tests/kept.py)."""
+    from deploytool.workspace import Workspace
+
+    kept = kept_conversions("qio")
+    seed_conversions(Workspace.open(ws), kept)
     r = run_cli("migrate", "--model", str(model), "--data", str(data), "--target", "host,web,android",
                 "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE), "--latency-samples", "5", "--warmup", "1",
                 "--workspace", str(ws), "--quiet", "--run-id", run_id, *args, timeout=1200)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    keep_conversions_of(Workspace.open(ws), kept)
     report = json.loads((ws / "reports" / run_id / "report.json").read_text())
     return report, [row for row in report["results"] if row["status"] != "not_applicable"]
 
