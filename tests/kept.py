@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 # Where kept things live, read once when the tests start: a fixture that moves $HOME (the phone's, for its adb keys)
 # must not move the cache with it.
@@ -117,3 +118,15 @@ def kept_build(name: str, build: Callable[[Path], None], *code: Path) -> Path:
             shutil.rmtree(kept, ignore_errors=True)
             os.replace(partial, kept)
     return kept
+
+
+@contextmanager
+def conversions_kept(ws_root: Path, name: str) -> Iterator[None]:
+    """Around a run on the workspace at `ws_root`: the conversions kept under `name` (kept_conversions) copied in
+    before it, and the ones it made kept after it (a run that fails keeps nothing)."""
+    from deploytool.workspace import Workspace
+
+    kept = kept_conversions(name)
+    seed_conversions(Workspace.open(ws_root), kept)
+    yield
+    keep_conversions_of(Workspace.open(ws_root), kept)

@@ -7,6 +7,7 @@ MAE/RMSE) is in test_findings_triage.py's shared run. Tiny models from tests/any
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from tests import anymodels
 from tests.conftest import run_cli
+from tests.kept import conversions_kept, kept_build
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
 
 # android: the phone tests share the one adb server, so the whole file joins their xdist group (tests/conftest.py)
@@ -21,9 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.android]
 
 
 def _migrate(tmp: Path, model: Path, data: Path, *args: str, run_id: str) -> list[dict]:
-    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--latency-samples", "5", "--warmup", "1",
-                "--workspace", str(tmp / "ws"), "--quiet", "--run-id", run_id, *args, cwd=tmp, timeout=1200)
-    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout + r.stderr
+    with conversions_kept(tmp / "ws", "any"):  # of the kept models' bytes (tests/kept.py)
+        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--latency-samples", "5", "--warmup", "1",
+                    "--workspace", str(tmp / "ws"), "--quiet", "--run-id", run_id, *args, cwd=tmp, timeout=1200)
+        assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stdout + r.stderr
     return json.loads((tmp / "ws" / "reports" / run_id / "report.json").read_text())["results"]
 
 
@@ -31,15 +34,20 @@ def _rows(rows: list[dict], **where: str) -> list[dict]:
     return [r for r in rows if all(r[k] == v for k, v in where.items())]
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("any")
+def _build(d: Path) -> None:
     anymodels.onnx_text_classifier(d / "text.onnx")
     anymodels.text_data(d / "text.npz")
     anymodels.keras_lstm(d / "seq.keras")
     anymodels.sequence_data(d / "seq.npz")
     anymodels.keras_two_outputs(d / "two.keras")
     np.savez(d / "two.npz", features=np.random.default_rng(3).normal(size=(40, 16)).astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    """The models and test sets, built once and kept between sessions (tests/kept.py), copied here."""
+    d = tmp_path_factory.mktemp("any")
+    shutil.copytree(kept_build("any-models", _build, Path(anymodels.__file__)), d, dirs_exist_ok=True)
     return d
 
 

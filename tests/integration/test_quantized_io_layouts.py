@@ -23,7 +23,7 @@ import pytest
 
 from tests import shapes
 from tests.conftest import run_cli
-from tests.kept import keep_conversions_of, kept_build, kept_conversions, seed_conversions
+from tests.kept import conversions_kept, kept_build
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
 
 # android: the phone tests share the one adb server, so the whole file joins their xdist group (tests/conftest.py)
@@ -52,15 +52,11 @@ def models(tmp_path_factory) -> Path:
 def _migrate(ws: Path, model: Path, data: Path, *args: str, run_id: str) -> tuple[dict, list[dict]]:
     """A migrate run through the CLI; the conversions that succeed are kept for the next session (keyed by the
     model's bytes and the converters' code: tests/kept.py)."""
-    from deploytool.workspace import Workspace
-
-    kept = kept_conversions("qio")
-    seed_conversions(Workspace.open(ws), kept)
-    r = run_cli("migrate", "--model", str(model), "--data", str(data), "--target", "host,web,android",
-                "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE), "--latency-samples", "5", "--warmup", "1",
-                "--workspace", str(ws), "--quiet", "--run-id", run_id, *args, timeout=1200)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
-    keep_conversions_of(Workspace.open(ws), kept)
+    with conversions_kept(ws, "qio"):
+        r = run_cli("migrate", "--model", str(model), "--data", str(data), "--target", "host,web,android",
+                    "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE), "--latency-samples", "5", "--warmup", "1",
+                    "--workspace", str(ws), "--quiet", "--run-id", run_id, *args, timeout=1200)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     report = json.loads((ws / "reports" / run_id / "report.json").read_text())
     return report, [row for row in report["results"] if row["status"] != "not_applicable"]
 
