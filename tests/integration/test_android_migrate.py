@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
+from tests.kept import conversions_kept
 from tests.integration.test_android import BENCHMARK_MODEL_DOUBLE, adb_server, phone  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.android, pytest.mark.slow]
@@ -63,7 +64,8 @@ def test_missing_benchmark_model_is_one_line_exit_2(lenet5_workspace, phone, tmp
 
 def test_user_onnx_reaches_the_simulated_phone_as_tflite_through_onnx2tf(phone, tmp_path):  # noqa: F811
     """A user's .onnx has no Android runtime of its own: `--format tflite` converts it with onnx2tf, and the
-    phone's row is compared as any other."""
+    phone's row is compared as any other. (The conversion is kept between sessions, tests/kept.py: test_usermodel's
+    onnx2tf test converts such a file in every session.)"""
     import numpy as np
 
     from tests.integration.test_usermodel import onnx_model
@@ -72,11 +74,12 @@ def test_user_onnx_reaches_the_simulated_phone_as_tflite_through_onnx2tf(phone, 
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "test.npz", x=rng.random((32, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 32))
     ws = tmp_path / "ws"
-    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "tflite",
-                "--quantize", "none", "--target", "android", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
-                "--latency-samples", "3", "--warmup", "1", "--workspace", str(ws), "--quiet", "--run-id", "onnx-phone",
-                timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
+    with conversions_kept(ws, "user-onnx"):
+        r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "tflite",
+                    "--quantize", "none", "--target", "android", "--benchmark-model", str(BENCHMARK_MODEL_DOUBLE),
+                    "--latency-samples", "3", "--warmup", "1", "--workspace", str(ws), "--quiet", "--run-id",
+                    "onnx-phone", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
     (row,) = json.loads((ws / "reports" / "onnx-phone" / "report.json").read_text())["results"]
     assert row["target"] == "android" and row["device"] == phone.serial and row["status"] == "measured", row
     assert row["artifact"]["converter"] == "onnx2tf" and row["metrics"]["agreement"] == 1.0, row

@@ -62,11 +62,14 @@ def _migrate(ws: Path, model: Path, data: Path, *args: str, run_id: str) -> tupl
 
 
 def _file(ws: Path, row: dict) -> Path:
-    """The converted model file a row ran."""
+    """The converted model file a row ran (found beside its artifact.json, as the pipeline finds it: a conversion
+    kept from an earlier session names the folder it was made in)."""
+    from deploytool.artifact import Artifact
+
     for meta in (ws / "artifacts").glob("*/artifact.json"):
-        art = json.loads(meta.read_text())
-        if art["sha256"] == row["artifact"]["sha256"]:
-            return Path(art["path"])
+        art = Artifact.load(meta)
+        if art.sha256 == row["artifact"]["sha256"]:
+            return art.path
     raise AssertionError(f"no artifact for {row['label']}")
 
 
