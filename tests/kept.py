@@ -100,20 +100,25 @@ def kept_build(name: str, build: Callable[[Path], None], *code: Path) -> Path:
     import hashlib
     import inspect
 
-    from filelock import FileLock
-
     from tests.contract.model_cache import _code_sha256, _versions
 
     h = hashlib.sha256(_code_sha256(*code).encode())
     h.update(f"{inspect.getsource(build)}{sorted(_versions().items())}".encode())
-    kept = CACHE_HOME / f"{name}-{h.hexdigest()[:16]}"
+    return fill_once(CACHE_HOME / f"{name}-{h.hexdigest()[:16]}", build)
+
+
+def fill_once(kept: Path, fill: Callable[[Path], None]) -> Path:
+    """`kept`, filled by `fill(folder)` unless an earlier session (or another xdist worker: it waits on the lock)
+    filled it: written in a folder of its own, marked done, then renamed into place."""
+    from filelock import FileLock
+
     kept.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(kept) + ".lock"):
         if not (kept / "done").exists():
             partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir()
-            build(partial)
+            fill(partial)
             (partial / "done").touch()
             shutil.rmtree(kept, ignore_errors=True)
             os.replace(partial, kept)

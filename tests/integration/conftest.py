@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from tests.kept import keep_conversions_of, kept_lenet5_conversions, kept_models, seed_conversions
+from tests.kept import fill_once, keep_conversions_of, kept_lenet5_conversions, kept_models, seed_conversions
 
 
 class _Shared:
@@ -105,27 +105,18 @@ def _shared_models(lock_dir: Path) -> list[Path]:
 
 
 def _shared_model(framework: str, lock_dir: Path) -> Path:
-    from filelock import FileLock
-
     from deploytool.data import load_dataset
     from deploytool.spec import load_spec
     from deploytool.train import train
     from deploytool.workspace import Workspace
 
-    kept = kept_models().with_name(f"{kept_models().name}-{framework}")
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(kept) + ".lock"):
-        if not (kept / "done").exists():
-            work = Workspace.open(lock_dir / f"train-ws-{framework}")
-            spec = load_spec("lenet5")
-            train(spec, framework, load_dataset(spec), work, progress=False)
-            partial = kept.with_name(kept.name + f".partial-{os.getpid()}")
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(work.root / "models", partial / "models")
-            (partial / "done").touch()
-            shutil.rmtree(kept, ignore_errors=True)
-            os.replace(partial, kept)
-    return kept / "models"
+    def trained(folder: Path) -> None:
+        work = Workspace.open(lock_dir / f"train-ws-{framework}")
+        spec = load_spec("lenet5")
+        train(spec, framework, load_dataset(spec), work, progress=False)
+        shutil.copytree(work.root / "models", folder / "models")
+
+    return fill_once(kept_models().with_name(f"{kept_models().name}-{framework}"), trained) / "models"
 
 
 @pytest.fixture

@@ -80,7 +80,7 @@ def _request(d: Path, name: str, model: str, data: str, matrix: tuple[str, ...])
 def triaged(tmp_path_factory):
     """Every case migrated in this process (the library call the CLI makes), the runs sharing their runtime and
     conversion workers (each framework imported once) and their browser; `deploytool findings` through the CLI.
-    The models and the conversions that succeed are kept for the next session (conftest.kept_conversions): what
+    The models and the conversions that succeed are kept for the next session (tests/kept.py): what
     fails (conversions, runtimes) fails again here, and every finding is triaged and confirmed afresh."""
     import shutil
 
@@ -88,21 +88,17 @@ def triaged(tmp_path_factory):
     from deploytool.migrate import migrate
     from deploytool.runtimes.isolated import runtime_workers
     from deploytool.runtimes.web_session import web_session
-    from deploytool.workspace import Workspace
     from tests.conftest import run_cli
-    from tests.kept import keep_conversions_of, kept_build, kept_conversions, seed_conversions
+    from tests.kept import conversions_kept, kept_build
 
     built = kept_build("triage-shapes", _build, *SHAPES_CODE)
     d = tmp_path_factory.mktemp("shapes")
     shutil.copytree(built, d, dirs_exist_ok=True)
     ws = d / "ws"
-    kept = kept_conversions(built.name)
-    seed_conversions(Workspace.open(ws), kept)
-    with runtime_workers(), shared_converters(), web_session():  # and one Chromium, as the atlas' runs share them
-        for name, (model, data, matrix) in CASES.items():
+    with runtime_workers(), shared_converters(), web_session(), conversions_kept(ws, built.name):
+        for name, (model, data, matrix) in CASES.items():  # one Chromium too, as the atlas' runs share them
             migrate(_request(d, name, model, data, matrix), ws, progress=False, log=lambda s: None,
                     warn=lambda s: None)
-    keep_conversions_of(Workspace.open(ws), kept)
     rows = {name: json.loads((ws / "reports" / name / "report.json").read_text())["results"] for name in CASES}
     listed = run_cli("findings", "--format", "json", "--workspace", str(ws), cwd=d)
     assert listed.returncode == 0, listed.stderr
