@@ -93,12 +93,7 @@ def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]],
                worker_cpus: int | None = None) -> list[Cell]:
     """Every cell of the night. A plan larger than `[lab] max_cells` is refused before anything trains; a cell
     asking for more threads than the largest worker has CPUs (`worker_cpus`) is planned as unavailable."""
-    first = {m: _model_plan(lab, m, lab.threads[0], ws, resources) for m in lab.models}
-    total = sum(len(combos) for _, _, combos in first.values()) * len(lab.threads) * lab.repeats
-    if total > lab.max_cells:
-        raise UnknownOption(f"{lab.path}: the night plans {total} cells ({len(lab.models)} model(s) x "
-                            f"{len(lab.threads)} thread count(s) x {lab.repeats} repeat(s) x the matrix), more than "
-                            f"[lab] max_cells = {lab.max_cells}; narrow [matrix] or raise max_cells")
+    first = _first_plans(lab, ws, resources)
     cells: list[Cell] = []
     for m in lab.models:
         for threads in lab.threads:
@@ -115,6 +110,20 @@ def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]],
                         why = f"asks for {threads} threads; no lab worker has more than {worker_cpus} CPUs"
                     cells.append(Cell(cell, label, request, c, res, ctx.spec.name, why))
     return cells
+
+
+def _first_plans(lab: Lab, ws: Workspace,
+                 resources: dict[str, dict[str, str]]) -> dict[Any, tuple[Any, RunContext, list[Combo]]]:
+    """Each model's plan at the first thread count, after refusing a night of more than `[lab] max_cells` cells.
+    Run once before the cluster starts with no resources but the host's (a lower bound: a phone no worker owns
+    adds no cell), so a runaway plan is one line without a cluster to start and stop; then with the cluster's."""
+    first = {m: _model_plan(lab, m, lab.threads[0], ws, resources) for m in lab.models}
+    total = sum(len(combos) for _, _, combos in first.values()) * len(lab.threads) * lab.repeats
+    if total > lab.max_cells:
+        raise UnknownOption(f"{lab.path}: the night plans {total} cells ({len(lab.models)} model(s) x "
+                            f"{len(lab.threads)} thread count(s) x {lab.repeats} repeat(s) x the matrix), more than "
+                            f"[lab] max_cells = {lab.max_cells}; narrow [matrix] or raise max_cells")
+    return first
 
 
 def _model_plan(lab: Lab, m: Any, threads: int, ws: Workspace,
@@ -144,6 +153,7 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
     lab = with_built_architectures(lab, ws, log)  # atlas architectures: their model files and test sets
     t0 = time.perf_counter()
     timeout = engine.NO_WORKER_TIMEOUT_S if no_worker_timeout_s is None else no_worker_timeout_s
+    _first_plans(lab, ws, {"host": {}})  # a runaway plan refused before a cluster starts (and must stop)
     with engine.client(scheduler, None if scheduler else engine.local_resources(lab.browsers_per_host), timeout) as c:
         cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)}, engine.cluster_cpus(c))
         done = {r.lab.cell for r in store.results_for(run_id) if r.status.final}

@@ -52,3 +52,23 @@ def test_what_is_missing_is_not_offered(monkeypatch):
     monkeypatch.setattr(adb, "select_devices", no_phone)
     assert engine.local_resources() == {"host": 1}
     assert engine.local_resources(browsers=0) == {"host": 1}
+
+
+def test_a_runaway_night_is_refused_before_a_cluster_starts(tmp_path, monkeypatch):
+    """`threads = [1..1000]` is one line before Dask starts: a cluster started only to be stopped at once can
+    outlive its shutdown timeout on a busy machine and print Dask's leftovers after the line (seen at -n 3)."""
+    from deploytool.errors import UnknownOption
+    from deploytool.lab.labfile import load_lab
+    from deploytool.lab.night import run_night
+    from deploytool.workspace import Workspace
+
+    path = tmp_path / "lab.toml"
+    path.write_text('[lab]\nname = "h"\n[[models]]\nname = "lenet1"\nframeworks = ["keras"]\n\n'
+                    f'[matrix]\nthreads = {list(range(1, 1001))}\n')
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for a night that is refused")
+
+    monkeypatch.setattr(engine, "client", no_cluster)
+    with pytest.raises(UnknownOption, match=r"plans \d{4,} cells .* more than \[lab\] max_cells = 5000"):
+        run_night(load_lab(path), Workspace(tmp_path / "ws"), store=None, log=lambda s: None)  # type: ignore[arg-type]
