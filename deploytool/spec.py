@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import difflib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploytool import zoo
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
 from deploytool.modelfiles.signature import Signature
-from deploytool.zoo.plans import INPUT_KINDS, input_shape_of
 from deploytool.tolerances import DEFAULT_TOLERANCES, TOLERANCE_GROUPS, TOLERANCE_METRICS, tolerance_problem
 from deploytool.workspace import check_name
 
@@ -72,15 +69,13 @@ class ModelSpec:
     signature: Signature | None = None
     scored_output: str = ""  # the output a classifier is scored on ("": its first, or the only one)
     input_name: str = ""  # an image classifier file's input name: its test images may be stored under it
+    # what the model reads: image, sequence or features. Set where the spec is made: a zoo architecture's own kind
+    # (deploytool.zoo.plans.INPUT_KINDS), an image for a user's image classifier; derived, so not in the hash
+    input_kind: str = "image"
 
     @property
     def num_classes(self) -> int:
         return len(self.labels)
-
-    @property
-    def input_kind(self) -> str:
-        """What the architecture reads: image, sequence or features (deploytool.zoo.plans.INPUT_KINDS)."""
-        return INPUT_KINDS.get(self.architecture, "image")
 
     @property
     def hwc(self) -> tuple[int, int, int]:
@@ -93,7 +88,12 @@ class ModelSpec:
     @property
     def model_input_shape(self) -> tuple[int, ...]:
         """One sample as the model takes it: the image (H, W, C), or its rows as a sequence, or its values."""
-        return input_shape_of(self.input_kind, self.input_shape) if self.input_shape else ()
+        if not self.input_shape or self.input_kind == "image":
+            return self.input_shape
+        # the zoo's rule for its sequence and feature models (imported here: a user's model never needs the zoo)
+        from deploytool.zoo.plans import input_shape_of
+
+        return input_shape_of(self.input_kind, self.input_shape)
 
     def tolerance_for(self, quantize: str) -> dict[str, tuple[float, float]]:
         return self.tolerances["none" if quantize == "none" else "quantized"]
@@ -101,6 +101,7 @@ class ModelSpec:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("source")
+        d.pop("input_kind")  # the architecture's, which the hash has
         # left out at their defaults: the content hash (and every run id and model key) of an image classifier
         # reads as it did before models had tasks and signatures
         if self.task == "classification":
@@ -183,6 +184,8 @@ def parse_spec(path: Path) -> ModelSpec:
     r = _Reader(path, data)
     unknown = [k for k in data if k not in SECTIONS]
     if unknown:
+        import difflib
+
         near = difflib.get_close_matches(unknown[0], SECTIONS, n=1)
         raise r.fail(unknown[0], "is not a section of a manifest" + (f" (did you mean [{near[0]}]?)" if near else "")
                      + f"; sections are {', '.join(SECTIONS)}")
@@ -193,8 +196,10 @@ def parse_spec(path: Path) -> ModelSpec:
         raise r.fail("model.name", f"is {name!r}; use 1-64 letters, digits, '.', '_' or '-' starting with a "
                                    "letter or digit (it names folders and runs)") from None
     arch = r.get("model.architecture", str)
-    if arch not in zoo.ARCHITECTURES:
-        raise r.fail("model.architecture", f"is {arch!r}; known architectures: {', '.join(zoo.ARCHITECTURES)}")
+    from deploytool.zoo.plans import ARCHITECTURES, INPUT_KINDS  # a manifest names a zoo architecture
+
+    if arch not in ARCHITECTURES:
+        raise r.fail("model.architecture", f"is {arch!r}; known architectures: {', '.join(ARCHITECTURES)}")
     frameworks = tuple(r.get("model.frameworks", list, ["keras", "torch"]))
     for fw in frameworks:
         if fw not in FRAMEWORKS:
@@ -264,6 +269,7 @@ def parse_spec(path: Path) -> ModelSpec:
         tolerances=tolerances,
         description=r.get("model.description", str, ""),
         source=str(path),
+        input_kind=INPUT_KINDS.get(arch, "image"),
     )
 
 

@@ -19,7 +19,7 @@ from deploytool.artifact import Artifact
 from deploytool.convert import convert
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
-from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
+from deploytool.proc.failures import WorkerLost, WorkerTimedOut
 
 # The frameworks every conversion from a source framework imports (proc.forkserver.PRELOADS): its worker is forked
 # from a server that imported them once. Not ONNX or TFLite sources: quantizing an ONNX file imports neither.
@@ -46,6 +46,9 @@ class IsolatedConverter:
     def __init__(self, log_path: Path, timeout_s: float | None = None, framework: str = ""):
         """`framework`: the source framework of the conversions it will make (what its worker preloads)."""
         self.timeout_s = timeout_s
+        # multiprocessing loads with the first converter a run makes, not with every command (bench_user_onnx.py)
+        from deploytool.proc.worker import Worker
+
         self.worker = Worker(_quiet, log_path=Path(log_path), env=WORKER_ENV, preload=PRELOADS.get(framework, ()))
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import warnings
 import zipfile
 from pathlib import Path
@@ -34,7 +33,10 @@ RESAVE = "save it with torch.export.save(torch.export.export(model, (x,)), 'mode
 def _quiet_torch() -> Iterator[None]:
     """Torch's loggers and Python warnings muted while a file is read: a bad file is one line, not twenty."""
     # Loggers left at NOTSET inherit the muted level of "torch"; only the ones with their own level are set
-    # (each setLevel clears every logger's cache, so setting hundreds of them costs seconds).
+    # (each setLevel clears every logger's cache, so setting hundreds of them costs seconds). logging is imported
+    # here: torch, which a .pt2 needs, imports it anyway; a run without a .pt2 does not (bench_user_onnx.py).
+    import logging
+
     children = [lg for n, lg in list(logging.root.manager.loggerDict.items())
                 if n.startswith("torch.") and isinstance(lg, logging.Logger) and lg.level != logging.NOTSET]
     loggers = [logging.getLogger("torch"), *children]

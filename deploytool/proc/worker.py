@@ -22,29 +22,13 @@ from typing import Any, Callable, Mapping
 
 from deploytool.errors import OUT_OF_MEMORY, sent_home
 from deploytool.proc import forkserver
+from deploytool.proc.failures import WorkerLost, WorkerTimedOut
 
 # How long an idle worker's exit hooks may take before it is killed anyway.
 EXIT_HOOKS_TIMEOUT_S = 10.0
 # How often the watchdog also compares os.getppid() with the parent's pid: the
 # parent's pipe alone is not enough if another process inherited its end.
 WATCH_INTERVAL_S = 0.5
-
-
-class WorkerLost(Exception):
-    """The worker process ended while a call ran in it (a crash in native code, an abort, the OOM killer, a kill).
-    `how` says how it ended, `log_tail` the last lines of its log ("" without one)."""
-
-    def __init__(self, how: str, log_tail: str = ""):
-        super().__init__(how + (f"; last output: {log_tail}" if log_tail else ""))
-        self.how, self.log_tail = how, log_tail
-
-
-class WorkerTimedOut(Exception):
-    """A call took longer than its timeout; the worker was killed (the next call gets a fresh one)."""
-
-    def __init__(self, timeout_s: float, how: str):
-        super().__init__(f"the call took longer than {timeout_s:g} s; the worker was stopped ({how})")
-        self.timeout_s, self.how = timeout_s, how
 
 
 class Worker:

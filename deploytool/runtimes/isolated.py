@@ -18,7 +18,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from deploytool.data.feed import Batch, Feed
 from deploytool.data.ondisk import STREAM_BYTES, OnDisk, remove_scratch, scratch_dir
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
-from deploytool.proc.worker import Worker, WorkerLost, WorkerTimedOut
+from deploytool.proc.failures import WorkerLost, WorkerTimedOut
 from deploytool.latency import PairedLatency, clean_blocks, floor_of
 from deploytool.runtimes.base import Outputs, Runtime
 from deploytool.runtimes.measure import (
@@ -42,6 +42,9 @@ from deploytool.runtimes.measure import (
     release_free_memory,
     time_paired,
 )
+
+if TYPE_CHECKING:
+    from deploytool.proc.worker import Worker
 
 # What each figure of an isolated measurement is (the report's legend reads these).
 ISOLATED_DELTA = "isolated_peak_rss_delta_bytes"
@@ -235,6 +238,10 @@ class RuntimeWorkers:
 
     def _worker(self, ref: str) -> Worker:
         if ref not in self._workers:
+            # multiprocessing and the forkserver load when a row first needs a worker: a run whose rows are all
+            # stored, and every command that measures nothing, start none (bench/bench_user_onnx.py)
+            from deploytool.proc.worker import Worker
+
             self._workers[ref] = Worker(_init_worker, (ref,), env=RUNTIME_WORKER_ENV, preload=_class(ref).preload)
             self.started += 1
         return self._workers[ref]
@@ -254,6 +261,8 @@ class RuntimeWorkers:
         if key not in self._workers:
             also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
             preload = (*ref_cls.preload, *(p for c in targets for p in c.preload))
+            from deploytool.proc.worker import Worker
+
             self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=RUNTIME_WORKER_ENV, preload=preload)
             self.started += 1
             self._workers[key].start()
