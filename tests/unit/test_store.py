@@ -99,6 +99,30 @@ def test_history_is_the_latest_measurement_even_when_an_old_run_was_re_saved(tmp
     assert store.history("m", ["a"], before_run="r3")["a"].metrics["accuracy"] == 0.3
 
 
+def test_history_reads_one_row_per_combination_however_many_runs_measured_it(tmp_path, store_class, monkeypatch):
+    """A model a lab measures every night: the report's history parses each combination's latest row only, not
+    every night's (its cost stays flat as the store grows)."""
+    from deploytool.store import rows
+
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
+    for night in range(1, 29):
+        store.save(make(f"r{night}", "a", acc=night / 100, created_at=f"2025-01-{night:02d}T00:00:00+00:00"))
+    store.save(make("r3", "b", acc=0.5, created_at="2025-01-03T00:00:00+00:00"))
+    store.save(make("r4", "b", status="runtime_failed", created_at="2025-01-04T00:00:00+00:00"))
+    parsed: list[str] = []
+    read = rows.result_of_row
+
+    def counted(row: dict) -> Result:
+        parsed.append(row["combo_key"])
+        return read(row)
+
+    monkeypatch.setattr(rows, "result_of_row", counted)
+    hist = store.history("m", ["a", "b", "c"], before_run="r28")
+    assert hist["a"].metrics["accuracy"] == 0.27 and hist["a"].run_id == "r27"  # r28 is the run itself
+    assert hist["b"].run_id == "r3" and set(hist) == {"a", "b"}  # a failed row is no history; c was never measured
+    assert sorted(parsed) == ["a", "b"]
+
+
 def test_a_run_id_prefix_is_literal(tmp_path, store_class):
     store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("a_1", "m", {})
