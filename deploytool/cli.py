@@ -26,7 +26,7 @@ from deploytool.run.flags import (
     target_words,
     user_model_args,
 )
-from deploytool.targets import all_targets
+from deploytool.targets import target_flags
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,7 +90,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
                    help=f"{quantize_words()} (comma-separated, or all: every mode each format has)")
     user_model_args(p)
 
-    for target in all_targets():
+    for target in target_flags():
         target.add_cli_options(p)  # each target's own flags (--backend, --device, --delegate, ...)
     p.add_argument("--runtime", default="",
                    help="which runtime where a target offers several for a format, e.g. litert,tensorflow-lite "
@@ -184,7 +184,7 @@ def build_parser(studies: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--target", default="host,web", help=f"{target_words()} (comma-separated; default: host,web)")
     p.add_argument("--format", default="all", help="formats (default: all each source has)")
     p.add_argument("--quantize", default="all", help="quantizations (default: all each format has)")
-    for target in all_targets():
+    for target in target_flags():
         target.add_cli_options(p)
     p.add_argument("--latency-samples", type=positive_int, default=None,
                    help="samples timed at batch 1 (default: 5 in the quick tier, all in the full one)")

@@ -92,6 +92,10 @@ class Registry(Mapping[str, T], Generic[T]):
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
 
+    def is_lazy(self, name: str) -> bool:
+        """`name` is registered `lazy` and not looked up yet (its module not imported)."""
+        return isinstance(self._entries.get(name), _Lazy)
+
     # -- the mapping: every lookup sees the plugins' entries too ---------------------------------------------
     def __getitem__(self, name: str) -> T:
         load_plugins()

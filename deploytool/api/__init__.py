@@ -29,7 +29,7 @@ from deploytool.commands.runs import request_of
 from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.report.table import Row
 from deploytool.store import Finding, open_store
-from deploytool.targets import all_targets
+from deploytool.targets import target_flags
 from deploytool.workspace import Workspace
 
 __all__ = ["DeploytoolError", "Finding", "Row", "Run", "findings", "load_run", "localize", "migrate"]
@@ -58,7 +58,7 @@ def _tolerance_flags(tolerances: Mapping[str, float | Sequence[float]] | None) -
 def _target_flags() -> argparse.Namespace:
     """Every target's own flags at their defaults, as `deploytool migrate` parses them with none given."""
     parser = argparse.ArgumentParser(add_help=False)
-    for target in all_targets():
+    for target in target_flags():
         target.add_cli_options(parser)
     return parser.parse_args([])
 

@@ -12,7 +12,7 @@ from deploytool.atlas.page import build_grid, write_page
 from deploytool.atlas.runner import AtlasRequest, load_entries, run_atlas, select
 from deploytool.commands.common import print_table
 from deploytool.store import open_store
-from deploytool.targets import all_targets
+from deploytool.targets import target_flags
 from deploytool.workspace import Workspace
 
 
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     req = AtlasRequest(tier=args.tier, architectures=tuple(args.arch or ()), targets=(args.target,),
                        formats=(args.format,), quantize=(args.quantize,),
-                       target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
+                       target_options={t.name: o for t in target_flags() if (o := t.options_from_cli(args))},
                        latency_samples=args.latency_samples, warmup_runs=args.warmup, timeout_s=args.timeout,
                        fresh=args.fresh)
     out = run_atlas(req, args.workspace, args.db, progress=not args.quiet)

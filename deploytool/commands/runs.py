@@ -19,14 +19,14 @@ from deploytool.run.compare import parse_tolerance_overrides
 from deploytool.run.flags import user_model_fields
 from deploytool.run.stored import rebuild_report, stored_results
 from deploytool.store import open_store
-from deploytool.targets import all_targets, expand, selectable
+from deploytool.targets import expand, selectable, target_flags
 from deploytool.workspace import Workspace
 
 
 def _refuse_flags_of_other_targets(args: argparse.Namespace) -> None:
     """A target's own flag (`--backend`, `--device`) with that target not asked for does nothing: a mistake."""
     asked = set(expand((args.target,), selectable(), "target"))
-    for t in all_targets():
+    for t in target_flags():
         given = t.flags_given(args)
         if given and t.name not in asked:
             raise UnknownOption(f"{given[0]} applies to --target {t.name}, which this run does not ask for; add "
@@ -48,7 +48,7 @@ def request_of(args: argparse.Namespace) -> MigrateRequest:
     return MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
         targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
-        target_options={t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))},
+        target_options={t.name: opts for t in target_flags() if (opts := t.options_from_cli(args))},
         runtimes=(args.runtime,) if args.runtime else (), threads=args.threads,
         warmup_runs=args.warmup, latency_samples=args.latency_samples, timeout_s=args.timeout,
         tolerances=parse_tolerance_overrides(args.tolerance),

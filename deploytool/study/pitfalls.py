@@ -36,7 +36,7 @@ from deploytool.spec import load_spec
 from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import Section, Table, write_study_report
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, pc_baseline
-from deploytool.targets import all_targets, expand
+from deploytool.targets import expand, target_flags
 from deploytool.workspace import stable_hash
 
 HELP = ("what one preprocessing mistake at a time (no normalisation, 0–255 range, swapped height/width or "
@@ -64,7 +64,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
                         "'int8 scaling skipped' mistake)")
     p.add_argument("--samples", type=int, default=500,
                    help="test samples per mistake (default: 500; each mistake is one more copy of them)")
-    for target in all_targets():
+    for target in target_flags():
         target.add_cli_options(p)
 
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise UnknownOption(f"--samples {args.samples}: must be >= 1")
     plan = Plan.build(args.model, args.framework, args.data_dir, args.epochs, args.samples)
-    target_options = {t.name: opts for t in all_targets() if (opts := t.options_from_cli(args))}
+    target_options = {t.name: opts for t in target_flags() if (opts := t.options_from_cli(args))}
     request = {**plan.identity(), "formats": args.format, "quantize": args.quantize, "targets": args.target,
                "target_options": target_options}
     srun = StudyRun.open("pitfalls", plan.spec.name, request, args.workspace, args.db, args.run_id, args.fresh)

@@ -54,7 +54,7 @@ from deploytool.study.base import StudyRun, register_study
 from deploytool.study.report import write_study_report
 from deploytool.study.robust_report import report as sections
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets, pc_baseline
-from deploytool.targets import all_targets
+from deploytool.targets import target_flags
 from deploytool.workspace import Workspace, stable_hash
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
@@ -78,7 +78,7 @@ def add_cli(p: Any) -> None:
     p.add_argument("--quantize", default="all", help=f"as for migrate: {quantize_words()} (or all)")
     p.add_argument("--runtime", default="", help="as for migrate: which runtime where a target offers several")
     user_model_args(p)
-    for target in all_targets():
+    for target in target_flags():
         target.add_cli_options(p)
     p.add_argument("--attack", default="all", help=f"{', '.join(ATTACKS)} (comma-separated, or all; default: all)")
     p.add_argument("--eps", default=",".join(f"{e:g}" for e in DEFAULT_EPS),
@@ -126,7 +126,7 @@ def request_from_args(args: Any) -> RobustnessRequest:
 
     migrate = MigrateRequest(
         model=args.model, frameworks=(args.framework,), formats=(args.format,), quantize=(args.quantize,),
-        targets=(args.target,), target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))},
+        targets=(args.target,), target_options={t.name: o for t in target_flags() if (o := t.options_from_cli(args))},
         runtimes=(args.runtime,) if args.runtime else (), data_dir=args.data_dir, epochs=args.epochs,
         threads=args.threads, timeout_s=args.timeout, run_id=args.run_id, fresh=args.fresh, **user_model_fields(args))
     return RobustnessRequest(migrate, attacks=tuple(a.strip() for a in args.attack.split(",") if a.strip()),

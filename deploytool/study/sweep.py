@@ -41,7 +41,7 @@ from deploytool.study.sweep_measure import PointBudget
 from deploytool.study.sweep_report import sections
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.study.sweep_worker import TF_FORMATS
-from deploytool.targets import Position, RunSettings, all_targets, expand, get_target
+from deploytool.targets import Position, RunSettings, expand, get_target, target_flags
 from deploytool.train import train
 from deploytool.workspace import Workspace
 
@@ -202,7 +202,7 @@ def add_cli(p: argparse.ArgumentParser) -> None:
                    help="train on the first N training images (default 2000; 0 = all)")
     p.add_argument("--target-accuracy", type=float, default=None,
                    help="report the epochs (and seconds) each training point needs to reach this test accuracy")
-    for t in all_targets():
+    for t in target_flags():
         t.add_cli_options(p)  # --backend (web), --device/--delegate (android)
     # The web sweep covers the CPU-side backends by default; webgpu is asked for (`--backend all` or
     # `wasm,cpu,webgl,webgpu`): on a software adapter (SwiftShader) one of its points takes minutes.
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         raise UnknownOption("--samples must be >= 1 and --max-seconds > 0")
     req = MigrateRequest(model=args.model, frameworks=(args.framework,), formats=("all",), quantize=("none",),
                          targets=(args.target,), data_dir=args.data_dir, epochs=args.epochs,
-                         target_options={t.name: o for t in all_targets() if (o := t.options_from_cli(args))})
+                         target_options={t.name: o for t in target_flags() if (o := t.options_from_cli(args))})
     budget = PointBudget(min_samples=args.samples, max_seconds=args.max_seconds)
     out = sweep(req, flags, tuple(r.strip() for r in args.runtimes.split(",") if r.strip()), args.part, budget,
                 workspace=args.workspace, db=args.db, run_id=args.run_id, fresh=args.fresh,

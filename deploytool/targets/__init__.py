@@ -9,6 +9,7 @@ from __future__ import annotations
 from deploytool.errors import UnknownOption
 from deploytool.registry import PLUGINS_ENV, Registry, load_plugins
 from deploytool.targets.base import NoOptions, Position, Preflight, RunSettings, Target, TargetOptions, expand
+from deploytool.targets.flags import AndroidFlags, HostFlags, PcFlags, TargetFlags, WebFlags
 
 TARGETS: Registry[Target] = Registry("target")
 
@@ -37,6 +38,10 @@ def _android() -> Target:
     return AndroidTarget()
 
 
+# What the command line needs of a built-in target before it is loaded: its flags and whether --target offers it
+# (flags.py). Its class inherits the same flags, so the two cannot differ.
+_DECLARED: dict[str, TargetFlags] = {f.name: f for f in (PcFlags(), HostFlags(), WebFlags(), AndroidFlags())}
+
 for _name, _make in (("pc", _pc), ("host", _host), ("web", _web), ("android", _android)):
     TARGETS.lazy(_name, _make)
 
@@ -63,8 +68,15 @@ def get_target(name: str) -> Target:
 
 
 def selectable() -> list[str]:
-    """The targets `--target` offers, in order."""
-    return [n for n in names() if get_target(n).selectable]
+    """The targets `--target` offers, in order (a built-in target not loaded yet stays so)."""
+    return [t.name for t in target_flags() if t.selectable]
+
+
+def target_flags() -> list[TargetFlags]:
+    """Every target's command-line flags, in order: a built-in target not loaded yet by its declaration
+    (flags.py), so that building and reading the command line loads no browser or phone machinery; any other
+    target (a plugin's, a test's, a built-in one replaced) itself."""
+    return [_DECLARED[n] if n in _DECLARED and TARGETS.is_lazy(n) else get_target(n) for n in names()]
 
 
 def all_targets() -> list[Target]:
@@ -72,4 +84,4 @@ def all_targets() -> list[Target]:
 
 
 __all__ = ["PLUGINS_ENV", "TARGETS", "NoOptions", "Position", "Preflight", "RunSettings", "Target", "TargetOptions", "all_targets",
-           "expand", "get_target", "load_plugins", "names", "register", "selectable", "unregister"]
+           "expand", "get_target", "load_plugins", "names", "register", "selectable", "target_flags", "unregister"]

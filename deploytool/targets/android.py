@@ -6,7 +6,6 @@ model and ABI, and the driver resolves the selectors from those facts."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ from typing import Any
 from deploytool.devices import selectors
 from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
+from deploytool.targets.flags import DELEGATES, AndroidFlags
 
-DELEGATES = ("cpu", "xnnpack", "gpu", "nnapi")
 
 
 @dataclass(frozen=True)
@@ -34,27 +33,10 @@ class AndroidOptions(TargetOptions):
             object.__setattr__(self, "benchmark_binary", str(Path(self.benchmark_binary).expanduser().absolute()))
 
 
-class AndroidTarget(Target[AndroidOptions]):
-    name = "android"
+class AndroidTarget(AndroidFlags, Target[AndroidOptions]):  # its name and flags: flags.AndroidFlags
     label = "Android over ADB"
     Options = AndroidOptions
     threads_on_worker = False
-
-    def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--device", action="append", default=[],
-                            help="android: a serial, model:MODEL, abi:ABI or every (repeatable); "
-                                 "default $ANDROID_SERIAL or every ready device")
-        parser.add_argument("--delegate", default="cpu", help=f"android: {', '.join(DELEGATES)} (default: cpu)")
-        parser.add_argument("--benchmark-model", type=Path, default=None,
-                            help="android: TFLite's benchmark_model for the device's ABI (or $DEPLOYTOOL_BENCHMARK_MODEL)")
-
-    def flags_given(self, args: argparse.Namespace) -> list[str]:
-        return [f for f, given in (("--device", getattr(args, "device", None)),
-                                   ("--benchmark-model", getattr(args, "benchmark_model", None))) if given]
-
-    def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"devices": tuple(args.device), "delegate": args.delegate,
-                "benchmark_binary": str(args.benchmark_model) if args.benchmark_model else None}
 
     def positions(self, options: AndroidOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
         return [Position(device=d, backend=options.delegate) for d in preflight.devices]

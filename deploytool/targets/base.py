@@ -10,7 +10,6 @@ label and how a failing row is reproduced. Nothing outside `targets/`, `runtimes
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, ClassVar, ContextManager, Generic, Iterable, TypeVar
 
 from deploytool.errors import UnknownOption
 from deploytool.runtimes import formats_on
+from deploytool.targets.flags import TargetFlags
 
 
 class TargetOptions:
@@ -76,14 +76,13 @@ class Preflight:
 OptionsT = TypeVar("OptionsT", bound=TargetOptions)
 
 
-class Target(Generic[OptionsT]):
+class Target(TargetFlags, Generic[OptionsT]):
     """Subclass per target module, generic in its options (`class WebTarget(Target[WebOptions])`, with `Options =
     WebOptions`); register an instance with `deploytool.targets.register`."""
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""  # for people: "headless Chromium"
     Options: type[OptionsT] = NoOptions  # type: ignore[assignment]  # a target without options: NoOptions
-    selectable: ClassVar[bool] = True  # offered to --target (the PC baseline is not)
     # A failing row's bug bundle reproducer runs the model in a host runtime; on the host target that *is*
     # the runtime that failed, so the reproducer judges the row itself (exit code 1 when it reproduces).
     judges_itself: ClassVar[bool] = False
@@ -94,17 +93,6 @@ class Target(Generic[OptionsT]):
     # -- options ---------------------------------------------------------------
     def options(self, values: dict[str, Any] | None = None) -> OptionsT:
         return self.Options.from_dict(values, self.name)  # type: ignore[return-value]  # from_dict makes an Options
-
-    def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
-        """Flags this target adds to `deploytool migrate`."""
-
-    def flags_given(self, args: argparse.Namespace) -> list[str]:
-        """This target's own flags the user gave (a flag of a target not asked for is a mistake)."""
-        return []
-
-    def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
-        """This target's options from parsed flags (only what the user can set)."""
-        return {}
 
     # -- the matrix ------------------------------------------------------------
     def formats(self) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from deploytool.targets.base import NoOptions, Preflight, Target
+from deploytool.targets.flags import HostFlags
 
 # How a host row's latency is measured enters every host row's identity: rows stored before it was timed against
 # the PC baseline in alternating blocks (issue 25) are measured again, their accuracy and outputs unchanged. v2: the
@@ -13,8 +14,7 @@ from deploytool.targets.base import NoOptions, Preflight, Target
 LATENCY_MEASURED = "paired-with-baseline-v2"
 
 
-class HostTarget(Target[NoOptions]):
-    name = "host"
+class HostTarget(HostFlags, Target[NoOptions]):
     label = "this machine's CPU"
     judges_itself = True
 

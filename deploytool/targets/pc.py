@@ -5,9 +5,8 @@ target is compared with, so `--target` does not offer it."""
 from __future__ import annotations
 
 from deploytool.targets.base import NoOptions, Target
+from deploytool.targets.flags import PcFlags
 
 
-class PcTarget(Target[NoOptions]):
-    name = "pc"
+class PcTarget(PcFlags, Target[NoOptions]):  # its name, and not offered to --target: flags.PcFlags
     label = "the PC baseline"
-    selectable = False

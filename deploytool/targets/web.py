@@ -10,17 +10,16 @@ fresh browser context."""
 
 from __future__ import annotations
 
-import argparse
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from deploytool.errors import UnknownOption
 from deploytool.devices.browser import chromium_build, find_chromium
 from deploytool.devices.web_harness import check_harness
 from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions, expand
+from deploytool.targets.flags import WebFlags
 
 # a backend word may name the library whose rows it widens: tfjs:<backend> (TF.js graphs), ort:<backend> (ONNX)
 LIBRARIES = {"tfjs": "tfjs_graph", "ort": "onnx"}
@@ -52,24 +51,9 @@ class WebOptions(TargetOptions):
         return any(w.rpartition(":")[2] == "webgpu" for w in self.backends)
 
 
-class WebTarget(Target[WebOptions]):
-    name = "web"
+class WebTarget(WebFlags, Target[WebOptions]):  # its name and flags: flags.WebFlags
     label = "headless Chromium"
     Options = WebOptions
-
-    def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--backend", default=None,
-                            help=f"web: backends {', '.join(BACKENDS)} (TF.js: all of them; onnxruntime-web: "
-                                 f"{', '.join(FORMAT_BACKENDS['onnx'])}; tfjs-tflite: wasm), or one library's: "
-                                 "tfjs:webgpu, ort:webgpu (comma-separated or all; default: wasm)")
-
-    def options_from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
-        if args.backend is not None and not args.backend.strip():
-            raise UnknownOption("--backend is empty; name a backend (wasm, cpu, webgl, webgpu) or leave the flag out")
-        return {"backends": (args.backend,)} if args.backend is not None else {}
-
-    def flags_given(self, args: argparse.Namespace) -> list[str]:
-        return ["--backend"] if getattr(args, "backend", None) is not None else []
 
     def positions(self, options: WebOptions, preflight: Preflight, artifact_format: str) -> list[Position]:
         return [Position(backend=b) for b in backends_for(options.backends, artifact_format)]

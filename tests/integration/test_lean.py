@@ -123,3 +123,29 @@ def test_a_rerun_of_a_finished_run_measures_nothing_and_leaves_its_record_as_it_
     assert again.run_id == first.run_id and again.reused == 1 and counted == ["onnxruntime"]
     assert recorded is not None and store.get_run(first.run_id) == recorded and recorded.status == "complete"
     assert [r.to_json() for r in again.results] == [r.to_json() for r in first.results]
+
+
+def test_a_user_models_migrate_that_measures_nothing_new_loads_no_browser_phone_zoo_or_worker(user_onnx, tmp_path):
+    """bench/bench_user_onnx.py's run (issue 37, start-up): a user's ONNX with its .npz on the host, its row the
+    baseline's own, run again with --fresh. The command line reads the web and Android flags from their
+    declarations (targets/flags.py), a user's model needs no zoo, and a run that measures nothing new starts no
+    worker: none of their modules is imported."""
+    import subprocess
+    import sys
+
+    model, npz = user_onnx
+    argv = ["migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--target", "host",
+            "--format", "onnx", "--quantize", "none", "--workspace", str(tmp_path / "ws"), "--quiet",
+            "--latency-samples", "5", "--warmup", "1"]
+    code = ("import sys, contextlib, io; from deploytool.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): rc = main(sys.argv[1:])\n"
+            "print(rc, *sorted(m for m in sys.modules if m.startswith(('deploytool.', 'multiprocessing'))))")
+    first = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert first.stdout.split()[:1] == ["0"], first.stderr[-2000:]  # the baseline measured and stored
+    again = subprocess.run([sys.executable, "-c", code, *argv, "--fresh"], capture_output=True, text=True, timeout=300)
+    rc, *loaded = again.stdout.split()
+    assert rc == "0", again.stderr[-2000:]
+    for machinery in ("deploytool.targets.web", "deploytool.targets.android", "deploytool.devices.adb",
+                      "deploytool.zoo", "deploytool.lab", "deploytool.proc.worker", "multiprocessing"):
+        assert machinery not in loaded, (machinery, loaded)
+    assert {"deploytool.targets.host", "deploytool.report.html", "deploytool.run.runner"} <= set(loaded)
