@@ -80,7 +80,7 @@ class Target(TargetFlags, Generic[OptionsT]):
     """Subclass per target module, generic in its options (`class WebTarget(Target[WebOptions])`, with `Options =
     WebOptions`); register an instance with `deploytool.targets.register`."""
 
-    name: ClassVar[str] = ""
+    # `name` and `selectable` come with its flags (targets/flags.TargetFlags)
     label: ClassVar[str] = ""  # for people: "headless Chromium"
     Options: type[OptionsT] = NoOptions  # type: ignore[assignment]  # a target without options: NoOptions
     # A failing row's bug bundle reproducer runs the model in a host runtime; on the host target that *is*
