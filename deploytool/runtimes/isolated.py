@@ -236,14 +236,19 @@ class RuntimeWorkers:
         self._on_disk[id(inputs)] = (inputs, disk)
         return disk
 
+    def _add(self, key: str, refs: tuple[str, ...], preload: tuple[str, ...]) -> Worker:
+        """A new worker under `key` that loads the runtime classes `refs` (not started yet)."""
+        # multiprocessing and the forkserver load when a row first needs a worker: a run whose rows are all
+        # stored, and every command that measures nothing, start none (bench/bench_user_onnx.py)
+        from deploytool.proc.worker import Worker
+
+        self._workers[key] = Worker(_init_worker, refs, env=RUNTIME_WORKER_ENV, preload=preload)
+        self.started += 1
+        return self._workers[key]
+
     def _worker(self, ref: str) -> Worker:
         if ref not in self._workers:
-            # multiprocessing and the forkserver load when a row first needs a worker: a run whose rows are all
-            # stored, and every command that measures nothing, start none (bench/bench_user_onnx.py)
-            from deploytool.proc.worker import Worker
-
-            self._workers[ref] = Worker(_init_worker, (ref,), env=RUNTIME_WORKER_ENV, preload=_class(ref).preload)
-            self.started += 1
+            self._add(ref, (ref,), _class(ref).preload)
         return self._workers[ref]
 
     def warm(self, cls: type[Runtime]) -> None:
@@ -261,11 +266,7 @@ class RuntimeWorkers:
         if key not in self._workers:
             also = tuple(dict.fromkeys(_ref(c) for c in targets if c is not ref_cls))
             preload = (*ref_cls.preload, *(p for c in targets for p in c.preload))
-            from deploytool.proc.worker import Worker
-
-            self._workers[key] = Worker(_init_worker, (_ref(ref_cls), *also), env=RUNTIME_WORKER_ENV, preload=preload)
-            self.started += 1
-            self._workers[key].start()
+            self._add(key, (_ref(ref_cls), *also), preload).start()
 
     def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Iterable, Sequence
 
 from deploytool.provenance import host_name
 from deploytool.result import SCHEMA_VERSION, Result
@@ -203,6 +203,16 @@ def result_of_row(row: dict[str, Any]) -> Result:
     # a row an older version wrote: flat metrics and a details bag, upgraded on read
     return Result.from_json({**base, "schema": 1, "metrics": _read_metrics(details.pop("metrics", {})),
                              "details": details})
+
+
+def latest_results(order: Sequence[tuple[str, int]],
+                   read: Callable[[list[int]], Iterable[dict[str, Any]]]) -> dict[str, Result]:
+    """A store's history: each combination's latest measured result. `order` is (combo_key, id) of every candidate
+    row, oldest first (by when it was measured: an upsert keeps a row's id); `read(ids)` reads those rows whole.
+    Only the latest row of each combination is read and parsed, however many runs measured it."""
+    latest = {key: row_id for key, row_id in order}
+    found = {r["combo_key"]: result_of_row(r) for r in read(list(latest.values()))} if latest else {}
+    return {key: found[key] for key in dict.fromkeys(key for key, _ in order)}
 
 
 def point_row(run_id: str, study: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:

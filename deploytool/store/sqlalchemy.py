@@ -246,14 +246,12 @@ class SqlAlchemyStore:
         t = self.results
         with self._errors("cannot read the history from"), self.engine.connect() as c:
             # Latest by the time it was measured: an upsert keeps a row's id, so the id alone is first-insert order.
-            # Which row that is comes from two columns; only those rows are read whole (sqlite.py's history).
+            # Which row that is comes from two columns; only those rows are read whole (rows.latest_results).
             order = c.execute(sa.select(t.c.combo_key, t.c.id).where(sa.and_(
                 t.c.model == model, t.c.combo_key.in_(keys), t.c.run_id != before_run, t.c.status == "measured"))
                 .order_by(t.c.created_at, t.c.id)).all()
-            latest = list({k: i for k, i in order}.values())
-            found = c.execute(sa.select(t).where(t.c.id.in_(latest))).mappings().all() if latest else []
-        out = {r["combo_key"]: rows.result_of_row(dict(r)) for r in found}
-        return {k: out[k] for k in dict.fromkeys(k for k, _ in order)}
+            return rows.latest_results([(k, i) for k, i in order], lambda ids: [
+                dict(r) for r in c.execute(sa.select(t).where(t.c.id.in_(ids))).mappings().all()])
 
     # study points -------------------------------------------------------
     def save_point(self, run_id: str, study: str, key: str, payload: dict[str, Any]) -> None:

@@ -211,16 +211,13 @@ class SqliteStore:
         """The latest measured result of each combination in earlier runs (for regression flags)."""
         keys = list(combo_keys)
         with self._read("cannot read the history from") as c:
-            # which row is each combination's latest, from two columns; then only those rows, read whole: a model
-            # measured every night for a year parses one row per combination, not one per night
+            # which row is each combination's latest, from two columns; then only those rows, read whole
             order = c.execute(f"SELECT combo_key, id FROM results WHERE model = ? AND combo_key IN "
                               f"({', '.join('?' for _ in keys)}) AND run_id != ? AND status = 'measured' "
                               "ORDER BY created_at, id", (model, *keys, before_run)).fetchall()
-            latest = list({k: i for k, i in order}.values())
-            found = c.execute(f"SELECT * FROM results WHERE id IN ({', '.join('?' for _ in latest)})",
-                              latest).fetchall() if latest else []
-        out = {r["combo_key"]: rows.result_of_row(self._row("results", r)) for r in found}
-        return {k: out[k] for k in dict.fromkeys(k for k, _ in order)}
+            return rows.latest_results([(k, i) for k, i in order], lambda ids: [
+                self._row("results", r) for r in c.execute(
+                    f"SELECT * FROM results WHERE id IN ({', '.join('?' for _ in ids)})", ids).fetchall()])
 
     # study points -------------------------------------------------------
     def save_point(self, run_id: str, study: str, key: str, payload: dict[str, Any]) -> None:
