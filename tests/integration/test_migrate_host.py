@@ -40,9 +40,10 @@ def host_run(lenet5_workspace, keep_conversions):
 def paired_run(lenet5_workspace, host_run):
     """Issue 25's full pairing on the ONNX rows of both frameworks (six rows host_run converted): 300 latency
     samples, so 20 to 60 alternating blocks, more while too few are quiet against the reference's floor, and the
-    rows whose timing never saw the machine quiet timed again (runner.pair_again). Timing all 20 rows this way took
-    the host matrix 50 s longer (39 pairings of 1.3 s each: the Keras baseline's 0.4-0.9 ms per call sets a
-    block's length) and tested nothing more: the pairing is the same code for every runtime."""
+    rows whose timing never saw the machine quiet timed again (runner.pair_again). Timing all 20 rows this way made
+    the host matrix take 79 s where both fixtures take 44 s (39 pairings of 1.3 s each: the Keras baseline's
+    0.4-0.9 ms per call sets a block's length), and tested nothing more: the pairing is the same code for every
+    runtime."""
     from deploytool.migrate import MigrateRequest, migrate
 
     ws, *_ = lenet5_workspace
