@@ -28,18 +28,21 @@ from deploytool import convert, zoo
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.bugs.bundle import bundle_row
 from deploytool.bugs.upstream import write_finding
-from deploytool.convert.lanes import ConversionLanes
+from deploytool.convert.lanes import ConversionLanes, made_once
 from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
 from deploytool.proc.quiet import import_tensorflow
+from deploytool.provenance import package_version
 from deploytool.result import Combo, Result
 from deploytool.run import stored
 from deploytool.run.context import RunContext
+from deploytool.run.runner import artifact_dir
 from deploytool.runtimes import make_runtime, runtimes_for
 from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import all_targets, get_target
 from deploytool.train.fit import export_torch
+from deploytool.workspace import stable_hash
 from deploytool.zoo.plans import BasicBlock, Flatten
 
 SAMPLES = 32
@@ -122,8 +125,11 @@ class _Source:
     def points(self) -> list[Point]:
         return [Point(name, type(op).__name__) for name, (_, op) in self._ops.items()]
 
-    def cut(self, point: Point, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
-        """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x."""
+    def cut(self, point: Point, out_dir: Path, x: np.ndarray, kept: Path | None = None) -> tuple[Artifact, np.ndarray]:
+        """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x. With
+        `kept` (the workspace's cached cut, _kept_cut), the file saved there once is copied instead of saving the
+        cut again: its bytes, and so the key of its cached conversions, stay the same from one run to the next (a
+        saved .keras file records when it was saved)."""
         index, op = self._ops[point.name]
         out_dir.mkdir(parents=True, exist_ok=True)
         if self.framework == "keras":
@@ -131,7 +137,7 @@ class _Source:
 
             sub = keras.Model(self.model.inputs, self.model.get_layer(_keras_layer_name(op)).output)
             path = out_dir / "cut.keras"
-            sub.save(path)
+            save: Callable[[Path], None] = sub.save
             ref = np.asarray(sub(x, training=False), np.float32)  # a few samples: no predict() loop to retrace
         else:
             import torch
@@ -139,17 +145,51 @@ class _Source:
             from deploytool.zoo.torch_models import ZooNet  # imports torch, like the line above
 
             children = list(self.model.named_children())[: index + 1]
-            sub = ZooNet(self.spec.architecture, self.spec.hwc, OrderedDict(children)).eval()
+            tsub = ZooNet(self.spec.architecture, self.spec.hwc, OrderedDict(children)).eval()
             path = out_dir / "cut.pt2"
-            export_torch(sub, tuple(self.artifact.input_shape), path)
+            save = lambda p: export_torch(tsub, tuple(self.artifact.input_shape), p)
             with torch.inference_mode():
-                ref = sub(torch.from_numpy(x)).numpy().astype(np.float32)
+                ref = tsub(torch.from_numpy(x)).numpy().astype(np.float32)
         ref = ref.reshape(len(x), -1)
-        art = Artifact(path=path, format=self.framework, framework=self.framework, layout=self.artifact.layout,
-                       input_shape=tuple(self.artifact.input_shape), num_outputs=int(ref.shape[1]),
-                       converter=f"deploytool.localize cut after {op.name}", sha256=content_hash(path),
-                       size_bytes=size_on_disk(path))
-        return art, ref
+
+        def artifact(file: Path) -> Artifact:
+            return Artifact(path=file, format=self.framework, framework=self.framework, layout=self.artifact.layout,
+                            input_shape=tuple(self.artifact.input_shape), num_outputs=int(ref.shape[1]),
+                            converter=f"deploytool.localize cut after {op.name}", sha256=content_hash(file),
+                            size_bytes=size_on_disk(file))
+
+        if kept is None:
+            save(path)
+            return artifact(path), ref
+
+        def made() -> Artifact:
+            art = artifact(_saved(save, kept / path.name))
+            art.save(kept / "artifact.json")
+            return art
+
+        shutil.copy2(made_once(kept, made).path, path)
+        return artifact(path), ref
+
+
+def _saved(save: Callable[[Path], None], path: Path) -> Path:
+    save(path)
+    return path
+
+
+# What a cut of a zoo model holds besides its source's bytes and the op it ends at: the code that cuts and saves it
+# (these files, read as bytes) and the framework that saves it. An edit to either cuts again.
+_CUT_CODE = (Path(__file__), Path(zoo.__file__).with_name("torch_models.py"))
+
+
+def _kept_cut(ctx: RunContext, source: Artifact, point: Point) -> Path:
+    """Where the workspace keeps the cut of `source` after `point` (beside the run's converted artifacts, so a
+    second localize of the same model, or another of its rows, cuts nothing and converts nothing again)."""
+    import hashlib
+
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in _CUT_CODE)).hexdigest()
+    return ctx.ws.artifact_dir(stable_hash({"cut_of": source.sha256, "after": point.name, "code": code,
+                                            "framework": source.framework,
+                                            "versions": {p: package_version(p) for p in ("keras", "torch")}}))
 
 
 def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
@@ -182,7 +222,10 @@ def _measure_cut(ctx: RunContext, converter: convert.Converter, c: Combo, cut: t
     saved in its folder."""
     cut_dir, art, ref, conv_dir, _ = cut
     try:
-        converted = converter.convert(art, c.format, c.quantize, conv_dir, calib)
+        meta = conv_dir / "artifact.json"  # converted by an earlier localize, or queued now (staged)
+        converted = Artifact.load(meta) if meta.exists() else converter.convert(art, c.format, c.quantize, conv_dir,
+                                                                               calib)
+        shutil.copytree(conv_dir, cut_dir / "converted")  # the bundle's minimal cut holds what the target ran
         out = _run(ctx, c.target, converted, c, x)
         entry.rel_error, order = aligned_rel_error(out, ref)
         if entry.rel_error > threshold:
@@ -224,10 +267,14 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
         """Cut n saved, with its conversion queued; or the error of cutting it, raised when its turn comes."""
         try:
             cut_dir = work / f"{n:02d}-{safe_name(points[n].name)}"
-            art, ref = source.cut(points[n], cut_dir / "source", x)
-            conv_dir = cut_dir / "converted"
-            conv_dir.mkdir()
-            job = prefetch(art, c.format, c.quantize, conv_dir, calib) if prefetch is not None else None
+            if isinstance(source, _Source):
+                art, ref = source.cut(points[n], cut_dir / "source", x, _kept_cut(ctx, source.artifact, points[n]))
+            else:
+                art, ref = source.cut(points[n], cut_dir / "source", x)
+            # converted once per workspace, where the run's own conversions are cached (keyed by the cut's bytes)
+            conv_dir = artifact_dir(ctx, art, c)
+            cached = (conv_dir / "artifact.json").exists()
+            job = prefetch(art, c.format, c.quantize, conv_dir, calib) if prefetch is not None and not cached else None
             return cut_dir, art, ref, conv_dir, job
         except Exception as e:
             return e

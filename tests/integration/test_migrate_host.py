@@ -324,8 +324,14 @@ def test_the_real_report_opens_in_chromium_with_table_plots_and_gallery(host_run
             browser.close()
 
 
-def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(lenet5_workspace):
-    """The bundle-test row fails only by a strict tolerance: no single layer breaks, and localize says so."""
+def _conversions_logged(ws, run_id: str) -> int:
+    return sum(p.read_text().count("--- convert ") for p in (ws.root / "logs").glob(f"convert*-localize-{run_id}.log"))
+
+
+def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(lenet5_workspace, keep_conversions):
+    """The bundle-test row fails only by a strict tolerance: no single layer breaks, and localize says so. Localized
+    again, it cuts and converts nothing: the workspace keeps each cut and its conversion (keyed by the source's
+    bytes, the op and the cutting code; by the cut's bytes, format, quantization and converter versions)."""
     from deploytool.errors import UnknownOption
     from deploytool.localize import localize_run
     from deploytool.store import SqlAlchemyStore
@@ -340,6 +346,11 @@ def test_localize_a_row_whose_error_builds_up_and_refuse_a_run_without_failures(
     assert [c.layer for c in loc.cuts] == ["conv1", "relu1", "pool1", "conv2", "relu2", "pool2", "fc1", "relu3",
                                            "fc2", "relu4", "fc3"]
     assert all(c.rel_error is not None and 0 < c.rel_error < 0.25 for c in loc.cuts) and "builds up" in loc.verdict
+    converted = _conversions_logged(ws, "bundle-test")
+    ((_, again),) = localize_run(run, store, ws, log=lambda s: None)
+    assert _conversions_logged(ws, "bundle-test") == converted  # every cut's conversion found in the workspace
+    assert [(c.layer, c.status, c.rel_error) for c in again.cuts] == [(c.layer, c.status, c.rel_error) for c in loc.cuts]
+    keep_conversions(ws)  # and the next session's workspace starts with them (conftest.py)
     from deploytool.migrate import MigrateRequest, migrate
 
     migrate(MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tflite",), quantize=("none",),

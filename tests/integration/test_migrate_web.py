@@ -141,7 +141,7 @@ def test_the_demos_findings_are_confirmed_by_their_bare_reproducers(web_run, len
     assert len(mine) == 2 and all(f.state == "confirmed" for f in mine), [(f.title, f.state) for f in mine]
 
 
-def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lenet5_workspace):
+def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lenet5_workspace, keep_conversions):
     """Both known tfjs-tflite findings come down to the first Dense layer (FULLY_CONNECTED with
     dynamic-range weights): one cannot be loaded, the other computes wrongly in the browser while
     LiteRT on the host computes the same file right."""
@@ -180,6 +180,7 @@ def test_localize_names_the_layer_and_tells_runtime_from_converter(web_run, lene
         folder = ws.root / "findings" / f.id
         issue = (folder / "issue.md").read_text()
         assert f"{f.owner}/issues/new" in issue and "## Minimal model" in issue and (folder / "minimal").is_dir()
+    keep_conversions(ws)  # the cuts and their conversions too: the next session's localize converts none of them
 
 
 def test_running_again_counts_the_same_bugs_instead_of_filing_new_ones(web_run, lenet5_workspace, capsys):
