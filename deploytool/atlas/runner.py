@@ -21,6 +21,7 @@ from deploytool.migrate import MigrateRequest, migrate
 from deploytool.runtimes.isolated import runtime_workers
 from deploytool.runtimes.web_session import web_session
 from deploytool.convert.lanes import shared_converters
+from deploytool.data.check import PIXELS_UNDER_SCALE_1
 from deploytool.workspace import Workspace
 
 # the quick tier times few samples: its latencies say which route is slow, not by how much to the percent
@@ -85,7 +86,7 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
                 entry.error = built
             else:
                 entry.built = built.to_json()
-                _migrate(entry, built, req, ws, db_url, log, progress)
+                _migrate(entry, built, req, ws, db_url, log, progress, arch.pixels)
             log(f"atlas: {name}: " + (f"run {entry.run_id} ({entry.seconds:.0f} s)" if entry.run_id else entry.error))
             entries.append(entry)
             _save(ws, req, merged(last, entries))  # after each architecture: an interrupted atlas keeps them
@@ -100,8 +101,20 @@ def run_atlas(req: AtlasRequest, workspace: str | Path | None = None, db_url: st
     return outcome
 
 
+def data_warning(pixels: str, log: Callable[[str], None]) -> Callable[[str], None]:
+    """What the atlas does with a test set's preprocessing warning (deploytool.data.check): logs it, indented, but
+    the one about 0-255 pixels under --scale 1 when the architecture takes 0-255 pixels by design (its model
+    rescales inside itself): there the warning meant for a user's data would be wrong."""
+
+    def warn(line: str) -> None:
+        if not (pixels == "0-255" and line.startswith(PIXELS_UNDER_SCALE_1)):
+            log(f"  {line}")
+
+    return warn
+
+
 def _migrate(entry: AtlasEntry, built: Built, req: AtlasRequest, ws: Workspace, db_url: str | None,
-             log: Callable[[str], None], progress: bool) -> None:
+             log: Callable[[str], None], progress: bool, pixels: str = "normalised") -> None:
     quick = req.tier == "quick"
     mreq = MigrateRequest(
         model=str(built.model), test_npz=built.data, frameworks=("all",), formats=req.formats, quantize=req.quantize,
@@ -111,7 +124,7 @@ def _migrate(entry: AtlasEntry, built: Built, req: AtlasRequest, ws: Workspace, 
         timeout_s=req.timeout_s, fresh=req.fresh, random_weights=True)  # built with random weights
     t = time.perf_counter()
     try:
-        out = migrate(mreq, ws.root, db_url, progress=progress, log=log, warn=lambda line: log(f"  {line}"))
+        out = migrate(mreq, ws.root, db_url, progress=progress, log=log, warn=data_warning(pixels, log))
         entry.run_id = out.run_id
     except KeyboardInterrupt:
         raise

@@ -17,6 +17,9 @@ FAR_MEAN_STDS = 2.0  # a channel whose mean after scaling is this many declared 
 UNIT_SPREAD = 3.0  # after mean/std, values spread this much more than ~1: not what a model was trained on
 BGR_MARGIN = 0.1  # reversed channel means closer to the declared ones by this much (in declared stds, summed)
 SMOOTHER = 0.75  # another memory layout whose images are this much smoother than the given one
+# How the warning about 0-255 pixels under --scale 1 begins: a caller that knows its model rescales inside itself
+# (deploytool.atlas: keras.applications' EfficientNets) leaves that one out.
+PIXELS_UNDER_SCALE_1 = "the test set holds pixels "
 
 
 def channel_stats(x: np.ndarray, p: Preprocess) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +56,7 @@ def preprocessing_warnings(x: np.ndarray, p: Preprocess) -> list[str]:
     out = []
     if p.scale == 1 and 0 <= lo and 1.5 < hi <= 255 and (np.abs(z_mean).max() > UNIT_SPREAD
                                                           or z_spread.max() > UNIT_SPREAD):
-        out.append(f"the test set holds pixels {lo:g}..{hi:g} but --scale is 1: after mean/std they average "
+        out.append(f"{PIXELS_UNDER_SCALE_1}{lo:g}..{hi:g} but --scale is 1: after mean/std they average "
                    f"{_list(z_mean)} with spread {_list(z_spread)}, far from the ~0 and ~1 a model is trained on; "
                    "if the model expects 0..1 pass --scale 0.00392156862745098 (1/255), if it rescales inside "
                    "itself ignore this")

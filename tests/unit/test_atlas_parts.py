@@ -183,3 +183,26 @@ def test_torchvision_is_imported_only_past_its_missing_extension():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             offenders += [f"{fn.name}: {n}" for n in names if n.split(".")[0] == "torchvision"]
     assert offenders == []
+
+
+def test_the_0_255_warning_is_left_out_only_for_an_architecture_that_rescales_itself():
+    """An atlas architecture whose model rescales inside itself (pixels "0-255": keras.applications' EfficientNets)
+    is given 0-255 pixels under --scale 1 by design: the warning meant for a user's data is not logged for it; its
+    other warnings are, and an architecture of normalised pixels gets every warning."""
+    import numpy as np
+
+    from deploytool.atlas.runner import data_warning
+    from deploytool.data.check import preprocessing_warnings
+    from deploytool.spec import Preprocess
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (64, 8, 8, 3)).astype(np.float32)
+    x[..., 0] *= 0.2  # a dark red channel, declared as a dark blue one: a BGR warning too
+    warnings = preprocessing_warnings(x, Preprocess(1.0, (127.5, 127.5, 25.5), (1.0, 1.0, 1.0)))
+    assert any(w.startswith("the test set holds pixels 0..") for w in warnings) and len(warnings) >= 2, warnings
+    for pixels, kept in (("0-255", [w for w in warnings if "--scale is 1" not in w]), ("normalised", warnings)):
+        logged: list[str] = []
+        warn = data_warning(pixels, logged.append)
+        for w in warnings:
+            warn(w)
+        assert logged == [f"  {w}" for w in kept], (pixels, logged)
