@@ -43,7 +43,7 @@ from deploytool.run.runner import (
     runtimes_ahead,
 )
 from deploytool.runtimes import check_runtime_names, runtimes_for
-from deploytool.runtimes.isolated import runtime_workers, warm_pairing, warm_workers
+from deploytool.runtimes.isolated import log_runtime_workers, runtime_workers, warm_pairing, warm_workers
 from deploytool.store import ResultStore, open_store
 from deploytool.targets import expand, get_target, selectable
 from deploytool.workspace import Workspace, check_name, stable_hash
@@ -220,6 +220,7 @@ class _Run:
                      f"running the other {len(todo)}")
         bar = _progress(todo, ctx.progress)
         converter = ConversionLanes(ctx.ws.root / "logs", run_id, ctx.req.timeout_s)
+        log_runtime_workers(ctx.ws.root / "logs" / f"runtime-{run_id}.log")  # their native output, as conversions'
         try:
             with ctx.sessions():  # what each target's rows share (one browser, the runtimes' workers)
                 in_runtimes, converting = self._measure_rows(converter, todo, bar, run_id, keys)

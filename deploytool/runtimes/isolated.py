@@ -220,6 +220,15 @@ class RuntimeWorkers:
         # large test sets written once for the run's rows (deploytool.data.ondisk): id -> (the array, its file)
         self._on_disk: dict[int, tuple[np.ndarray, OnDisk]] = {}
         self._scratch: Path | None = None
+        self._log: Path | None = None  # where the workers' own output goes (relog); None: this process's
+
+    def relog(self, log_path: Path) -> None:
+        """Send every worker's stdout and stderr (native libraries' too: LiteRT's "Created TensorFlow Lite XNNPACK
+        delegate" on every interpreter) to `log_path` from now on, this run's log, not the user's terminal; a
+        worker that crashes leaves its last lines there."""
+        self._log = Path(log_path)
+        for worker in self._workers.values():
+            worker.relog(self._log)
 
     def sendable(self, inputs: Batch) -> Any:
         """What goes to a worker for `inputs`: the array itself, or, past STREAM_BYTES, the array as a file the
@@ -242,7 +251,7 @@ class RuntimeWorkers:
         # stored, and every command that measures nothing, start none (bench/bench_user_onnx.py)
         from deploytool.proc.worker import Worker
 
-        self._workers[key] = Worker(_init_worker, refs, env=RUNTIME_WORKER_ENV, preload=preload)
+        self._workers[key] = Worker(_init_worker, refs, log_path=self._log, env=RUNTIME_WORKER_ENV, preload=preload)
         self.started += 1
         return self._workers[key]
 
@@ -316,6 +325,12 @@ class RuntimeWorkers:
 
 
 _open: RuntimeWorkers | None = None
+
+
+def log_runtime_workers(log_path: Path) -> None:
+    """The open workers' output to `log_path` from now on (RuntimeWorkers.relog); nothing without open workers."""
+    if _open is not None:
+        _open.relog(log_path)
 
 
 @contextmanager

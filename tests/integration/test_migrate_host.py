@@ -210,6 +210,9 @@ def test_users_own_model_file(lenet5_workspace, tmp_path):
     how = r.stdout.split("latency, how it was measured:")[1]
     assert how.count("paired with the PC baseline (keras) in 10 alternating blocks") == 2, r.stdout
     assert not any(tmp_path.glob("*.json")), "nothing may be written beside the user's file"
+    # the runtimes' native output goes to the run's log, not to a --quiet terminal
+    assert "XNNPACK" not in r.stderr, r.stderr
+    assert any("XNNPACK delegate" in p.read_text() for p in (tmp_path / "ws" / "logs").glob("runtime-*.log"))
 
 
 def test_user_mistakes_exit_2_with_one_line(tmp_path):
