@@ -55,6 +55,16 @@
     return r.arrayBuffer();
   }
 
+  // TF.js's weight loader (loadWeightsAsArrayBuffer) waits for every shard's response before it reads any body.
+  // A row's model is served no-store, so Chromium keeps each unread body on its connection: a model of more shards
+  // than the 6 connections Chromium opens to one HTTP/1.1 host never gets its 7th (keras ResNet50's 25 shards hung
+  // the page until the row's timeout). Each response is read whole as it arrives, and its connection freed.
+  async function drainedFetch(url, init) {
+    const r = await fetch(url, init);
+    const body = await r.arrayBuffer();
+    return new Response(body, {status: r.status, statusText: r.statusText, headers: r.headers});
+  }
+
   async function postBytes(url, typedArray) {
     const r = await fetch(url, {
       method: 'POST',
@@ -194,7 +204,7 @@
       await tf.ready();
       const backendInitMs = now() - t1;
       const t2 = now();
-      const model = await tf.loadGraphModel(cfg.modelUrl);
+      const model = await tf.loadGraphModel(cfg.modelUrl, {fetchFunc: drainedFetch});
       const modelLoadMs = now() - t2;
       const inShape = model.inputs[0].shape || [];
       const shape = cfg.sampleShape;
