@@ -114,7 +114,7 @@ def data_warning(pixels: str, log: Callable[[str], None]) -> Callable[[str], Non
 
 
 def _migrate(entry: AtlasEntry, built: Built, req: AtlasRequest, ws: Workspace, db_url: str | None,
-             log: Callable[[str], None], progress: bool, pixels: str = "normalised") -> None:
+             log: Callable[[str], None], progress: bool, pixels: str) -> None:
     quick = req.tier == "quick"
     mreq = MigrateRequest(
         model=str(built.model), test_npz=built.data, frameworks=("all",), formats=req.formats, quantize=req.quantize,

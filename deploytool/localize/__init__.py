@@ -14,6 +14,7 @@ pipeline's converter worker and runtimes and changes no stored result.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -100,13 +101,24 @@ def _keras_layer_name(op: Any) -> str:
     return f"{op.name}_relu2" if isinstance(op, BasicBlock) else op.name
 
 
+# What a cut of a zoo model holds besides its source's bytes and the op it ends at: the code that cuts and saves it
+# (these files, read as bytes) and the framework that saves it. An edit to either cuts again.
+_CUT_CODE = (Path(__file__), Path(zoo.__file__).with_name("torch_models.py"))
+
+
 class _Source:
-    """The trained source model, loaded once, cut at any point of its plan."""
+    """The trained source model, loaded once, cut at any point of its plan. Each cut is saved once in the workspace,
+    beside the run's converted artifacts (a second localize of the same model, or another of its rows, cuts
+    nothing and, its bytes unchanged, converts nothing again)."""
 
     def __init__(self, ctx: RunContext, framework: str):
         spec = ctx.spec
         self.framework = framework
         self.artifact = ctx.source(framework).artifact
+        self._ws = ctx.ws
+        self._cut_key = {"cut_of": self.artifact.sha256, "framework": framework,
+                         "code": hashlib.sha256(b"".join(f.read_bytes() for f in _CUT_CODE)).hexdigest(),
+                         "versions": {p: package_version(p) for p in ("keras", "torch")}}
         self.plan = zoo.layer_plan(spec.architecture, spec.num_classes)
         self.spec = spec
         if framework == "keras":
@@ -125,11 +137,11 @@ class _Source:
     def points(self) -> list[Point]:
         return [Point(name, type(op).__name__) for name, (_, op) in self._ops.items()]
 
-    def cut(self, point: Point, out_dir: Path, x: np.ndarray, kept: Path | None = None) -> tuple[Artifact, np.ndarray]:
-        """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x. With
-        `kept` (the workspace's cached cut, _kept_cut), the file saved there once is copied instead of saving the
-        cut again: its bytes, and so the key of its cached conversions, stay the same from one run to the next (a
-        saved .keras file records when it was saved)."""
+    def cut(self, point: Point, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
+        """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x. The
+        file is saved once in the workspace's folder for this cut and copied from there: its bytes, and so the key
+        of its cached conversions, stay the same from one run to the next (a saved .keras file records when it was
+        saved)."""
         index, op = self._ops[point.name]
         out_dir.mkdir(parents=True, exist_ok=True)
         if self.framework == "keras":
@@ -158,38 +170,16 @@ class _Source:
                             converter=f"deploytool.localize cut after {op.name}", sha256=content_hash(file),
                             size_bytes=size_on_disk(file))
 
-        if kept is None:
-            save(path)
-            return artifact(path), ref
+        kept = self._ws.artifact_dir(stable_hash({**self._cut_key, "after": point.name}))
 
         def made() -> Artifact:
-            art = artifact(_saved(save, kept / path.name))
+            save(kept / path.name)
+            art = artifact(kept / path.name)
             art.save(kept / "artifact.json")
             return art
 
         shutil.copy2(made_once(kept, made).path, path)
         return artifact(path), ref
-
-
-def _saved(save: Callable[[Path], None], path: Path) -> Path:
-    save(path)
-    return path
-
-
-# What a cut of a zoo model holds besides its source's bytes and the op it ends at: the code that cuts and saves it
-# (these files, read as bytes) and the framework that saves it. An edit to either cuts again.
-_CUT_CODE = (Path(__file__), Path(zoo.__file__).with_name("torch_models.py"))
-
-
-def _kept_cut(ctx: RunContext, source: Artifact, point: Point) -> Path:
-    """Where the workspace keeps the cut of `source` after `point` (beside the run's converted artifacts, so a
-    second localize of the same model, or another of its rows, cuts nothing and converts nothing again)."""
-    import hashlib
-
-    code = hashlib.sha256(b"".join(f.read_bytes() for f in _CUT_CODE)).hexdigest()
-    return ctx.ws.artifact_dir(stable_hash({"cut_of": source.sha256, "after": point.name, "code": code,
-                                            "framework": source.framework,
-                                            "versions": {p: package_version(p) for p in ("keras", "torch")}}))
 
 
 def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
@@ -267,10 +257,7 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
         """Cut n saved, with its conversion queued; or the error of cutting it, raised when its turn comes."""
         try:
             cut_dir = work / f"{n:02d}-{safe_name(points[n].name)}"
-            if isinstance(source, _Source):
-                art, ref = source.cut(points[n], cut_dir / "source", x, _kept_cut(ctx, source.artifact, points[n]))
-            else:
-                art, ref = source.cut(points[n], cut_dir / "source", x)
+            art, ref = source.cut(points[n], cut_dir / "source", x)
             # converted once per workspace, where the run's own conversions are cached (keyed by the cut's bytes)
             conv_dir = artifact_dir(ctx, art, c)
             cached = (conv_dir / "artifact.json").exists()
