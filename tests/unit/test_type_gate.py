@@ -51,6 +51,8 @@ def test_make_lint_runs_mypy_between_ruff_and_the_import_contracts():
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     steps = [line.strip().split()[0] for line in lint.splitlines()[1:] if line.startswith("\t")]
     assert steps == ["$(BIN)/ruff", "$(BIN)/mypy", "PYTHONPATH=."], lint
+    # its cache outlives a clean clone (CI's): kept with the test models, not in the clone
+    assert '--cache-dir "$(MYPY_CACHE)"' in lint and "MYPY_CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/deploytool/" in makefile
 
 
 def test_make_test_runs_the_lint_beside_the_tests_and_fails_when_it_fails():
