@@ -29,7 +29,7 @@ import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch
+from deploytool.data.feed import Batch, Feed
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
@@ -80,7 +80,7 @@ class SlowLiteRT(LiteRTRuntime):
         self._extra = max(0.0, float(os.environ.get("LAB_SLOWER") or 1.0) - 1.0)
         super()._load(artifact)
 
-    def _predict(self, x: Batch) -> Batch:
+    def _predict(self, x: Feed) -> Feed:
         t = time.perf_counter()
         out = super()._predict(x)
         if self._extra:

@@ -18,11 +18,13 @@ class Feed:
     __slots__ = ("_arrays",)
 
     def __init__(self, arrays: dict[str, np.ndarray]):
-        if not arrays:
-            raise ValueError("a Feed holds at least one array")
-        lengths = {name: len(a) for name, a in arrays.items()}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(f"the arrays of one feed must hold the same number of samples, got {lengths}")
+        # made for every batch a runtime is given and gives back, inside timed calls: one array needs no check
+        if len(arrays) != 1:
+            if not arrays:
+                raise ValueError("a Feed holds at least one array")
+            lengths = {name: len(a) for name, a in arrays.items()}
+            if len(set(lengths.values())) > 1:
+                raise ValueError(f"the arrays of one feed must hold the same number of samples, got {lengths}")
         self._arrays = dict(arrays)
 
     @classmethod
@@ -55,6 +57,16 @@ class Feed:
 
     def __repr__(self) -> str:
         return "Feed(" + ", ".join(f"{n}: {a.dtype}{list(a.shape)}" for n, a in self._arrays.items()) + ")"
+
+    def batches(self, size: int) -> Iterator["Feed"]:
+        """The samples in consecutive batches of `size` (the last one shorter). An array that reads its own batches
+        (deploytool.data.ondisk.OnDisk, a large test set in a file standing in for its array: each batch read into
+        one reused buffer) is read so, and such a batch is valid until the next one is read."""
+        def slices(a: Any) -> Iterator[Any]:
+            return a.batches(size) if hasattr(a, "batches") else (a[i:i + size] for i in range(0, len(a), size))
+
+        for arrays in zip(*[slices(a) for a in self._arrays.values()]):
+            yield Feed(dict(zip(self._arrays, arrays)))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -95,12 +107,11 @@ class Feed:
 Batch = np.ndarray | Feed
 
 
-def pad_batch(x: Batch, size: int) -> Batch:
+def pad_batch(x: Feed, size: int) -> Feed:
     """`x` padded with zero samples to `size` (a model exported at a fixed batch); its first len(x) are x's."""
-    def pad(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)]) if len(a) < size else a
-
-    return x.map(lambda _, a: pad(a)) if isinstance(x, Feed) else pad(x)
+    if len(x) >= size:
+        return x
+    return x.map(lambda _, a: np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)]))
 
 
 def feed_sha256(x: "Feed | np.ndarray") -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Mapping, Self
+from typing import Any, ClassVar, Mapping, Self, cast
 
 import numpy as np
 
@@ -184,22 +184,38 @@ class Runtime:
             return self._finish(out)
         if isinstance(inputs, Feed):
             raise TypeError("named inputs (a Feed) need an artifact with a signature")
+        out = self._run(self._single(inputs))
+        return self._finish(out)
+
+    def _single(self, inputs: np.ndarray) -> Any:
+        """A single-array model's samples checked against the artifact's sample shape, as float32; a large test set in
+        a file (OnDisk) as it is: the runtimes only take slices of it (measure.time_batch1, run_batched), each read
+        then, never the whole."""
+        assert self.artifact is not None
         expected = tuple(self.artifact.input_shape)
         if tuple(inputs.shape[1:]) != expected:
             raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
         if isinstance(inputs, OnDisk) and inputs.dtype == np.float32:
-            # a large test set in a file: the runtimes only take slices of the set (measure.time_batch1,
-            # run_batched), each read then, so it is run as it is, never read whole
-            fed: Any = inputs
-        else:
-            fed = np.ascontiguousarray(inputs, dtype=np.float32)
-        out = self._run(fed)
-        return self._finish(out)
+            return inputs
+        return np.ascontiguousarray(inputs, dtype=np.float32)
 
     def feed_of(self, inputs: Batch) -> Feed:
-        """The named inputs of a model with a signature (a single array feeds its one input)."""
-        assert self.artifact is not None and self.artifact.signature is not None
-        return inputs if isinstance(inputs, Feed) else Feed.one(self.artifact.signature.inputs[0].name, inputs)
+        """The named inputs of the artifact's signature (Artifact.io_signature): a Feed as it is, a single array
+        for its one input (a single-array model's checked and float32: `_single`)."""
+        assert self.artifact is not None
+        if isinstance(inputs, Feed):
+            return inputs
+        # a test set in a file (OnDisk) stands in for its array: it slices like one and reads its own batches
+        one = self._single(inputs) if self.artifact.signature is None else inputs
+        return Feed.one(self.artifact.io_signature.inputs[0].name, cast(np.ndarray, one))
+
+    def _as_row(self, out: Feed) -> tuple[Any, OutputLayout | None]:
+        """A run's named outputs as a row stores them: a single-array model's one output as (N, C) float32 and no
+        layout, as it always was; every other model's outputs side by side (Feed.flat) with their layout."""
+        assert self.artifact is not None
+        if self.artifact.signature is None:
+            return np.asarray(out.first, dtype=np.float32).reshape(len(out), -1), None
+        return out.flat(), layout_of(out)
 
     def _restore_layouts(self, out: Outputs) -> Outputs:
         """Outputs a converter made channels-last (deploytool.data.feed.CHANNELS_LAST_OUTPUTS) laid out as the
@@ -233,13 +249,18 @@ class Runtime:
         return getattr(self, "_fixed_batch", None)
 
     def predict(self, x: Batch) -> Batch:
-        """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep).
+        """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep): its
+        outputs as `run` gives them (a single-array model's (N, C) array, else the named outputs).
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
             raise RuntimeError("load() an artifact before predict()")
-        if self.artifact.signature is not None:
-            return self._predict(self.feed_of(x).contiguous())
-        return self._predict(np.ascontiguousarray(x, dtype=np.float32))
+        out = self._predict(self.feed_of(x).contiguous())
+        return out if self.artifact.signature is not None else self._as_row(out)[0]
+
+    def predict_feed(self, x: Feed) -> Feed:
+        """One batch of named inputs (`feed_of`) through the loaded model, as the measuring loops call it: nothing
+        is converted, so a timed call times the runtime (paired timing, the sweep)."""
+        return self._predict(x)
 
     def __enter__(self) -> "Runtime":
         return self
@@ -247,11 +268,13 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _measure(self, predict: Callable[[Batch], Batch], inputs: Batch, batch_size: int,
-                  environment: dict[str, Any], notes: list[str] | None = None) -> Outputs:
-        """The in-process measurement every host runtime shares: batch-1 latency after
-        warm-up, then the whole set in batches for outputs and throughput."""
+    def _measure(self, inputs: Batch, batch_size: int, environment: dict[str, Any],
+                 notes: list[str] | None = None) -> Outputs:
+        """The in-process measurement every host runtime shares, through its `_predict` (named inputs in, named
+        outputs out): batch-1 latency after warm-up, then the whole set in batches for outputs and throughput."""
         notes = list(notes or [])
+        inputs = self.feed_of(inputs)  # once, before any timed call
+        predict = self._predict
         opts = self.options
         assert isinstance(opts, HostOptions), f"{self.name} does not measure in this process"
         threads, samples, warmup = opts.threads, opts.latency_samples, opts.warmup_runs
@@ -267,16 +290,14 @@ class Runtime:
                          f"inferences and was divided by {k}; p90/p99 are of those means")
         batches: list[int] = []  # the batched pass's calls, by size (counted outside any timed call)
 
-        def counted(x: Batch) -> Batch:
+        def counted(x: Feed) -> Feed:
             batches.append(len(x))
             return predict(x)
 
         if self.fixed_batch is None:  # a fixed-batch model runs at its own batch; others by the bytes of a batch
             batch_size = whole_set_batch(inputs, batch_size)
-        outputs, seconds = run_batched(counted, inputs, batch_size)
-        layout = None
-        if isinstance(outputs, Feed):
-            layout, outputs = layout_of(outputs), outputs.flat()
+        named, seconds = run_batched(counted, inputs, batch_size)
+        outputs, layout = self._as_row(named)
         env = {**environment, "throughput_batch": batch_size, "threads": threads, "latency_inferences_per_reading": k,
                # what this row asked of the runtime: the first call, the warm-up, every timed inference; the batches
                "inference_calls": {"batch1": 1 + warmup + k * len(lat), "batched": batches}}
@@ -292,7 +313,9 @@ class Runtime:
     def _run(self, inputs: Batch) -> Outputs:
         raise NotImplementedError
 
-    def _predict(self, x: Batch) -> Batch:
+    def _predict(self, x: Feed) -> Feed:
+        """One batch of the artifact's named inputs (Artifact.io_signature) to its named outputs: an in-process
+        runtime's one path, whatever the model."""
         raise NotImplementedError(f"the {self.name} runtime runs whole sets only")
 
     def _close(self) -> None:

@@ -188,7 +188,8 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
         try:
             stat = Path("/proc/stat")
             before, wall, own = stat.read_text(), time.perf_counter(), sum(os.times()[:2])
-            timed = time_paired(rt.predict, baseline.predict, target_inputs, ref_inputs,
+            timed = time_paired(rt.predict_feed, baseline.predict_feed, rt.feed_of(target_inputs).contiguous(),
+                                baseline.feed_of(ref_inputs).contiguous(),
                                 int(target_options.get("warmup_runs", 10)), blocks=blocks,
                                 max_blocks=PAIR_MAX_BLOCKS if full else 0, enough=enough if full else None)
             wall, own = time.perf_counter() - wall, sum(os.times()[:2]) - own
@@ -379,13 +380,9 @@ def paired_latency(cls: type, options: dict[str, Any], artifact: Artifact, input
                    reference: str) -> PairedLatency:
     """A row's latency paired with its reference (RuntimeWorkers.paired) on the first PAIR_SAMPLES samples."""
 
-    def few(x: Batch) -> Any:
-        x = x[:PAIR_SAMPLES]
-        return x.contiguous() if isinstance(x, Feed) else np.ascontiguousarray(x, dtype=np.float32)
-
-    with runtime_workers() as workers:
-        return workers.paired(cls, options, artifact, few(inputs), ref_cls, ref_options, ref_artifact,
-                              few(ref_inputs), reference)
+    with runtime_workers() as workers:  # each side's samples as its runtime takes them (Runtime.feed_of) there
+        return workers.paired(cls, options, artifact, inputs[:PAIR_SAMPLES], ref_cls, ref_options, ref_artifact,
+                              ref_inputs[:PAIR_SAMPLES], reference)
 
 
 def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: Batch,

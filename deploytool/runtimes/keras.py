@@ -90,18 +90,16 @@ class KerasRuntime(Runtime):
                                input_signature=list(specs.values()), reduce_retracing=True)
         self._names, self._one = list(specs), one
 
-    def _predict(self, x: Batch) -> Batch:
-        if isinstance(x, Feed):
-            out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
-            return Feed({n: per_sample(n, v.numpy()) for n, v in ({self._one: out} if self._one else out).items()})
-        return self._fn(self._tf.constant(x)).numpy()
+    def _predict(self, x: Feed) -> Feed:
+        out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
+        return Feed({n: per_sample(n, v.numpy()) for n, v in ({self._one: out} if self._one else out).items()})
 
     def _run(self, inputs: Batch) -> Outputs:
         facts = self._threads
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}
         note = not_pinned_note(facts)
-        return self._measure(self._predict, inputs, self.options.batch_size, env,
+        return self._measure(inputs, self.options.batch_size, env,
                              [f"TensorFlow {note}"] if note else None)
 
     def _close(self) -> None:

@@ -17,10 +17,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from deploytool.data.feed import Batch, Feed
-from deploytool.data.ondisk import OnDisk
+from deploytool.data.feed import Feed
 
-Predict = Callable[[Batch], Batch]
+Predict = Callable[[Feed], Feed]  # a runtime's one path (Runtime.predict_feed): named inputs to named outputs
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -191,39 +190,22 @@ def busy_note(busy_fraction: float | None, threads: int, cpus: int | None = None
 WHOLE_SET_BATCH_BYTES = 16 * 2**20
 
 
-def whole_set_batch(inputs: Batch | OnDisk, most: int) -> int:
+def whole_set_batch(inputs: Feed, most: int) -> int:
     """The batch of the whole-set pass: at most `most` samples and WHOLE_SET_BATCH_BYTES of inputs (one sample at
     least)."""
-    n = max(len(inputs), 1)
-    if isinstance(inputs, Feed):
-        per_sample = sum(a.nbytes for a in inputs.arrays()) // n
-    else:
-        per_sample = int(np.prod(inputs.shape[1:], dtype=np.int64)) * np.dtype(inputs.dtype).itemsize
+    per_sample = inputs.nbytes // max(len(inputs), 1)
     return max(1, min(int(most), WHOLE_SET_BATCH_BYTES // max(per_sample, 1)))
 
 
-def run_batched(predict: Predict, inputs: Batch | OnDisk, batch_size: int) -> tuple[Batch, float]:
-    """Outputs for the whole set in batches; returns (outputs, seconds): one (N, C) float32 array, or the named
-    outputs (a Feed) of a model that has a signature."""
-    feeds: list[Feed] = []
-    arrays: list[np.ndarray] = []
+def run_batched(predict: Predict, inputs: Feed, batch_size: int) -> tuple[Feed, float]:
+    """The named outputs for the whole set in batches (Feed.batches: a set in a file is read a batch at a time into
+    one buffer; each batch's outputs are the runtime's own arrays); returns (outputs, seconds)."""
     t0 = time.perf_counter()
-    # a set in a file is read a batch at a time into one buffer (each batch's outputs are the runtime's own arrays)
-    chunks = inputs.batches(batch_size) if isinstance(inputs, OnDisk) else (
-        inputs[i : i + batch_size] for i in range(0, len(inputs), batch_size))
-    for chunk in chunks:
-        out = predict(chunk)
-        if isinstance(out, Feed):
-            feeds.append(out)
-        else:
-            arrays.append(np.asarray(out, dtype=np.float32))
-    seconds = time.perf_counter() - t0
-    if feeds:
-        return Feed.concat(feeds), seconds
-    return np.concatenate(arrays, axis=0).reshape(len(inputs), -1), seconds
+    outputs = [predict(chunk) for chunk in inputs.batches(batch_size)]
+    return Feed.concat(outputs), time.perf_counter() - t0
 
 
-def time_batch1(predict: Predict, inputs: Batch, warmup_runs: int,
+def time_batch1(predict: Predict, inputs: Feed, warmup_runs: int,
                 samples: int | None) -> tuple[np.ndarray, float, int]:
     """Batch-1 latency of every sample (or the first `samples`), in ms; without a count, of as many samples as
     LATENCY_BUDGET_S holds at the warm-up's speed (`readings_within`: a real-size model on a large test set).

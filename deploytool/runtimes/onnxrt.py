@@ -13,7 +13,7 @@ from typing import Any, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Batch, Feed, pad_batch
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
@@ -117,32 +117,23 @@ class OnnxRuntime(Runtime):
             raise StageFailed("unsupported", f"input {odd[0].name} is {odd[0].type}; deploytool feeds float, "
                                              "integer and bool tensors")
         self._dtypes = {i.name: _TYPES[i.type] for i in ins}
+        # what each call does, worked out once: (source name, the model's input, its dtype) per input
+        self._in_plan = [(src, model, self._dtypes[model]) for src, model in self._inputs.items()]
+        self._wanted = list(self._outputs.values())
         first = ins[0].shape
         self._fixed_batch = first[0] if first and isinstance(first[0], int) else None
-        self._input, self._output = ins[0], outs[0]
+        self._output = outs[0]
         self._dtype = _TYPES[ins[0].type]
 
-    def _predict_feed(self, x: Feed) -> Feed:
+    def _predict(self, x: Feed) -> Feed:
         n, fixed = len(x), self._fixed_batch
         if fixed is not None and n != fixed:
             if n > fixed:
                 raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
-            x = x.map(lambda _, a: np.concatenate([a, np.zeros((fixed - n, *a.shape[1:]), a.dtype)]))
-        feed = {model: x[src].astype(self._dtypes[model], copy=False) for src, model in self._inputs.items()}
-        wanted = list(self._outputs.values())
-        got = self._sess.run(wanted, feed)
-        return Feed({src: as_array(src, a)[:n] for src, a in zip(self._outputs, got)})
-
-    def _predict(self, x: Batch) -> Batch:
-        if isinstance(x, Feed):
-            return self._predict_feed(x)
-        n, fed = len(x), x
-        if self._fixed_batch is not None and n != self._fixed_batch:
-            if n > self._fixed_batch:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {self._fixed_batch}")
-            fed = np.concatenate([x, np.zeros((self._fixed_batch - n, *x.shape[1:]), dtype=x.dtype)])
-        out = self._sess.run([self._output.name], {self._input.name: fed.astype(self._dtype, copy=False)})[0]
-        return np.asarray(out, dtype=np.float32)[:n]
+            x = pad_batch(x, fixed)  # a fixed batch larger than the request: zeros after the real samples
+        got = self._sess.run(self._wanted, {model: x[src].astype(dtype, copy=False) for src, model, dtype in self._in_plan})
+        out = {src: as_array(src, a) for src, a in zip(self._outputs, got)}
+        return Feed(out if fixed is None or n == fixed else {src: a[:n] for src, a in out.items()})
 
     def _run(self, inputs: Batch) -> Outputs:
         batch = self._fixed_batch or self.options.batch_size
@@ -156,7 +147,7 @@ class OnnxRuntime(Runtime):
                # its own memory settings (it exposes no allocator statistics to Python)
                "cpu_mem_arena": self._so.enable_cpu_mem_arena, "mem_pattern": self._so.enable_mem_pattern}
         try:
-            return self._measure(self._predict, inputs, batch, env, notes)
+            return self._measure(inputs, batch, env, notes)
         except Exception as e:
             raise _failed(self._version, e) from e
 

@@ -42,21 +42,17 @@ class TorchRuntime(Runtime):
         program = load_program(str(artifact.path))
         self._module = program.module()
         self._fixed_batch = fixed_batch(program)  # exported at one batch size (torch.export's default)
+        sig = artifact.io_signature  # its named inputs, in the program's order, and outputs
+        self._in_names, self._out_names = list(sig.input_names), list(sig.output_names)
 
-    def _predict(self, x: Batch) -> Batch:
+    def _predict(self, x: Feed) -> Feed:
         n, fixed = len(x), self._fixed_batch
         if fixed is not None and n < fixed:  # the last batch of a set, padded to the exported size
-            x = pad_batch(x, fixed)
-            out = self._predict(x)
-            return out[:n]
+            return self._predict(pad_batch(x, fixed))[:n]
         with self._torch.inference_mode():
-            if not isinstance(x, Feed):
-                return self._module(self._torch.from_numpy(x)).numpy()
-            assert self.artifact is not None and self.artifact.signature is not None
-            sig = self.artifact.signature
-            out = self._module(*[self._torch.from_numpy(x[n]) for n in sig.input_names])
-            outs = flatten_outputs(out, sig.output_names)  # a dict, a list or one tensor
-            return Feed({n: per_sample(n, o.numpy()) for n, o in zip(sig.output_names, outs)})
+            out = self._module(*[self._torch.from_numpy(x[name]) for name in self._in_names])
+            outs = flatten_outputs(out, self._out_names)  # a dict, a list or one tensor
+            return Feed({name: per_sample(name, o.numpy()) for name, o in zip(self._out_names, outs)})
 
     def _run(self, inputs: Batch) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
@@ -65,4 +61,4 @@ class TorchRuntime(Runtime):
             batch = self._fixed_batch
             notes.append(f"the program was exported at a fixed batch of {batch}: the whole set ran {batch} "
                          "sample(s) per call")
-        return self._measure(self._predict, inputs, batch, env, notes)
+        return self._measure(inputs, batch, env, notes)

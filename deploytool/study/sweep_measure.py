@@ -17,6 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from deploytool.data.feed import Feed
+
 
 @dataclass(frozen=True)
 class PointBudget:
@@ -62,10 +64,11 @@ def speedup(throughput_sps: float | None, reference_sps: float | None) -> float 
     return throughput_sps / reference_sps
 
 
-def batch_of(inputs: np.ndarray, start: int, batch: int) -> np.ndarray:
-    """`batch` rows from `inputs` starting at `start`, wrapping around (a small sample set still fills batch 256)."""
+def batch_of(inputs: Feed, start: int, batch: int) -> Feed:
+    """`batch` samples of the named inputs starting at `start`, wrapping around (a small sample set still fills
+    batch 256)."""
     idx = (np.arange(batch) + start) % len(inputs)
-    return np.ascontiguousarray(inputs[idx])
+    return inputs[idx].contiguous()
 
 
 def cpu_seconds() -> float:
@@ -73,7 +76,7 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
-def time_point(predict: Callable[[np.ndarray], object], inputs: np.ndarray, batch: int,
+def time_point(predict: Callable[[Feed], object], inputs: Feed, batch: int,
                budget: PointBudget) -> tuple[list[float], float, float]:
     """Warm up, then time whole batches of `batch` until the budget is met.
     Returns (ms per batch, process CPU seconds, wall seconds) over the timed batches."""

@@ -67,7 +67,7 @@ def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
                     continue
                 peak = PeakRss().start()
                 try:
-                    times, cpu_s, wall_s = time_point(rt.predict, inputs, batch, budget)
+                    times, cpu_s, wall_s = time_point(rt.predict_feed, rt.feed_of(inputs), batch, budget)
                 except Exception as e:  # a runtime that fails at one batch: that point's result
                     points.append({**base, "batch": batch, "status": "runtime_failed",
                                    "reason": f"{type(e).__name__}: {first_line_of(str(e))}"})

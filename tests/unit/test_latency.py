@@ -24,7 +24,7 @@ from deploytool.latency import (
     ratios_to_judge,
     unpaired_sentence,
 )
-from deploytool.data.feed import Batch
+from deploytool.data.feed import Feed
 from deploytool.result import Combo, Measurement, Result, Status
 from deploytool.runtimes import measure
 
@@ -210,14 +210,15 @@ def test_a_quick_run_pairs_in_fewer_blocks_one_per_ten_samples_at_least_five():
 def test_paired_timing_alternates_readings_and_flips_the_order_each_block():
     calls: list[str] = []
 
-    def target(x: Batch) -> Batch:
+    def target(x: Feed) -> Feed:
         calls.append("t")
         return x  # unused: only the calls are counted
 
-    def reference(x: Batch) -> Batch:
+    def reference(x: Feed) -> Feed:
         calls.append("r")
         return x
-    out = measure.time_paired(target, reference, np.zeros((4, 1)), np.zeros((4, 1)), warmup_runs=0, blocks=2,
+    out = measure.time_paired(target, reference, Feed.one("x", np.zeros((4, 1))), Feed.one("x", np.zeros((4, 1))),
+                              warmup_runs=0, blocks=2,
                               block_s=0.0)
     per = out["readings_per_block"]
     assert per == measure.PAIR_READINGS and len(out["target_block_ms"]) == len(out["reference_block_ms"]) == 2

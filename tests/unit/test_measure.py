@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from deploytool.data.feed import Batch
+from deploytool.data.feed import Feed
 from deploytool.runtimes import measure
 from deploytool.runtimes.measure import (busy_note, inferences_per_reading, memory_delta_bytes, readings_for,
                                          time_batch1)
@@ -40,10 +40,10 @@ def test_readings_keep_the_inference_count_but_never_drop_below_the_floor():
 
 
 def test_a_fast_predict_is_timed_k_at_a_time_and_a_slow_one_alone():
-    x = np.zeros((64, 4), np.float32)
+    x = Feed.one("x", np.zeros((64, 4), np.float32))
     calls = []
 
-    def fast(b: Batch) -> Batch:
+    def fast(b: Feed) -> Feed:
         calls.append(1)
         return b
 
@@ -51,7 +51,7 @@ def test_a_fast_predict_is_timed_k_at_a_time_and_a_slow_one_alone():
     assert k > 1 and len(lat) == readings_for(64, k) and len(calls) == 1 + 10 + k * len(lat)
     assert np.all(lat > 0) and first_ms >= 0
 
-    def slow(b: Batch) -> Batch:
+    def slow(b: Feed) -> Feed:
         time.sleep(60e-6)
         return b
 
@@ -123,9 +123,9 @@ def test_time_batch1_times_fewer_samples_of_a_slow_model_unless_a_count_was_aske
         time.sleep(0.01)
 
     monkeypatch.setattr(measure, "MIN_READINGS", 5)
-    lat, _, k = measure.time_batch1(slow, np.zeros((200, 1)), warmup_runs=2, samples=None)
+    lat, _, k = measure.time_batch1(slow, Feed.one("x", np.zeros((200, 1))), warmup_runs=2, samples=None)
     assert k == 1 and 5 <= len(lat) <= 30
-    lat, _, _ = measure.time_batch1(slow, np.zeros((200, 1)), warmup_runs=2, samples=40)
+    lat, _, _ = measure.time_batch1(slow, Feed.one("x", np.zeros((200, 1))), warmup_runs=2, samples=40)
     assert len(lat) == 40
 
 
@@ -133,12 +133,12 @@ def test_the_whole_set_pass_bounds_a_batch_by_its_bytes():
     from deploytool.data.feed import Feed
     from deploytool.runtimes.measure import WHOLE_SET_BATCH_BYTES, whole_set_batch
 
-    mnist = np.zeros((10, 28, 28, 1), np.float32)  # 3 KiB a sample: the runtime's batch
+    mnist = Feed.one("x", np.zeros((10, 28, 28, 1), np.float32))  # 3 KiB a sample: the runtime's batch
     assert whole_set_batch(mnist, 256) == 256 and whole_set_batch(mnist, 64) == 64
-    images = np.zeros((3, 224, 224, 3), np.float32)  # 588 KiB a sample: 27 fit in 16 MiB
+    images = Feed.one("x", np.zeros((3, 224, 224, 3), np.float32))  # 588 KiB a sample: 27 fit in 16 MiB
     assert WHOLE_SET_BATCH_BYTES == 16 * 2**20 and whole_set_batch(images, 256) == 27
-    assert whole_set_batch(np.zeros((2, 3, 1024, 1024), np.float32), 256) == 1  # 12 MiB a sample
-    assert whole_set_batch(np.zeros((2, 8, 1024, 1024), np.float32), 256) == 1  # 32 MiB: still one at a time
+    assert whole_set_batch(Feed.one("x", np.zeros((2, 3, 1024, 1024), np.float32)), 256) == 1  # 12 MiB a sample
+    assert whole_set_batch(Feed.one("x", np.zeros((2, 8, 1024, 1024), np.float32)), 256) == 1  # 32 MiB: one at a time
     tokens = Feed({"input_ids": np.zeros((4, 128), np.int64), "attention_mask": np.zeros((4, 128), np.int64)})
     assert whole_set_batch(tokens, 256) == 256  # 2 KiB a sample
     audio = Feed({"x": np.zeros((4, 80, 3000), np.float32)})  # whisper's log-mel: 938 KiB

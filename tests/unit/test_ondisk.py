@@ -40,7 +40,9 @@ def test_scratch_folders_of_dead_processes_are_swept(monkeypatch, tmp_path):
 
 
 def test_the_batched_pass_reads_batches_into_one_buffer(tmp_path):
-    from deploytool.data.feed import Batch
+    from typing import cast
+
+    from deploytool.data.feed import Feed
     from deploytool.runtimes.measure import run_batched
 
     x = np.random.default_rng(1).normal(size=(37, 6)).astype(np.float32)
@@ -50,12 +52,12 @@ def test_the_batched_pass_reads_batches_into_one_buffer(tmp_path):
     assert np.array_equal(np.concatenate(batches), x)
     seen: list[np.ndarray] = []
 
-    def predict(b: Batch) -> Batch:
-        assert isinstance(b, np.ndarray)
-        seen.append(b)
-        return b.sum(axis=1, keepdims=True) * 2
-    out, _ = run_batched(predict, d, 8)
-    assert np.allclose(out[:, 0], x.sum(axis=1) * 2)  # every sample once, in order
+    def predict(b: Feed) -> Feed:
+        assert isinstance(b["x"], np.ndarray)
+        seen.append(b["x"])
+        return Feed.one("y", b["x"].sum(axis=1, keepdims=True) * 2)
+    out, _ = run_batched(predict, Feed.one("x", cast(np.ndarray, d)), 8)  # the file stands in for its array
+    assert np.allclose(out["y"][:, 0], x.sum(axis=1) * 2)  # every sample once, in order
     assert len({b.__array_interface__["data"][0] for b in seen}) == 1  # one buffer, not a fresh array per batch
     (tmp_path / "x.npy").write_bytes((tmp_path / "x.npy").read_bytes()[:-40])
     with pytest.raises(OSError, match="cut short"):

@@ -126,12 +126,13 @@ def test_onnx2tf_outputs_are_paired_by_name_and_a_shape_that_cannot_tell_is_name
 
 def test_a_batch_is_padded_to_a_fixed_batch_with_zero_samples_after_its_own():
     x = np.ones((3, 1, 4), np.float32)
-    padded = pad_batch(x, 5)
-    assert isinstance(padded, np.ndarray)
+    padded = pad_batch(Feed.one("x", x), 5)["x"]
     assert padded.shape == (5, 1, 4) and np.array_equal(padded[:3], x) and not padded[3:].any()
     feed = pad_batch(Feed({"a": x, "ids": np.ones((3, 2), np.int64)}), 4)
     assert isinstance(feed, Feed) and len(feed) == 4 and feed["ids"].dtype == np.int64
-    assert pad_batch(x, 3) is x
+    assert not feed["ids"][3:].any() and np.array_equal(feed["ids"][:3], np.ones((3, 2), np.int64))
+    same = Feed.one("x", x)
+    assert pad_batch(same, 3) is same
 
 
 def test_outputs_that_differ_only_in_their_batch_print_whole_shapes():

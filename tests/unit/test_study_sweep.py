@@ -49,21 +49,26 @@ def test_budget_stops_at_enough_batches_and_samples_or_when_slow():
 def test_batch_of_wraps_around_a_small_sample_set():
     import numpy as np
 
-    x = np.arange(5, dtype=np.float32).reshape(5, 1)
-    assert batch_of(x, 3, 4)[:, 0].tolist() == [3, 4, 0, 1]
-    assert batch_of(x, 0, 12).shape == (12, 1)
+    from deploytool.data.feed import Feed
+
+    x = Feed({"image": np.arange(5, dtype=np.float32).reshape(5, 1), "mask": np.arange(5, dtype=np.int64)})
+    rows = batch_of(x, 3, 4)
+    assert rows["image"][:, 0].tolist() == [3, 4, 0, 1] and rows["mask"].tolist() == [3, 4, 0, 1]
+    assert rows["mask"].dtype == np.int64 and batch_of(x, 0, 12)["image"].shape == (12, 1)
 
 
 def test_time_point_warms_up_then_times_whole_batches():
     import numpy as np
 
+    from deploytool.data.feed import Feed
+
     seen = []
 
-    def predict(x: np.ndarray) -> np.ndarray:
+    def predict(x: Feed) -> Feed:
         seen.append(len(x))
         return x
 
-    times, cpu_s, wall_s = time_point(predict, np.zeros((10, 2), np.float32), 4,
+    times, cpu_s, wall_s = time_point(predict, Feed.one("x", np.zeros((10, 2), np.float32)), 4,
                                       PointBudget(min_batches=3, min_samples=20, warmup_batches=2))
     assert seen == [4] * (2 + 5)  # 2 warm-up batches, then 5 timed ones (20 samples at batch 4)
     assert len(times) == 5 and all(t >= 0 for t in times) and wall_s >= sum(times) / 1e3 * 0.5 and cpu_s >= 0
