@@ -34,7 +34,7 @@ from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import PHONE_STORAGE_FULL, DeviceError, HarnessMissing, StageFailed, UnknownOption
-from deploytool.data.feed import Batch, Feed, layout_of
+from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
@@ -167,13 +167,10 @@ class AndroidRuntime(Runtime):
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
             raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}") from e
-        self._sources: list[str] = []  # a model with a signature: the source's name of each input, in file order
-        self._out_sources: list[str] = []
-        if artifact.signature is not None:
-            self._bind(artifact)
-        elif len(self._in) != 1:
+        if artifact.signature is None and len(self._in) != 1:
             raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
                               "the android target feeds single-input models")
+        self._bind(artifact)
         bad = [t.name for t in self._in if "," in t.name]
         if bad:
             raise StageFailed("unsupported", f"input name {bad[0]!r} contains ',' which "
@@ -213,10 +210,10 @@ class AndroidRuntime(Runtime):
         }
 
     def _bind(self, artifact: Artifact) -> None:
-        """A model with a signature: which of the file's tensors (in its own order, as benchmark_model takes and
-        writes them) is which of the source's inputs and outputs."""
-        sig = artifact.signature
-        assert sig is not None
+        """Which of the file's tensors (in its own order, as benchmark_model takes and writes them) is which of the
+        artifact's named inputs and outputs (Artifact.io_signature: a single-array model's implied one pairs its
+        file's one input and output whatever they are called). The one load path."""
+        sig = artifact.io_signature
         named = tflite_tensors(str(artifact.path))
         try:
             ins = match_names(sig.input_names, list(named.inputs))
@@ -284,24 +281,19 @@ class AndroidRuntime(Runtime):
                               f"{STORAGE_MARGIN_BYTES // 2**20} MiB for the run's own files); free space on the phone "
                               f"(adb -s {phone.serial} shell), or run fewer samples (--test-samples)")
 
-    def _quantized(self, inputs: Batch) -> list[np.ndarray]:
+    def _quantized(self, inputs: Feed) -> list[np.ndarray]:
         """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
-        if isinstance(inputs, Feed):
-            return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
-        return [self._in[0].quantize(inputs)]
+        return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
 
     def _run(self, inputs: Batch) -> Outputs:
-        layout = None
         try:
-            q = self._quantized(inputs)
+            q = self._quantized(self.feed_of(inputs))
             n = len(q[0])
             out_bytes = n * sum(int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out)
             with self._device_faults("reading its free storage"):
                 self._check_storage(sum(a.nbytes for a in q) + out_bytes, f"the test set ({n} samples)")
-            outputs, batch, throughput = self._accuracy(q)
-            if isinstance(inputs, Feed):
-                named = self._named_outputs(outputs)
-                layout, outputs = layout_of(named), named.flat()
+            flat, batch, throughput = self._accuracy(q)
+            outputs, layout = self._as_row(self._named_outputs(flat))
             busy = self._phone_load()
             latency_ms, load_ms, first_ms, memory = self._latency([a[0:1] for a in q])
         except BaseException:
@@ -324,8 +316,8 @@ class AndroidRuntime(Runtime):
 
     def _named_outputs(self, flat: np.ndarray) -> Feed:
         """The file's outputs (side by side, in its order) by the source's names, in the source's order."""
-        sig = self.artifact.signature if self.artifact else None
-        assert sig is not None
+        assert self.artifact is not None
+        sig = self.artifact.io_signature
         parts, at = {}, 0
         for t, src in zip(self._out, self._out_sources):
             size = int(np.prod(t.shape[1:])) if len(t.shape) > 1 else 1
