@@ -18,7 +18,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.data.ondisk import OnDisk
-from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Batch, Feed, OutputLayout, layout_of,
+from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Batch, Feed, OutputLayout, layout_of, pad_batch,
                                   restore_channels_first, split)
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
@@ -247,6 +247,16 @@ class Runtime:
     def fixed_batch(self) -> int | None:
         """The batch a fixed-batch artifact is run at (None: any batch). Smaller batches are padded to it."""
         return getattr(self, "_fixed_batch", None)
+
+    def _to_fixed_batch(self, x: Feed) -> Feed:
+        """`x` as a fixed-batch artifact takes it: padded with zero samples after its own (the runtime's outputs are
+        cut back to len(x)); more samples than the batch holds is an error. Any batch goes as it is otherwise."""
+        fixed = self.fixed_batch
+        if fixed is None or len(x) == fixed:
+            return x
+        if len(x) > fixed:
+            raise ValueError(f"{len(x)} samples given to a model with a fixed batch of {fixed}")
+        return pad_batch(x, fixed)
 
     def predict(self, x: Batch) -> Batch:
         """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep): its

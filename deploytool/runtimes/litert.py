@@ -14,10 +14,9 @@ from typing import Any, Mapping, Self
 
 import numpy as np
 
-
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed, first_line_of
-from deploytool.data.feed import Batch, Feed, pad_batch
+from deploytool.data.feed import Batch, Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
@@ -133,11 +132,8 @@ class LiteRTRuntime(Runtime):
         return [(src, int(d["index"]), self._quant[int(d["index"])]) for src, d in tensors.items()]
 
     def _predict(self, x: Feed) -> Feed:
-        n, fixed, it = len(x), self._fixed_batch, self._it
-        if fixed is not None and n != fixed:
-            if n > fixed:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
-            x = pad_batch(x, fixed)  # a fixed batch larger than the request: zeros after the real samples
+        n, it = len(x), self._it
+        x = self._to_fixed_batch(x)
         arrays = [x[plan[0]] for plan in self._in_plan]
         shapes = [a.shape for a in arrays]
         if shapes != self._shapes:  # a new batch size or sequence length: resize every input, then allocate
@@ -150,7 +146,7 @@ class LiteRTRuntime(Runtime):
         it.invoke()
         out = {src: quant.dequantize(it.get_tensor(index)) if quant is not None
                else np.asarray(it.get_tensor(index), np.float32) for src, index, quant in self._out_plan}
-        return Feed(out if fixed is None or n == fixed else {src: a[:n] for src, a in out.items()})
+        return Feed(out if len(x) == n else {src: a[:n] for src, a in out.items()})
 
     def _run(self, inputs: Batch) -> Outputs:
         fixed = self._fixed_batch  # None exactly when the batch is resizable

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed, pad_batch
+from deploytool.data.feed import Batch, Feed
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
@@ -126,14 +126,11 @@ class OnnxRuntime(Runtime):
         self._dtype = _TYPES[ins[0].type]
 
     def _predict(self, x: Feed) -> Feed:
-        n, fixed = len(x), self._fixed_batch
-        if fixed is not None and n != fixed:
-            if n > fixed:
-                raise ValueError(f"{n} samples given to a model with a fixed batch of {fixed}")
-            x = pad_batch(x, fixed)  # a fixed batch larger than the request: zeros after the real samples
+        n = len(x)
+        x = self._to_fixed_batch(x)
         got = self._sess.run(self._wanted, {model: x[src].astype(dtype, copy=False) for src, model, dtype in self._in_plan})
         out = {src: as_array(src, a) for src, a in zip(self._outputs, got)}
-        return Feed(out if fixed is None or n == fixed else {src: a[:n] for src, a in out.items()})
+        return Feed(out if len(x) == n else {src: a[:n] for src, a in out.items()})
 
     def _run(self, inputs: Batch) -> Outputs:
         batch = self._fixed_batch or self.options.batch_size
