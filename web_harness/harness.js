@@ -168,20 +168,31 @@
   // ---- runtimes: RUNTIMES[format](cfg) loads the library and the model and
   // returns {facts, sync, usesTfjs, wasmMemoryBytes(), inputNames, outputNames,
   // infer(views, batch, inputs, outputs)}: `views` one typed array per input;
-  // `inputs`/`outputs` the model's names (null for one image input and one
-  // output); it returns one typed array per output. `sync` runtimes return it
+  // `inputs`/`outputs` the model's names (a single-array model's one input and
+  // one output too); it returns one typed array per output. `sync` runtimes return it
   // directly, so the timed loop never pays for a promise it does not need.
-
-  function checkSingleOutput(y) {
-    if (y instanceof tf.Tensor) return y;
-    throw new Error('the model has several outputs; deploytool compares one output vector per sample');
-  }
 
   // numpy dtype -> each library's name for it, and the typed array that carries it
   const TFJS_DTYPE = {float32: 'float32', int32: 'int32', int64: 'int32', bool: 'bool', uint8: 'int32', int8: 'int32'};
   const ORT_DTYPE = {float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', uint8: 'uint8', int8: 'int8'};
   const ARRAY = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array, uint8: Uint8Array,
                  bool: Uint8Array, int16: Int16Array};
+
+  // A typed array of float32 values, copied only where it is not one already: an int8 or int64 output becomes its
+  // values here; a float32 one is taken as it is (a fresh buffer each inference in TF.js and onnxruntime-web)
+  function asFloat32(d) {
+    return d instanceof Float32Array ? d : Float32Array.from(d, Number);
+  }
+
+  // TF.js tensors of a batch of named inputs at their own types (TF.js has no int64: ids and masks are int32 there)
+  function tfjsFeed(views, batch, inputs) {
+    const feed = {};
+    inputs.forEach((inp, k) => {
+      const data = inp.dtype === 'int64' ? Int32Array.from(views[k], Number) : views[k];
+      feed[inp.model] = tf.tensor(data, [batch, ...inp.shape], TFJS_DTYPE[inp.dtype] || 'float32');
+    });
+    return feed;
+  }
 
   const RUNTIMES = {
     async tfjs_graph(cfg) {
@@ -207,7 +218,6 @@
       const model = await tf.loadGraphModel(cfg.modelUrl, {fetchFunc: drainedFetch});
       const modelLoadMs = now() - t2;
       const inShape = model.inputs[0].shape || [];
-      const shape = cfg.sampleShape;
       const facts = {
         library: '@tensorflow/tfjs', library_version: tf.version.tfjs, backend: tf.getBackend(),
         batch_dynamic: !(inShape.length && inShape[0] > 0),
@@ -248,55 +258,30 @@
         outputNames: model.outputs.map((o) => o.name),
         infer(views, batch, inputs, outputs) {
           if (viaAsync) return runner.inferAsync(views, batch, inputs, outputs);
-          if (!inputs) {  // one image input, one output of scores (every image model)
-            const x = tf.tensor(views[0], [batch, ...shape], 'float32');
-            let y;
-            try {
-              // A model with control flow throws here asking for executeAsync (run() then switches)
-              y = checkSingleOutput(model.predict(x));
-            } finally {
-              x.dispose();
-            }
-            const out = y.dataSync();
-            y.dispose();
-            return [out];
-          }
-          // named inputs at their own types (TF.js has no int64: ids and masks are int32 there)
-          const feed = {};
-          inputs.forEach((inp, k) => {
-            const data = inp.dtype === 'int64' ? Int32Array.from(views[k], Number) : views[k];
-            feed[inp.model] = tf.tensor(data, [batch, ...inp.shape], TFJS_DTYPE[inp.dtype] || 'float32');
-          });
+          const feed = tfjsFeed(views, batch, inputs);
           let ys;
           try {
+            // A model with control flow throws here asking for executeAsync (run() then switches)
             ys = model.execute(feed, outputs);
           } finally {
             Object.values(feed).forEach((x) => x.dispose());
           }
           ys = Array.isArray(ys) ? ys : [ys];
-          const outs = ys.map((y) => Float32Array.from(y.dataSync()));
+          const outs = ys.map((y) => asFloat32(y.dataSync()));
           ys.forEach((y) => y.dispose());
           return outs;
         },
         async inferAsync(views, batch, inputs, outputs) {
-          const feed = {};
-          if (!inputs) {
-            feed[model.inputs[0].name] = tf.tensor(views[0], [batch, ...shape], 'float32');
-          } else {
-            inputs.forEach((inp, k) => {
-              const data = inp.dtype === 'int64' ? Int32Array.from(views[k], Number) : views[k];
-              feed[inp.model] = tf.tensor(data, [batch, ...inp.shape], TFJS_DTYPE[inp.dtype] || 'float32');
-            });
-          }
+          const feed = tfjsFeed(views, batch, inputs);
           let ys;
           try {
-            ys = await model.executeAsync(feed, outputs || undefined);
+            ys = await model.executeAsync(feed, outputs);
           } finally {
             Object.values(feed).forEach((x) => x.dispose());
           }
           ys = Array.isArray(ys) ? ys : [ys];
           const outs = [];
-          for (const y of ys) outs.push(Float32Array.from(await y.data()));
+          for (const y of ys) outs.push(asFloat32(await y.data()));
           ys.forEach((y) => y.dispose());
           return outs;
         },
@@ -343,14 +328,8 @@
       const t3 = now();
       const session = await ort.InferenceSession.create(bytes, options);
       const modelLoadMs = now() - t3;
-      const inName = session.inputNames[0];
-      const outName = session.outputNames[0];
-      if (!cfg.named && session.outputNames.length !== 1) {
-        throw new Error('the model has several outputs; deploytool compares one output vector per sample');
-      }
       const meta = (session.inputMetadata || [])[0];
       const dim0 = meta && meta.shape ? meta.shape[0] : undefined;
-      const shape = cfg.sampleShape;
       return {
         facts: {
           library: 'onnxruntime-web', library_version: ort.env.versions ? ort.env.versions.web : '',
@@ -364,21 +343,13 @@
         inputNames: session.inputNames,
         outputNames: session.outputNames,
         async infer(views, batch, inputs, outputs) {
-          if (!inputs) {
-            const x = new ort.Tensor('float32', views[0], [batch, ...shape]);
-            const r = await session.run({[inName]: x});
-            return [r[outName].data];
-          }
           // int64 ids and masks travel as BigInt64Array, as onnxruntime-web takes them
           const feed = {};
           inputs.forEach((inp, k) => {
             feed[inp.model] = new ort.Tensor(ORT_DTYPE[inp.dtype] || 'float32', views[k], [batch, ...inp.shape]);
           });
           const r = await session.run(feed, outputs);
-          return outputs.map((name) => {
-            const d = r[name].data;
-            return d instanceof Float32Array ? d : Float32Array.from(d, Number);
-          });
+          return outputs.map((name) => asFloat32(r[name].data));
         },
       };
     },
@@ -399,14 +370,7 @@
       const mr = model.modelRunner;
       const ins = mr.getInputs();
       const outs = mr.getOutputs();
-      if (!cfg.named && (ins.length !== 1 || outs.length !== 1)) {
-        throw new Error(`the model has ${ins.length} inputs and ${outs.length} outputs; ` +
-                        'deploytool runs single-input single-output models');
-      }
       const inType = ins[0].dataType;
-      if (!cfg.named && inType !== cfg.inputDtype) {
-        throw new Error(`the model's input is ${inType} but ${cfg.inputDtype} inputs were prepared`);
-      }
       const features = await tflite.getWasmFeatures();
       return {
         facts: {
@@ -426,11 +390,6 @@
           if (batch !== 1) throw new Error('TFLite models run at batch 1 here');
           // getInputs()/getOutputs() each time: the tensor infos they return
           // are only valid until the next call (their C++ vector is freed).
-          if (!inputs) {
-            mr.getInputs()[0].data().set(views[0]);
-            if (!mr.infer()) throw new Error('TFLite inference failed');
-            return [mr.getOutputs()[0].data().slice()];
-          }
           const live = mr.getInputs();
           inputs.forEach((inp, k) => {
             const tensor = live.find((i) => i.name === inp.model);
@@ -451,7 +410,8 @@
           return outputs.map((name) => {
             const o = got.find((x) => x.name === name);
             if (!o) throw new Error(`the TFLite model has no output ${name}`);
-            return Float32Array.from(o.data(), Number);
+            const d = o.data();  // a view of the interpreter's memory: copied before the next inference
+            return d instanceof Float32Array ? d.slice() : Float32Array.from(d, Number);
           });
         },
       };
@@ -466,8 +426,6 @@
     if (!make) throw new Error(`the harness cannot run ${cfg.format} models`);
     const t0 = now();
     runner = await make(cfg);
-    runner.shape = cfg.sampleShape || [];
-    runner.sampleSize = runner.shape.reduce((a, b) => a * b, 1);
     sampleMemory();
     status('loaded');
     return Object.assign({load_ms: now() - t0, input_names: runner.inputNames || [],
@@ -479,12 +437,9 @@
     status('running');
     const n = cfg.n;
     const t0 = now();
-    // One input (an image model: cfg.inputsUrl) or several named ones (cfg.inputs), each its own typed array
-    const named = Array.isArray(cfg.inputs);
-    const specs = named ? cfg.inputs
-        : [{url: cfg.inputsUrl, dtype: cfg.inputDtype, shape: runner.shape}];
+    // The model's named inputs (cfg.inputs; a single-array model's one), each its own typed array
     const arrays = [];
-    for (const s of specs) {
+    for (const s of cfg.inputs) {
       const buf = await fetchBytes(s.url);
       const X = new (ARRAY[s.dtype] || Float32Array)(buf);
       const per = s.shape.reduce((a, b) => a * b, 1);
@@ -493,9 +448,7 @@
     }
     const fetchMs = now() - t0;
     const sample = (i, b) => arrays.map(({X, per}) => X.subarray(i * per, (i + b) * per));
-    const inputs = named ? cfg.inputs : null;
-    const outputNames = named ? cfg.outputs : null;
-    const infer = (v, b) => runner.infer(v, b, inputs, outputNames);
+    const infer = (v, b) => runner.infer(v, b, cfg.inputs, cfg.outputs);
     const inferStart = now();
 
     // First inference apart: it pays lazy initialisation (kernel compile,
@@ -579,16 +532,12 @@
 
     status('posting');
     t = now();
-    if (named) {
-      for (let k = 0; k < outputs.length; k++) await postBytes(`/results/output_${k}`, outputs[k]);
-    } else {
-      await postBytes('/results/outputs', outputs[0]);
-    }
+    for (let k = 0; k < outputs.length; k++) await postBytes(`/results/output_${k}`, outputs[k]);
     await postBytes('/results/latency', lat.subarray(0, m));
     const postMs = now() - t;
     status('done');
     return {
-      n, num_outputs: sizes[0], output_sizes: sizes, execution: runner.facts.execution || 'sync', latency_samples: m, batch_size: bs,
+      n, output_sizes: sizes, execution: runner.facts.execution || 'sync', latency_samples: m, batch_size: bs,
       execute_refused: runner.facts.execute_refused || null,
       outputs_from_timed_pass: keep ? m : 0,
       first_inference_ms: firstMs, whole_set_ms: wholeSetMs, inference_ms: inferenceMs,

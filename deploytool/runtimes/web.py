@@ -39,12 +39,11 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed, layout_of
+from deploytool.data.feed import Batch, Feed
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
 from deploytool.errors import BadModelFile, StageFailed, UnknownOption
 from deploytool.modelfiles.onnx_external import external_locations
-from deploytool.modelfiles.tflite_io import read_io
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, quantization_notes, tflite_tensors
 from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
@@ -183,8 +182,8 @@ class WebRuntime(Runtime):
         self._root: Path | None = None
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
-        self._io: tuple[list, list] | None = None  # TFLite tensor quantization
-        # a model with a signature: a TFLite file's tensors by name, and the page's names for the source's
+        # a TFLite file's tensors by the source's names (their quantization), and the page's names for the
+        # artifact's named inputs and outputs (Artifact.io_signature)
         self._tensors: NamedTensors | None = None
         self._in_names: dict[str, str] = {}
         self._out_names: list[str] = []
@@ -211,10 +210,8 @@ class WebRuntime(Runtime):
         session = self._session
         assert session is not None  # the one given, or this row's own
         model_route, model_url = self._model_route(artifact)
-        named = artifact.signature is not None
         if artifact.format == "tflite":
-            self._io = self._tflite_io(artifact) if not named else None
-            self._tensors = tflite_tensors(str(artifact.path)) if named else None
+            self._tensors = self._tflite_tensors(artifact)
         with self._faults_end_the_row():
             self._server = session.server()
             self._root = session.harness_root
@@ -234,13 +231,10 @@ class WebRuntime(Runtime):
             self._timings_ms["page_open"] = (time.perf_counter() - t0) * 1e3
             self._facts = self._browser.describe(self._page)
             cfg = {"format": artifact.format, "backend": self.options.backend, "threads": self.options.threads,
-                   "modelUrl": model_url, "externalData": self._external_data, "named": named}
-            if not named:
-                cfg.update(sampleShape=list(artifact.input_shape), inputDtype=self._input_dtype())
+                   "modelUrl": model_url, "externalData": self._external_data}
             facts = self._job("load", cfg)
         self._facts.update(facts)
-        if named:
-            self._bind(artifact, facts)
+        self._bind(artifact, facts)
         for k in ("library_load_ms", "backend_init_ms", "model_load_ms"):
             self._timings_ms[k[:-3]] = float(facts.get(k) or 0.0)
         self._timings_ms["load_total"] = (time.perf_counter() - t_start) * 1e3
@@ -286,10 +280,15 @@ class WebRuntime(Runtime):
         return routes, f"{prefix}{name}"
 
     def _bind(self, artifact: Artifact, facts: dict[str, Any]) -> None:
-        """A model with a signature: the page's input and output names for the source's (a TFLite file's own
-        tensor names, read with LiteRT, pair them by its signature)."""
-        sig = artifact.signature
-        assert sig is not None
+        """The page's input and output names for the artifact's named ones (Artifact.io_signature; a single-array
+        model's implied one pairs its file's one input and output): a TFLite file's own tensor names, read with
+        LiteRT; a TF.js model's by its model.json signature; otherwise the names the page's library gives. The one
+        load path, whatever the model."""
+        sig = artifact.io_signature
+        if artifact.signature is None and len(facts.get("output_names") or ()) > 1:
+            raise StageFailed("unsupported", f"the model has {len(facts['output_names'])} outputs; a single-array "
+                                             "model gives one output vector per sample")
+        tfjs_sig = _tfjs_signature(Path(artifact.path)) if artifact.format == "tfjs_graph" else ({}, {})
         try:
             if self._tensors is not None:
                 ins = match_names(sig.input_names, list(self._tensors.inputs))
@@ -298,8 +297,8 @@ class WebRuntime(Runtime):
                                              {src: self._tensors.outputs[m] for src, m in outs.items()})
                 self._in_names = {src: q.name for src, q in self._tensors.inputs.items()}
                 self._out_names = [self._tensors.outputs[n].name for n in sig.output_names]
-            elif artifact.format == "tfjs_graph":  # model.json's signature: its keys, each with its node's name
-                ins, outs = _tfjs_signature(Path(artifact.path))
+            elif all(tfjs_sig):  # a TF.js model.json's signature: its keys, each with its node's name
+                ins, outs = tfjs_sig
                 self._in_names = {s: ins[k] for s, k in match_names(sig.input_names, list(ins)).items()}
                 self._out_names = [outs[k] for k in (match_names(sig.output_names, list(outs))[n]
                                                      for n in sig.output_names)]
@@ -310,29 +309,27 @@ class WebRuntime(Runtime):
         except KeyError as e:
             raise StageFailed("load_failed", f"browser: {e.args[0]}") from None
 
-    def _tflite_io(self, artifact: Artifact) -> tuple[list, list]:
+    def _tflite_tensors(self, artifact: Artifact) -> NamedTensors:
+        """A TFLite file's tensors, read with LiteRT (a file it cannot read will not load in the page either); a
+        single-array model's file has one input and one output, float or quantized."""
         try:
-            ins, outs = read_io(str(artifact.path))
-        except Exception as e:  # a file LiteRT cannot read will not load in the page either
+            tensors = tflite_tensors(str(artifact.path))
+        except Exception as e:
             raise StageFailed("load_failed", f"cannot read TFLite model: {_one_line(e)}") from e
-        if len(ins) != 1 or len(outs) != 1:
-            raise StageFailed("unsupported", f"the TFLite model has {len(ins)} inputs and {len(outs)} "
-                                             "outputs; the web harness runs single-input single-output models")
-        if ins[0].dtype not in ("float32", "int8", "uint8"):
-            raise StageFailed("unsupported", f"TFLite input type {ins[0].dtype} is not supported in the web harness")
-        return ins, outs
-
-    def _input_dtype(self) -> str:
-        return self._io[0][0].dtype if self._io else "float32"
+        if artifact.signature is None:
+            ins, outs = list(tensors.inputs.values()), list(tensors.outputs.values())
+            if len(ins) != 1 or len(outs) != 1:
+                raise StageFailed("unsupported", f"the TFLite model has {len(ins)} inputs and {len(outs)} "
+                                                 "outputs; a single-array model has one of each")
+            if ins[0].dtype not in ("float32", "int8", "uint8"):
+                raise StageFailed("unsupported", f"TFLite input type {ins[0].dtype} is not supported in the web "
+                                                 "harness")
+        return tensors
 
     # ---- run
-    def _blobs(self, inputs: Batch) -> tuple[list[str], dict[str, Any]]:
-        """Each input's bytes served to the page (quantized where the TFLite tensor is int8): their URLs and
+    def _blobs(self, inputs: Feed) -> tuple[list[str], dict[str, Any]]:
+        """Each named input's bytes served to the page (quantized where the TFLite tensor is int8): their URLs and
         the part of the run's config that describes them."""
-        if not isinstance(inputs, Feed):
-            url = f"/data/{self._row}/inputs.bin"
-            self._server.put_blob(url, np.ascontiguousarray(self._io[0][0].quantize(inputs) if self._io else inputs))
-            return [url], {"inputsUrl": url, "inputDtype": self._input_dtype()}
         specs, urls = [], []
         for k, (src, a) in enumerate(inputs.items()):
             url = f"/data/{self._row}/input_{k}.bin"
@@ -347,8 +344,9 @@ class WebRuntime(Runtime):
     def _run(self, inputs: Batch) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
+        inputs = self.feed_of(inputs)
         n = len(inputs)
-        per_sample = max(1, (inputs.nbytes if isinstance(inputs, Feed) else np.asarray(inputs).nbytes) // max(n, 1))
+        per_sample = max(1, inputs.nbytes // max(n, 1))
         step = max(1, int(self.options.chunk_bytes) // per_sample)
         head = max(step, min(self.options.latency_samples or 0, n))  # the first chunk holds the samples timed
         # timeout_s holds for the whole set, however many chunks it takes (it had held for each chunk: a slow
@@ -358,16 +356,14 @@ class WebRuntime(Runtime):
         parts += [self._run_chunk(inputs[i:i + step], False, deadline) for i in range(head, n, step)]
         res, given, latency, timings, memory, busy = parts[0]
         if len(parts) > 1:  # one result for the whole set: outputs in order, the costs summed, memory's peak
-            given = (Feed.concat([p[1] for p in parts]) if isinstance(given, Feed)
-                     else np.concatenate([p[1] for p in parts]))
+            given = Feed.concat([p[1] for p in parts])
             for p in parts[1:]:
                 for k, v in p[3].items():
                     timings[k] = timings.get(k, 0.0) + v
                 for k, v in p[4].items():
                     memory[k] = max(memory.get(k, 0.0), v)
             res = {**res, "n": n, "whole_set_ms": sum(p[0]["whole_set_ms"] for p in parts)}
-        layout = layout_of(given) if isinstance(given, Feed) else None
-        outputs = given.flat() if isinstance(given, Feed) else given
+        outputs, layout = self._as_row(given)
         env, notes = self._environment(res, timings)
         env.update(load_environment(busy))
         if len(parts) > 1:
@@ -388,11 +384,11 @@ class WebRuntime(Runtime):
             output_layout=layout,
         )
 
-    def _run_chunk(self, inputs: Batch, first: bool, deadline: float) -> tuple[dict[str, Any], Any, np.ndarray, dict[str, float],
-                                                                dict[str, float], Any]:
+    def _run_chunk(self, inputs: Feed, first: bool, deadline: float) -> tuple[dict[str, Any], Feed, np.ndarray,
+                                                                             dict[str, float], dict[str, float], Any]:
         """One job of the page on `inputs`: the first chunk warms up and is timed at batch 1; the others only give
-        their outputs. (the page's result, outputs (a Feed of named ones, or an array), latencies, timings,
-        memory figures, the CPU-load reading before the timing)."""
+        their outputs. (the page's result, the named outputs, latencies, timings, memory figures, the CPU-load
+        reading before the timing)."""
         n = len(inputs)
         with self._faults_end_the_row():
             t0 = time.perf_counter()
@@ -417,11 +413,7 @@ class WebRuntime(Runtime):
                     self._server.drop_blob(url)
             run_ms = (time.perf_counter() - t_run) * 1e3
             t1 = time.perf_counter()
-            outputs: Feed | np.ndarray
-            if isinstance(inputs, Feed):
-                outputs, latency = self._collect_named(res, n)
-            else:
-                outputs, latency = self._collect(res, n)
+            outputs, latency = self._collect(res, n)
             collect_ms = (time.perf_counter() - t1) * 1e3
             memory = self._memory(res)
         timings = dict(self._timings_ms) if first else {}
@@ -430,10 +422,10 @@ class WebRuntime(Runtime):
                        results_collect=collect_ms, page_run=res["page_run_ms"], run_total=run_ms)
         return res, outputs, latency, timings, memory, busy
 
-    def _collect_named(self, res: dict[str, Any], n: int) -> tuple[Feed, np.ndarray]:
+    def _collect(self, res: dict[str, Any], n: int) -> tuple[Feed, np.ndarray]:
         """Every output the page posted, dequantized where the TFLite tensor is int8, by the source's names."""
-        sig = self.artifact.signature if self.artifact else None
-        assert sig is not None
+        assert self.artifact is not None
+        sig = self.artifact.io_signature
         out = {}
         for k, name in enumerate(sig.output_names):
             raw = self._server.take_result(f"output_{k}")
@@ -448,31 +440,15 @@ class WebRuntime(Runtime):
             values = q.dequantize(values) if q is not None and q.quantized else values
             dims = sig.outputs[k].sample_shape
             fixed = tuple(d for d in dims if d is not None)
+            if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) != size and self.artifact.signature is None:
+                raise StageFailed("runtime_failed", f"the model gives {size} outputs per sample in the browser, "
+                                                    f"the artifact says {int(np.prod(fixed or (1,)))}")
             shape = fixed if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) == size else (size,)
             out[name] = np.ascontiguousarray(values, dtype=np.float32).reshape(n, *shape)
         raw_lat = self._server.take_result("latency")
         if raw_lat is None:
             raise StageFailed("runtime_failed", "the page finished without posting its latencies")
         return Feed(out), np.frombuffer(raw_lat, dtype=np.float64).copy()
-
-    def _collect(self, res: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
-        raw_out = self._server.take_result("outputs")
-        raw_lat = self._server.take_result("latency")
-        if raw_out is None or raw_lat is None:
-            raise StageFailed("runtime_failed", "the page finished without posting its results")
-        k = int(res["num_outputs"])
-        out = np.frombuffer(raw_out, dtype=np.float32)
-        if out.size != n * k:
-            raise StageFailed("runtime_failed", f"the page posted {out.size} output values, expected {n} x {k}")
-        out = out.reshape(n, k)
-        if self._io:
-            out = self._io[1][0].dequantize(out)
-        expected = self.artifact.num_outputs if self.artifact else k
-        if k != expected:
-            raise StageFailed("runtime_failed", f"the model gives {k} outputs per sample in the browser, "
-                                                f"the artifact says {expected}")
-        latency = np.frombuffer(raw_lat, dtype=np.float64).copy()
-        return np.ascontiguousarray(out, dtype=np.float32), latency
 
     def _memory(self, res: dict[str, Any]) -> dict[str, float]:
         mem: dict[str, float] = {}
@@ -561,9 +537,7 @@ class WebRuntime(Runtime):
             notes.append("TF.js runs this model with executeAsync (it has control flow, such as a recurrent layer's "
                          "loop): its latency includes the promise scheduling of each step"
                          + (f"; model.execute() refused it: {refused}" if refused else ""))
-        if self._io:
-            notes += quantization_notes(*self._io)
-        elif self._tensors is not None:
+        if self._tensors is not None:
             notes += quantization_notes(self._tensors.inputs.values(), self._tensors.outputs.values())
         return notes
 
