@@ -178,6 +178,9 @@
   const ARRAY = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array, uint8: Uint8Array,
                  bool: Uint8Array, int16: Int16Array};
 
+  // The words a run that stopped for its time limit begins its error with (deploytool.runtimes.web.OVER_TIME)
+  const OVER_TIME = 'the run cannot finish within its time limit:';
+
   // A typed array of float32 values, copied only where it is not one already: an int8 or int64 output becomes its
   // values here; a float32 one is taken as it is (a fresh buffer each inference in TF.js and onnxruntime-web)
   function asFloat32(d) {
@@ -437,6 +440,19 @@
     status('running');
     const n = cfg.n;
     const t0 = now();
+    // What is left of the row's time limit (cfg.deadlineMs): a run that cannot finish by then stops as soon as its
+    // pace shows it (after a second of inference), not at the limit. A real-size model in a slow runtime had run
+    // on to it: ConvNeXt-Tiny's int8 TFLite in tfjs-tflite took its whole 900 s and measured nothing.
+    const deadlineAt = cfg.deadlineMs ? t0 + cfg.deadlineMs : Infinity;
+    const pace = (startedAt, done, left) => {
+      const spentMs = now() - startedAt;
+      if (deadlineAt === Infinity || done < 1 || left < 1 || spentMs < 1000) return;
+      const per = spentMs / done;
+      if (now() + per * left > deadlineAt) {
+        throw new Error(`${OVER_TIME} at ${per.toFixed(1)} ms a sample, the ${left} inferences left need about ` +
+                        `${Math.round(per * left / 1000)} s and ${Math.round((deadlineAt - now()) / 1000)} s are left`);
+      }
+    };
     // The model's named inputs (cfg.inputs; a single-array model's one), each its own typed array
     const arrays = [];
     for (const s of cfg.inputs) {
@@ -471,9 +487,13 @@
     const firstMs = now() - t;
     const sizes = first.map((o) => o.length);  // values per sample of each output
 
+    const tw = now();
     for (let i = 0; i < cfg.warmupRuns; i++) {
       const j = i % n;
       if (runner.sync) infer(sample(j, 1), 1); else await infer(sample(j, 1), 1);
+      // the warm-ups left, the samples to time and, at batch 1, the rest of the set (a batched pass is quicker)
+      pace(tw, i + 1, cfg.warmupRuns - i - 1 + (runner.facts.batch_dynamic && cfg.batchSize > 1
+                                                 ? Math.min(cfg.latencySamples == null ? n : cfg.latencySamples, n) : n));
     }
 
     let m = Math.min(cfg.latencySamples == null ? n : cfg.latencySamples, n);
@@ -497,6 +517,8 @@
     };
     t = now();
     const spent = (i) => i + 1 >= minReadings && now() - t > budgetMs;
+    // the timed samples left, and at batch 1 the whole-set pass's (a batched pass's pace is its own, checked there)
+    const timedLeft = (i) => m - i - 1 + (keep ? n - m : 0);
     if (runner.sync) {
       for (let i = 0; i < m; i++) {
         const v = sample(i, 1);
@@ -505,6 +527,7 @@
         lat[i] = now() - s;
         if (keep) put(o, i, 1);
         if (spent(i)) { m = i + 1; break; }
+        pace(t, i + 1, timedLeft(i));
       }
     } else {
       for (let i = 0; i < m; i++) {
@@ -514,6 +537,7 @@
         lat[i] = now() - s;
         if (keep) put(o, i, 1);
         if (spent(i)) { m = i + 1; break; }
+        pace(t, i + 1, timedLeft(i));
       }
     }
     const timedPassMs = now() - t;
@@ -524,6 +548,7 @@
     for (let i = from; i < n; i += bs) {
       const b = Math.min(bs, n - i);
       put(runner.sync ? infer(sample(i, b), b) : await infer(sample(i, b), b), i, b);
+      pace(t, i + b - from, n - i - b);
     }
     // the whole set's time: at batch 1 the timed pass is part of it
     const wholeSetMs = now() - t + (keep ? timedPassMs : 0);

@@ -57,6 +57,9 @@ NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers n
 # 60-280 ms (LeNet-5 on SwiftShader, Chromium 156), so timing a whole test set would take many minutes per row.
 # Every sample's outputs still come from the whole-set pass.
 WEBGPU_LATENCY_SAMPLES = 100
+# The page's words when a run's pace shows it cannot finish by the row's deadline (harness.js: OVER_TIME): it stops
+# there, after a second of inference, rather than running on to timeout_s
+OVER_TIME = "the run cannot finish within its time limit:"
 ORT_LOG_LINE = re.compile(r"\[[VI]:onnxruntime")  # onnxruntime-web's own verbose/info log, not an error
 DEFAULT_THREADS = 1
 # A WebOptions' chunk_bytes: 16 MiB of inputs (27 images of 224x224x3 float32, 5,000 of 28x28x1). Measured
@@ -190,6 +193,7 @@ class WebRuntime(Runtime):
         self._external_data: list[dict[str, str]] = []  # ONNX weights kept beside the model
         self._console_errors: list[str] = []
         self._crashed = False
+        self._paced_out = False  # the page stopped a run its pace showed could not finish in time (OVER_TIME)
         # Every Chromium process of the last browser, kept after close so a
         # caller can check that none outlived it.
         self.last_process_ids: set[int] = set()
@@ -247,7 +251,7 @@ class WebRuntime(Runtime):
         try:
             yield
         except BaseException as e:
-            healthy = (isinstance(e, StageFailed) and e.status != "timeout" and not self._crashed
+            healthy = (isinstance(e, StageFailed) and (e.status != "timeout" or self._paced_out) and not self._crashed
                        and self._browser is not None and self._browser.connected)
             self._teardown(keep_browser=healthy)
             if isinstance(e, StageFailed):
@@ -353,7 +357,9 @@ class WebRuntime(Runtime):
         # real-size row in 3 chunks ran 3 times its limit)
         deadline = time.monotonic() + self.options.timeout_s
         parts = [self._run_chunk(inputs[:head], True, deadline)]
-        parts += [self._run_chunk(inputs[i:i + step], False, deadline) for i in range(head, n, step)]
+        for i in range(head, n, step):
+            self._pace(parts, n - i, deadline)
+            parts.append(self._run_chunk(inputs[i:i + step], False, deadline))
         res, given, latency, timings, memory, busy = parts[0]
         if len(parts) > 1:  # one result for the whole set: outputs in order, the costs summed, memory's peak
             given = Feed.concat([p[1] for p in parts])
@@ -384,6 +390,26 @@ class WebRuntime(Runtime):
             output_layout=layout,
         )
 
+    def _pace(self, parts: list[Any], left: int, deadline: float) -> None:
+        """Between chunks: stop when the pace of the chunks run so far shows the `left` samples cannot finish by
+        the deadline (within a chunk, the page itself stops so: OVER_TIME). The pace is the whole-set pass's time a
+        sample, the first chunk's only where it ran at batch 1 as the others do (its batch-1 timed pass is slower
+        than a batched one)."""
+        paces = [p[0]["whole_set_ms"] / len(p[1]) for k, p in enumerate(parts)
+                 if len(p[1]) and (k or int(p[0].get("batch_size") or 1) == 1)]
+        if not paces:
+            return
+        per_s = min(paces) / 1e3
+        need_s = per_s * left
+        if time.monotonic() + need_s > deadline:
+            self._paced_out = True
+            self._teardown(keep_browser=True)
+            raise StageFailed("timeout", f"the browser stopped the run early: {OVER_TIME} at "
+                                         f"{per_s * 1e3:.1f} ms a sample, the {left} samples left "
+                                         f"need about {need_s:.0f} s and {max(0.0, deadline - time.monotonic()):.0f} s "
+                                         f"are left of timeout_s={self.options.timeout_s:g} (the whole test set's "
+                                         "chunks together); run fewer --test-samples or give it a longer --timeout")
+
     def _run_chunk(self, inputs: Feed, first: bool, deadline: float) -> tuple[dict[str, Any], Feed, np.ndarray,
                                                                              dict[str, float], dict[str, float], Any]:
         """One job of the page on `inputs`: the first chunk warms up and is timed at batch 1; the others only give
@@ -399,7 +425,8 @@ class WebRuntime(Runtime):
                    "latencySamples": self.options.latency_samples if first else 0,
                    # no count asked: the page stops timing after a host row's budget (its minimum of readings kept)
                    "latencyBudgetMs": self.options.latency_budget_s * 1e3, "minReadings": MIN_READINGS,
-                   "batchSize": self.options.batch_size, **described}
+                   "batchSize": self.options.batch_size,
+                   "deadlineMs": max(1.0, (deadline - time.monotonic()) * 1e3), **described}
             # what other processes took of this machine's CPUs just before the page's timing (the lab judges
             # latency against it); Chromium's renderer is not running a job meanwhile
             timed = first and (self.options.latency_samples is None
@@ -608,6 +635,12 @@ class WebRuntime(Runtime):
                 reason += f" (console: {'; '.join(extra[:2])})"
             if NO_ADAPTER in reason:  # this browser offers WebGPU rows nothing to run on: said, not failed
                 raise StageFailed("unsupported", _one_line(reason[reason.index(NO_ADAPTER):]))
+            if OVER_TIME in reason:  # stopped early by its pace: a time-out the page saw coming (it is healthy)
+                self._paced_out = True
+                raise StageFailed("timeout", _one_line(
+                    f"the browser stopped the run early: {reason[reason.index(OVER_TIME):]} of timeout_s="
+                    f"{self.options.timeout_s:g} (the whole test set's chunks together); run fewer --test-samples "
+                    "or give it a longer --timeout"))
             # The page itself refusing the model is deterministic (final); a crash or time-out is not.
             raise StageFailed("load_failed" if kind == "load" else "runtime_failed", _one_line(reason))
         return job["result"]

@@ -23,6 +23,7 @@ from deploytool.devices.harness_server import HarnessServer
 from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
 from deploytool.runtimes.measure import MIN_READINGS
 from deploytool.runtimes.web import WebRuntime
+from deploytool.runtimes.web_session import WebSession
 from tests.integration import web_models
 
 pytestmark = pytest.mark.browser
@@ -297,6 +298,48 @@ def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models
             rt.run(x)
         assert time.monotonic() - t < 30
         assert err.value.status == "timeout" and "chunks together" in err.value.reason
+    finally:
+        rt.close()
+
+
+def test_a_run_that_cannot_finish_in_time_stops_when_its_pace_shows_it_and_keeps_the_browser(models):
+    """Issue 38: a row whose pace shows it cannot finish by its limit stops then, with its pace in the reason,
+    instead of running on to the limit (a real-size int8 row in tfjs-tflite took its whole 900 s). The page's own
+    check, within a chunk: about 8 s of batch-1 inferences on the cpu backend, 4 s allowed. The page is healthy, so
+    the session's browser serves the next row."""
+    x = np.repeat(models.inputs, 40_000 // len(models.inputs), axis=0)
+    with WebSession() as session:
+        rt = WebRuntime(session=session, backend="cpu", warmup_runs=0, latency_samples=1, batch_size=1, timeout_s=4.0)
+        rt.load(models.tfjs)
+        browser = session.browser()
+        with pytest.raises(StageFailed) as err:
+            rt.run(x)
+        assert err.value.status == "timeout", err.value.reason
+        assert "stopped the run early" in err.value.reason and "inferences left" in err.value.reason, err.value.reason
+        assert "ms a sample" in err.value.reason and "timeout_s=4" in err.value.reason
+        rt.close()
+        again = WebRuntime(session=session, backend="cpu", warmup_runs=0, latency_samples=2, timeout_s=60)
+        again.load(models.tfjs)
+        out = again.run(models.inputs)
+        again.close()
+        assert session.browser() is browser and session.launches == 1
+        assert out.outputs.shape == (len(models.inputs), web_models.NUM_CLASSES)
+
+
+def test_between_chunks_a_run_stops_when_the_chunks_pace_shows_the_rest_cannot_finish(models):
+    """Issue 38, the same between chunks: 40 chunks of 100 samples at batch 1 on webgl (SwiftShader: milliseconds a
+    sample, so a chunk takes well under the page's one-second window), 4 s allowed for about 10 s of work: the
+    first chunk's pace stops the run."""
+    x = np.repeat(models.inputs, 4_000 // len(models.inputs), axis=0)
+    rt = WebRuntime(backend="webgl", warmup_runs=0, latency_samples=1, batch_size=1, timeout_s=4.0,
+                    chunk_bytes=100 * models.inputs[:1].nbytes)
+    try:
+        rt.load(models.tfjs)
+        t = time.monotonic()
+        with pytest.raises(StageFailed) as err:
+            rt.run(x)
+        assert time.monotonic() - t < 4.0  # before the limit, not at it
+        assert err.value.status == "timeout" and "samples left" in err.value.reason, err.value.reason
     finally:
         rt.close()
 
