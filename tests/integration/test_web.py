@@ -175,6 +175,31 @@ def test_tflite_int8_io_is_quantized_and_dequantized(models):
     assert (out.outputs.argmax(1) == models.keras_outputs.argmax(1)).mean() >= 0.95
 
 
+def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_checks(models, tmp_path):
+    """Issue 37, one data path: a single-array model (no signature) runs through the page's one protocol, its one
+    input and output paired with the file's whatever their names; what such a model may not be is still said: a
+    file of two outputs is unsupported at load, an output of another size than the artifact's fails the run."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["n", *web_models.INPUT_SHAPE])
+    outs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 64]) for name in ("flat", "negated")]
+    nodes = [helper.make_node("Flatten", ["pixels"], ["flat"]), helper.make_node("Neg", ["flat"], ["negated"])]
+    for k, graph_outputs in ((1, outs[:1]), (2, outs)):
+        graph = helper.make_graph(nodes[:k], "g", [x], graph_outputs)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{k}.onnx"))
+    one = dataclasses.replace(models.onnx, path=tmp_path / "1.onnx", num_outputs=64)
+    out = _run(one, models.inputs, warmup_runs=0, latency_samples=2)
+    assert np.array_equal(out.outputs, models.inputs.reshape(len(models.inputs), -1))  # Flatten, by the page
+    assert out.output_layout is None  # a single-array model's row: one (N, C) output, as it always was
+    with pytest.raises(StageFailed) as err:
+        _run(dataclasses.replace(one, path=tmp_path / "2.onnx"), models.inputs, warmup_runs=0)
+    assert err.value.status == "unsupported" and "2 outputs" in err.value.reason
+    with pytest.raises(StageFailed) as err:
+        _run(dataclasses.replace(one, num_outputs=10), models.inputs, warmup_runs=0)
+    assert err.value.status == "runtime_failed" and "64 outputs per sample" in err.value.reason, err.value.reason
+
+
 def _get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes, dict]:
     # http.client sends the path as given: no client-side normalisation of "..".
     conn = http.client.HTTPConnection(host, port, timeout=5)
