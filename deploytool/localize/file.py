@@ -58,7 +58,11 @@ def trace(path: Path, fmt: str, x: np.ndarray | Feed) -> Trace:
     if tracer is None:
         raise UnknownOption(f"a {fmt} model cannot be localized here; localize a .onnx, .tflite, .keras model "
                             "or a SavedModel directory")
-    return tracer(Path(path), x)
+    if isinstance(x, Feed) and fmt == "saved_model":  # its frozen graph is fed through one input tensor
+        raise UnknownOption("a SavedModel with named inputs cannot be traced here; localize a .onnx, .tflite "
+                            "or .keras model")
+    # one path for every model: a single array is a one-input model's feed (match_names pairs it by position)
+    return tracer(Path(path), x if isinstance(x, Feed) else Feed.one("input", x))
 
 
 def _onnx_outputs_exposed(path: Path) -> tuple[Any, dict[str, str]]:
@@ -77,16 +81,15 @@ def _onnx_outputs_exposed(path: Path) -> tuple[Any, dict[str, str]]:
     return model, kinds
 
 
-def _trace_onnx(path: Path, x: np.ndarray | Feed) -> Trace:
+def _trace_onnx(path: Path, x: Feed) -> Trace:
     import onnxruntime as ort
 
     model, kinds = _onnx_outputs_exposed(path)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     inputs = sess.get_inputs()
     names = [o.name for o in sess.get_outputs()]
-    # every graph input from the samples, by its name (one array feeds a one-input model)
-    feeds = ({m: x[src] for src, m in match_names(x.names, [i.name for i in inputs]).items()}
-             if isinstance(x, Feed) else {inputs[0].name: x})
+    # every graph input from the samples, by its name
+    feeds = {m: x[src] for src, m in match_names(x.names, [i.name for i in inputs]).items()}
     n = len(x)
     batch_one = inputs[0].shape and inputs[0].shape[0] == 1
     runs = ([sess.run(names, {k: a[j : j + 1] for k, a in feeds.items()}) for j in range(n)] if batch_one
@@ -99,7 +102,7 @@ def _trace_onnx(path: Path, x: np.ndarray | Feed) -> Trace:
     return {name: out[name] for name in kinds if name in out}
 
 
-def _trace_tflite(path: Path, x: np.ndarray | Feed) -> Trace:
+def _trace_tflite(path: Path, x: Feed) -> Trace:
     import warnings
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -110,12 +113,9 @@ def _trace_tflite(path: Path, x: np.ndarray | Feed) -> Trace:
         it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     ins = it.get_input_details()
-    if isinstance(x, Feed):  # each input by its signature's (or tensor's) name
-        sig = signature_names(it)
-        by_name = {sig.get(int(d["index"]), d["name"]): d for d in ins}
-        feeds = [(by_name[m], x[src]) for src, m in match_names(x.names, list(by_name)).items()]
-    else:
-        feeds = [(ins[0], x)]
+    sig = signature_names(it)  # each input by its signature's (or tensor's) name
+    by_name = {sig.get(int(d["index"]), d["name"]): d for d in ins}
+    feeds = [(by_name[m], x[src]) for src, m in match_names(x.names, list(by_name)).items()]
     for d, a in feeds:
         if int(d["shape"][0]) != 1 or list(d["shape"][1:]) != list(a.shape[1:]):
             it.resize_tensor_input(d["index"], [1, *a.shape[1:]])
@@ -155,28 +155,21 @@ def _load_keras(path: Path) -> Any:
     return keras.saving.load_model(path, compile=False)
 
 
-def _trace_keras(path: Path, x: np.ndarray | Feed) -> Trace:
+def _trace_keras(path: Path, x: Feed) -> Trace:
     import keras
 
     model = _load_keras(path)
     layers = _keras_points(model)
     every = keras.Model(model.inputs, [layer.output for layer in layers])
-    if isinstance(x, Feed):  # the model's inputs in its own order
-        names = [str(i.name).split(":")[0] for i in model.inputs]
-        order = match_names(x.names, names)
-        by_model = {m: x[src] for src, m in order.items()}
-        outs = every([by_model[n] for n in names] if len(names) > 1 else by_model[names[0]], training=False)
-    else:
-        outs = every(x, training=False)
+    names = [str(i.name).split(":")[0] for i in model.inputs]  # the model's inputs in its own order
+    by_model = {m: x[src] for src, m in match_names(x.names, names).items()}
+    outs = every([by_model[n] for n in names] if len(names) > 1 else by_model[names[0]], training=False)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     return {layer.name: (type(layer).__name__, np.asarray(v, np.float32)) for layer, v in zip(layers, outs)}
 
 
-def _trace_saved_model(path: Path, x: np.ndarray | Feed) -> Trace:
-    if isinstance(x, Feed):  # its frozen graph is fed through one input tensor
-        raise UnknownOption("a SavedModel with named inputs cannot be traced here; localize a .onnx, .tflite "
-                            "or .keras model")
-    return savedmodel.trace(path, x)
+def _trace_saved_model(path: Path, x: Feed) -> Trace:
+    return savedmodel.trace(path, x.first)  # a single-array model's (trace refuses named inputs)
 
 
 class FileSource:
