@@ -349,6 +349,7 @@ class WebRuntime(Runtime):
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         inputs = self.feed_of(inputs)
+        self._paced_out = False  # this run's own
         n = len(inputs)
         per_sample = max(1, inputs.nbytes // max(n, 1))
         step = max(1, int(self.options.chunk_bytes) // per_sample)
