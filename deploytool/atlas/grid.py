@@ -14,6 +14,17 @@ from deploytool.result import Result, Status
 # what a cell's colour says, in the order the legend lists them
 OUTCOMES = ("pass", "degraded", "fail", "conversion_failed", "runtime_failed", "unsupported", "build_failed")
 _UNSUPPORTED = (Status.UNSUPPORTED, Status.NOT_APPLICABLE)
+# The smallest rounding any route applies is float16 weights computed in float32 (tflite/fp16 on the host): a
+# weight's relative step of 2**-11 (0.05%), where int8 steps are 1/256 of a tensor's range. When that alone moves the
+# outputs by more than ROUNDING_REL_ERROR of their range (20 times the step) or changes the top-1 class of more than
+# ROUNDING_FLIPS of the samples, the model amplifies rounding, and its quantized cells say more about its weights than
+# about the converters. The trained LeNet-5 moves by 0.02-0.03% at fp16 (both frameworks). Real-size networks with
+# random weights amplify (their 50 and more layers untrained): in the full tier keras MobileNet v1, v2, v3-large,
+# ResNet50 and EfficientNet-B0 move by 1.1-3.4% at fp16 and their int8 rows, from two independent quantizers, end at
+# cosine 0.1-0.4; ConvNeXt-Tiny moves by under 0.01% and its int8 row is degraded, not failed. An uncalibrated route
+# (ONNX dynamic-range) fails as the calibrated ones do.
+ROUNDING_REL_ERROR = 0.01
+ROUNDING_FLIPS = 0.05
 
 
 @dataclass
@@ -132,6 +143,25 @@ def route_order(rows: list[GridRow]) -> list[str]:
         for route in row.cells:
             seen.setdefault(route, len(seen))
     return sorted(seen, key=lambda r: (r.split("/")[0], seen[r]))
+
+
+def rounding_sensitivity(results: list[Result]) -> str:
+    """Why an architecture's quantized cells say little about their converters, in one phrase: its fp16-weight row
+    on the host (the smallest rounding of any route) already moves its outputs by more than ROUNDING_REL_ERROR of
+    their range or flips more than ROUNDING_FLIPS of the baseline's top-1 classes. "" when it does not, or has no
+    such measured row."""
+    for r in results:
+        c = r.comparison
+        if (r.status is not Status.MEASURED or c is None or c.rel_error is None or c.agreement_uninformative
+                or (r.combo.format, r.combo.quantize, r.combo.target) != ("tflite", "fp16", "host")):
+            continue
+        flips = 1.0 - c.agreement if c.task == "classification" else 0.0
+        if c.rel_error > ROUNDING_REL_ERROR or flips > ROUNDING_FLIPS:
+            flipped = f" and flip {100 * flips:.0f}% of top-1" if c.task == "classification" else ""
+            return (f"fp16 weights alone move its outputs by {100 * c.rel_error:.1f}% of their range{flipped}: the "
+                    "model amplifies rounding, so its quantized cells say more about its weights than about their "
+                    "converters")
+    return ""
 
 
 def describe_build(built: dict[str, Any] | None, error: str) -> str:

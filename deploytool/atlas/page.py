@@ -31,12 +31,15 @@ def build_grid(ws: Workspace, store: ResultStore, tier: str,
                            grid.describe_build(e.built, e.error))
         if e.run_id:
             row.report = _rel(ws.report_dir(e.run_id) / "report.html", folder)
-            for r in stored.stored_results(store, ws, e.run_id):
+            mine = stored.stored_results(store, ws, e.run_id)
+            for r in mine:
                 route = grid.route_of(r)
                 bundle = _rel(ws.absolute(r.bundle), folder) if r.bundle else ""
                 row.cells[route] = grid.cell_of(r, row.report, bundle)
                 converters[(e.name, route)] = grid.converter_of(r)
                 results.append(r)
+            sensitive = grid.rounding_sensitivity(mine)
+            row.note = "; ".join(x for x in (row.note, sensitive) if x)
         rows.append(row)
     return rows, converters, results
 

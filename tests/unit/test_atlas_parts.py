@@ -5,6 +5,8 @@ outcomes, counts and per-converter lines, and a lab file naming an architecture.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import numpy as np
@@ -111,6 +113,34 @@ def test_a_grid_cell_says_its_verdict_or_what_failed_and_the_routes_are_columns(
     assert grid.route_of(failed) == "tflite/int8 web:wasm"
     cell = grid.cell_of(broken, "../r/report.html", "")
     assert cell.outcome == "conversion_failed" and "onnx2tf 1.29: no" in cell.title
+
+
+def test_a_model_whose_fp16_weights_alone_move_its_outputs_is_said_to_amplify_rounding():
+    """Issue 38: a random-weight real-size network fails every quantized route alike (two independent quantizers,
+    an uncalibrated one included); its line says so when its fp16-weight host row, the smallest rounding of any
+    route, already moves its outputs by more than ROUNDING_REL_ERROR of their range or flips more than
+    ROUNDING_FLIPS of the baseline's top-1."""
+    flips_much = _row("tflite", "fp16", "host", Status.MEASURED, 0.83)
+    int8 = _row("tflite", "int8", "host", Status.MEASURED, 0.5)
+    cmp_ = flips_much.comparison
+    assert cmp_ is not None and cmp_.rel_error is not None
+    assert cmp_.agreement == 0.85  # 17 samples pushed to class 0, 2 of them class 0 already
+    rel = cmp_.rel_error
+    assert grid.rounding_sensitivity([int8, flips_much]) == (
+        f"fp16 weights alone move its outputs by {100 * rel:.1f}% of their range and flip 15% of top-1: the model "
+        "amplifies rounding, so its quantized cells say more about its weights than about their converters")
+
+    def fp16(rel_error: float, agreement: float = 1.0, target: str = "host") -> Result:
+        row = _row("tflite", "fp16", target, Status.MEASURED, 1.0)
+        assert row.comparison is not None
+        return dataclasses.replace(row, comparison=dataclasses.replace(row.comparison, rel_error=rel_error,
+                                                                       agreement=agreement))
+
+    assert "by 1.5% of their range and flip 0%" in grid.rounding_sensitivity([fp16(0.015)])  # moved, no flip
+    assert grid.rounding_sensitivity([fp16(grid.ROUNDING_REL_ERROR)]) == ""  # at the limits, not past them
+    assert grid.rounding_sensitivity([fp16(0.001, 0.96)]) == ""  # 4% flipped: within ROUNDING_FLIPS
+    assert grid.rounding_sensitivity([fp16(0.5, 0.5, target="web")]) == ""  # a runtime's fault, not the weights'
+    assert grid.rounding_sensitivity([_row("tflite", "fp16", "host", Status.RUNTIME_FAILED)]) == ""
 
 
 def test_the_grid_counts_outcomes_and_says_per_converter_how_many_architectures_it_converts():
