@@ -80,6 +80,24 @@ def test_roundtrip_resume_and_history(tmp_path, store_class):
     assert len(again.results_for("r1")) == 3 and {r.run_id for r in again.list_runs()} == {"r1", "r2"}
 
 
+def test_a_resumed_run_measures_the_rows_that_ran_out_of_time_after_the_others(tmp_path, store_class):
+    """Issue 38: a timeout is retried on resume (it may have been a hang), but after every other row still to
+    measure, so a row too slow for its limit does not spend it again before anything new (the full atlas re-ran
+    ConvNeXt-Tiny's 764 s web row first at every resume). The plan's order holds within each part."""
+    from deploytool.migrate import resume_order
+
+    store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
+    store.start_run("r1", "m", {})
+    for key, status in (("a", "measured"), ("b", "timeout"), ("c", "runtime_failed"), ("e", "timeout")):
+        store.save(make("r1", key, status=status))
+    combos = [Combo("keras", "tflite", q, "host") for q in ("none", "fp16", "dynamic", "int8", "int8-io")]
+    keys = dict(zip(combos, "abcde"))
+    todo = [c for c in combos if keys[c] not in store.final_keys("r1")]
+    timed_out = {r.combo_key for r in store.results_for("r1") if r.status == "timeout"}
+    assert [keys[c] for c in resume_order(todo, keys, timed_out)] == ["c", "d", "b", "e"]
+    assert [keys[c] for c in resume_order(todo, keys, set())] == ["b", "c", "d", "e"]  # a fresh plan's order
+
+
 def test_starting_a_run_again_keeps_its_first_request(tmp_path, store_class):
     store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("r1", "m", {"n": 1})
