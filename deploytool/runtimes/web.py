@@ -403,13 +403,17 @@ class WebRuntime(Runtime):
         per_s = min(paces) / 1e3
         need_s = per_s * left
         if time.monotonic() + need_s > deadline:
-            self._paced_out = True
             self._teardown(keep_browser=True)
-            raise StageFailed("timeout", f"the browser stopped the run early: {OVER_TIME} at "
-                                         f"{per_s * 1e3:.1f} ms a sample, the {left} samples left "
-                                         f"need about {need_s:.0f} s and {max(0.0, deadline - time.monotonic()):.0f} s "
-                                         f"are left of timeout_s={self.options.timeout_s:g} (the whole test set's "
-                                         "chunks together); run fewer --test-samples or give it a longer --timeout")
+            raise self._stopped_early(f"{OVER_TIME} at {per_s * 1e3:.1f} ms a sample, the {left} samples left need "
+                                      f"about {need_s:.0f} s and {max(0.0, deadline - time.monotonic()):.0f} s are left")
+
+    def _stopped_early(self, pace: str) -> StageFailed:
+        """The timeout of a run stopped by its pace (`pace`: what the page or the chunks' pace said, from OVER_TIME
+        on); the browser is healthy, so a shared one serves the next row."""
+        self._paced_out = True
+        return StageFailed("timeout", _one_line(
+            f"the browser stopped the run early: {pace} of timeout_s={self.options.timeout_s:g} (the whole test set's "
+            "chunks together); run fewer --test-samples or give it a longer --timeout"))
 
     def _run_chunk(self, inputs: Feed, first: bool, deadline: float) -> tuple[dict[str, Any], Feed, np.ndarray,
                                                                              dict[str, float], dict[str, float], Any]:
@@ -636,12 +640,8 @@ class WebRuntime(Runtime):
                 reason += f" (console: {'; '.join(extra[:2])})"
             if NO_ADAPTER in reason:  # this browser offers WebGPU rows nothing to run on: said, not failed
                 raise StageFailed("unsupported", _one_line(reason[reason.index(NO_ADAPTER):]))
-            if OVER_TIME in reason:  # stopped early by its pace: a time-out the page saw coming (it is healthy)
-                self._paced_out = True
-                raise StageFailed("timeout", _one_line(
-                    f"the browser stopped the run early: {reason[reason.index(OVER_TIME):]} of timeout_s="
-                    f"{self.options.timeout_s:g} (the whole test set's chunks together); run fewer --test-samples "
-                    "or give it a longer --timeout"))
+            if OVER_TIME in reason:  # stopped early by its pace: a time-out the page saw coming
+                raise self._stopped_early(reason[reason.index(OVER_TIME):])
             # The page itself refusing the model is deterministic (final); a crash or time-out is not.
             raise StageFailed("load_failed" if kind == "load" else "runtime_failed", _one_line(reason))
         return job["result"]
