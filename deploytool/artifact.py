@@ -19,6 +19,10 @@ from deploytool.modelfiles.signature import Signature, TensorSpec
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
 
 
+# the one input a single-array model's implied signature names (Artifact.io_signature): its test and calibration sets
+# are fed under it (data.Dataset.in_layout)
+IMPLIED_INPUT = "input"
+
 @dataclass(frozen=True)
 class Artifact:
     path: Path  # a file, or a directory for SavedModel / TF.js
@@ -46,7 +50,7 @@ class Artifact:
         (match_names pairs them with the file's one input and one output whatever the file calls them)."""
         if self.signature is not None:
             return self.signature
-        return Signature((TensorSpec("input", "float32", (None, *self.input_shape)),),
+        return Signature((TensorSpec(IMPLIED_INPUT, "float32", (None, *self.input_shape)),),
                          (TensorSpec("output", "float32", (None, self.num_outputs)),))
 
     def to_json(self) -> dict[str, Any]:

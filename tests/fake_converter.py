@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deploytool.data.feed import Feed
 from deploytool import __version__
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.convert import FORMATS, Format, Mode, Route, register_converter, register_format, unregister_converter
@@ -27,7 +28,7 @@ _registration = register_converter(
 
 
 @_registration
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     import onnx
     from onnx import helper, numpy_helper
 

@@ -9,7 +9,7 @@ measuring worker imports it by its module path."""
 from __future__ import annotations
 
 from deploytool import runtimes
-from deploytool.data.feed import Batch
+from deploytool.data.feed import Feed
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.onnxrt import OnnxRuntime
 
@@ -22,7 +22,7 @@ CRASHING = "onnxruntime-crashing"
 class ShiftedOnnxRuntime(OnnxRuntime):
     name = NAME
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         out = super()._run(inputs)
         out.outputs[:, 0] += OFFSET  # the first value of the (first) output, side by side with any others
         out.environment["runtime"] = NAME
@@ -36,7 +36,7 @@ class CrashingOnnxRuntime(OnnxRuntime):
 
     name = CRASHING
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         out = super()._run(inputs)
         out.outputs = out.outputs.numpy()  # type: ignore[attr-defined]  # AttributeError: the planted bug
         return out

@@ -29,7 +29,7 @@ import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.litert import LiteRTRuntime
 
@@ -42,7 +42,7 @@ class LabDouble(LiteRTRuntime):
     # run where the cell runs, not in a spawned measuring worker: the knobs a test sets live in this process
     in_process = False
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         out = super()._run(inputs)
         _log("start")
         if KNOBS["sleep_s"]:

@@ -25,7 +25,7 @@ from deploytool.artifact import Artifact
 from deploytool.convert import KEPT_STEP_INPUT
 from deploytool.convert._common import calibration_subset
 from deploytool.convert.registry import STEPS, Step
-from deploytool.data.feed import Feed, OutputLayout, split
+from deploytool.data.feed import Feed, OutputLayout, save_samples, split
 from deploytool.modelfiles.onnx_external import copy_with_external
 from deploytool.devices.web_harness import harness_dir, library_versions
 from deploytool.modelfiles import onnx_proto
@@ -105,7 +105,7 @@ class StepInput:
 
     step: Step
     artifact: Artifact
-    calibration: Any = None
+    calibration: Feed | None = None
 
 
 def _copy_model(path: Path, dest: Path) -> Path:
@@ -125,7 +125,7 @@ def _copy_model(path: Path, dest: Path) -> Path:
     return copy_with_external(path, dest)
 
 
-def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_outputs: np.ndarray,
+def write_bundle(result: Result, out_dir: Path, *, x_test: Feed, baseline_outputs: np.ndarray,
                  source: Artifact, versions: dict[str, str], command: str,
                  step_input: StepInput | None = None) -> Path:
     """Write the bundle for one failing row into out_dir/<slug>/ and return that folder. `step_input`: the
@@ -142,10 +142,7 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
         if failed_conversion else Path(art["path"]) if art else Path(source.path)
     _copy_model(model_path, bundle / "model")
     idx = _pick(result, len(x_test))
-    if isinstance(x_test, Feed):  # one array per named input
-        np.savez(bundle / "inputs.npz", **dict(x_test[idx].items()))
-    else:
-        np.save(bundle / "inputs.npy", x_test[idx])
+    inputs_file = save_samples(bundle, x_test[idx], one_array=source.signature is None)
     np.save(bundle / "expected.npy", baseline_outputs[idx])
     converting = failed_conversion or step_input is not None  # the bundle reproduces a conversion, not a row
     if result.outputs_path and Path(result.outputs_path).exists() and not converting:
@@ -169,7 +166,7 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: np.ndarray, baseline_
             "error": result.raised.name if result.raised is not None else "",
             "sample_indices": idx.tolist(), "layout": (art or {}).get("layout") or source.layout,
             "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions,
-            "inputs_file": "inputs.npz" if isinstance(x_test, Feed) else "inputs.npy",
+            "inputs_file": inputs_file,
             "output_layout": [[n, list(s)] for n, s in result.output_layout] if result.output_layout else None}
     meta["has_observed"] = (bundle / "observed.npy").exists()
     meta["web_reproducer"] = None if converting else \
@@ -209,9 +206,7 @@ def _conversion_reproducer(bundle: Path, result: Result, step_input: StepInput,
     recipe = step.recipe(src, result.combo.quantize)
     inputs = _recipe_inputs(src, step_input.calibration)
     if step_input.calibration is not None and result.combo.quantize in ("int8", "int8-io"):
-        cal = step_input.calibration
-        arrays = dict(cal.items()) if isinstance(cal, Feed) else {inputs[0]["name"]: np.asarray(cal)}
-        np.savez(bundle / "calibration.npz", **arrays)
+        np.savez(bundle / "calibration.npz", **dict(step_input.calibration.items()))
     body = "\n".join("    " + line if line else "" for line in recipe.code.splitlines())
     text = RECIPE_TEMPLATE.read_text().replace(RECIPE_MARK, body)
     (bundle / "reproduce_convert.py").write_text(text)
@@ -227,26 +222,23 @@ def _conversion_reproducer(bundle: Path, result: Result, step_input: StepInput,
 TOOL_ERRORS = ("Onnx2tfError", "NoConversion", "ToolFailed", "StageFailed")
 
 
-def _recipe_inputs(src: Artifact, calibration: Any) -> list[dict[str, Any]]:
-    """The step input's model inputs (name, dtype, one sample's shape) as the recipe's INPUTS: a dimension the
-    model leaves open takes the calibration data's (or 1)."""
-    if src.signature is None:
-        return [{"name": "x", "dtype": "float32", "shape": [int(d) for d in src.input_shape]}]
+def _recipe_inputs(src: Artifact, calibration: Feed | None) -> list[dict[str, Any]]:
+    """The step input's model inputs (name, dtype, one sample's shape; Artifact.io_signature) as the recipe's INPUTS:
+    a dimension the model leaves open takes the calibration data's (or 1)."""
     out = []
-    for t in src.signature.inputs:
-        data = calibration[t.name] if isinstance(calibration, Feed) and t.name in calibration else None
+    for t in src.io_signature.inputs:
+        data = calibration[t.name] if calibration is not None and t.name in calibration else None
         dims = [d if d is not None else (int(data.shape[i + 1]) if data is not None else 1)
                 for i, d in enumerate(t.sample_shape)]
         out.append({"name": t.name, "dtype": t.dtype, "shape": dims})
     return out
 
 
-def _web_io(art: Artifact, x: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[np.ndarray]]:
+def _web_io(art: Artifact, feed: Feed) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[np.ndarray]]:
     """(inputs, outputs, input arrays) as a browser reproducer feeds and reads the file: each input under the
     model's own name (None: by position) in the dtype the page gives it (a quantized TFLite input quantized with
     its scale and zero point), each output with its quantization (scale 0: none)."""
     sig, path = art.signature, Path(art.path)
-    feed = x if isinstance(x, Feed) else Feed.one(sig.inputs[0].name if sig is not None else "x", x)
     out_names: list[str | None] = list(sig.output_names) if sig is not None else [None]
     model_in: dict[str, str | None] = {n: None for n in feed.names}
     quant: dict[str, Any] = {}
@@ -289,7 +281,7 @@ def _page_names(art: Artifact) -> tuple[list[str], list[str]]:
             [v.get("name", k) for k, v in (sig.get("outputs") or {}).items()])
 
 
-def _web_reproducer(bundle: Path, result: Result, x: Any, expected: np.ndarray,
+def _web_reproducer(bundle: Path, result: Result, x: Feed, expected: np.ndarray,
                     limits: dict[str, float]) -> str | None:
     """A browser row's reproducer: reproduce_web.html (the library alone, every input of the model), its driver
     reproduce_web.py, what they read (web.json, input_<k>.bin, expected.bin) and package.json pinning the npm
@@ -332,7 +324,7 @@ def fault_samples(expected: np.ndarray, observed: np.ndarray | None, most: int) 
     return order[: min(most, int(flipped.sum()) or most)]
 
 
-def write_backend_test(folder: Path, model_path: Path, x: np.ndarray | Feed, expected: np.ndarray,
+def write_backend_test(folder: Path, model_path: Path, x: Feed, expected: np.ndarray,
                        observed: np.ndarray | None, layout: OutputLayout | None = None) -> dict[str, Any]:
     """ONNX's backend-test layout: model.onnx (weights inside) and test_data_set_0/input_<k>.pb (every graph
     input, by its name), output_<k>.pb (the source model's outputs: what a correct backend gives) for the few
@@ -349,10 +341,7 @@ def write_backend_test(folder: Path, model_path: Path, x: np.ndarray | Feed, exp
     onnx.save(model, str(folder / "model.onnx"))
     graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     graph_outputs = [o.name for o in model.graph.output]
-    if isinstance(x, Feed):
-        feeds = {graph: x[src][keep] for src, graph in match_names(x.names, graph_inputs).items()}
-    else:
-        feeds = {graph_inputs[0]: np.ascontiguousarray(x[keep], np.float32)}
+    feeds = {graph: x[src][keep] for src, graph in match_names(x.names, graph_inputs).items()}
     named = split(expected[keep], layout) if layout else Feed.one(graph_outputs[0], expected[keep])
     outs = {graph: named[src] for src, graph in match_names(named.names, graph_outputs).items()}
     for k, (tensor, arr) in enumerate(feeds.items()):

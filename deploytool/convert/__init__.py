@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
+
 from deploytool.artifact import Artifact, Plan, content_hash
 
 # the built-in words (formats.py) and every converter module: importing one registers what it has (registry.py)
@@ -50,6 +51,7 @@ from deploytool.convert.registry import (
     unregister_converter,
 )
 from deploytool.errors import Raised, StageFailed, ToolFailed, UnknownOption, first_line_of
+from deploytool.data.feed import Feed, as_feed
 
 
 class Converter(Protocol):
@@ -57,7 +59,7 @@ class Converter(Protocol):
     the run's per-framework workers (`lanes.ConversionLanes`), or in-process."""
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
-                calibration: np.ndarray | None = None) -> Artifact: ...
+                calibration: Feed | None = None) -> Artifact: ...
 
 
 def artifact_format(fmt: str) -> str:
@@ -118,7 +120,7 @@ def _failed(step: Step, e: BaseException) -> StageFailed:
 
 
 def _run_step(step: Step, source: Artifact, quantize: str, out_dir: Path,
-              calibration: np.ndarray | None) -> Artifact:
+              calibration: Feed | None) -> Artifact:
     try:
         return step.run(source, quantize, out_dir, calibration)
     except StageFailed:
@@ -168,12 +170,13 @@ def refuse_oversized(source: Artifact, fmt: str, quantize: str) -> None:
 
 
 def convert(source: Artifact, fmt: str, quantize: str, out_dir: Path,
-            calibration: np.ndarray | None = None) -> Artifact:
+            calibration: Feed | np.ndarray | None = None) -> Artifact:
     """Convert `source` to `fmt` with `quantize` into `out_dir`; writes out_dir/artifact.json.
 
-    `calibration`: float32 training-split samples in the source's layout; the
-    int8 modes need it (a few hundred spread over it are used).
+    `calibration`: training-split samples in the source's layout, the model's named inputs (one array: a
+    single-array model's, data.feed.as_feed); the int8 modes need it (a few hundred spread over it are used).
     """
+    calibration = None if calibration is None else as_feed(calibration)
     p = plan(source.format, fmt, quantize)
     refuse_oversized(source, fmt, quantize)
     out_dir = Path(out_dir)

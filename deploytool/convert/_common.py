@@ -29,18 +29,16 @@ class Mode:
     alias: bool = False  # the same artifact as another word's: `--quantize all` skips it
 
 
-def calibration_subset(calibration: Any, what: str) -> Any:
-    """At most MAX_CALIBRATION_SAMPLES rows spread evenly over the training split: float32 images, or a
-    model's named inputs (a Feed) with float inputs as float32 and integer ones (token ids, masks) kept."""
+def calibration_subset(calibration: Feed | None, what: str) -> Feed:
+    """At most MAX_CALIBRATION_SAMPLES rows spread evenly over the training split: the model's named inputs, float
+    ones as float32 and integer ones (token ids, masks) kept."""
     if calibration is None or len(calibration) == 0:
         raise StageFailed("conversion_failed", f"{what} needs calibration samples from the training split "
                                                "and none were given")
     n = len(calibration)
     idx = np.linspace(0, n - 1, num=min(n, MAX_CALIBRATION_SAMPLES)).round().astype(int)
-    sub = calibration[np.unique(idx)]
-    if isinstance(sub, Feed):
-        return sub.map(lambda _, a: np.ascontiguousarray(a, dtype=np.float32 if a.dtype.kind == "f" else a.dtype))
-    return np.ascontiguousarray(sub, dtype=np.float32)
+    sub: Feed = calibration[np.unique(idx)]
+    return sub.map(lambda _, a: np.ascontiguousarray(a, dtype=np.float32 if a.dtype.kind == "f" else a.dtype))
 
 
 def dist_version(dist: str) -> str:
@@ -97,7 +95,7 @@ def torch_samples(source: Artifact, calibration: Any, batch: int) -> tuple[Any, 
     a dimension the model leaves open (a sequence length) takes the data's."""
     import torch
 
-    first = calibration[:1] if isinstance(calibration, Feed) and len(calibration) else None
+    first = calibration[:1] if calibration is not None and len(calibration) else None
     out = []
     for t in source.io_signature.inputs:  # a single-array model: one float32 input of its sample shape
         dims = [d if d is not None else (first[t.name].shape[i + 1] if first is not None else 1)
@@ -110,8 +108,7 @@ def torch_calibration_batches(samples: Any, i: int) -> tuple[Any, ...]:
     """Sample `i` of a calibration set as the tensors a PyTorch module takes (every input of a Feed)."""
     import torch
 
-    arrays = samples.arrays() if isinstance(samples, Feed) else [samples]
-    return tuple(torch.from_numpy(np.ascontiguousarray(a[i : i + 1])) for a in arrays)
+    return tuple(torch.from_numpy(np.ascontiguousarray(a[i : i + 1])) for a in samples.arrays())
 
 
 def refuse_integer_io_for_integer_inputs(sig: Signature | None, quantize: str) -> None:

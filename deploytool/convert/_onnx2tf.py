@@ -39,7 +39,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import dist_version, onnx_input_names
-from deploytool.data.feed import Batch, Feed, channels_last, feed_sha256, layout_unknown
+from deploytool.data.feed import Feed, channels_last, feed_sha256, layout_unknown
 from deploytool.errors import NoConversion, ToolFailed
 from deploytool.modelfiles.signature import Dims, TensorSpec, match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
@@ -64,7 +64,7 @@ def _printed_error(text: str) -> str:
     return (errors[0] if errors else next((s for s in reversed(lines) if s), "onnx2tf stopped")).strip()
 
 
-def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
+def run(source: Artifact, out_dir: Path, calibration: Feed | None = None,
         integer: bool = False, dynamic: bool = False) -> dict:
     """Convert `source` (an ONNX artifact) into `out_dir`: a SavedModel plus `<stem>_<suffix>.tflite` files.
 
@@ -90,7 +90,7 @@ def run(source: Artifact, out_dir: Path, calibration: Batch | None = None,
     if integer:
         if calibration is None:
             raise ValueError("int8 quantization needs a calibration set")
-        arrays = dict(calibration.items()) if isinstance(calibration, Feed) else {names[0]: calibration}
+        arrays = dict(calibration.items())
         paths = []
         for i, (src_name, model_name) in enumerate(match_names(list(arrays), names).items()):
             calib = out_dir / f"calibration{i}.npy"
@@ -197,7 +197,7 @@ _runs_lock = threading.Lock()
 _cleanup_registered = False
 
 
-def shared_run(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:
+def shared_run(source: Artifact, calibration: Feed | None) -> tuple[dict[str, Path], dict]:
     """(our quantization word -> the .tflite file, the run's options) of the one onnx2tf run of `source` with
     `calibration` in this process, made on first use: with calibration every file, without it the float32,
     float16 and dynamic-range ones. Raises that run's error, each time it is asked. Do not write to the files."""
@@ -218,7 +218,7 @@ def shared_run(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[s
     return {q: f for q, f in files.items() if f.is_file()}, dict(made.options)
 
 
-def _new_run(source: Artifact, calibration: np.ndarray | None) -> _Run:
+def _new_run(source: Artifact, calibration: Feed | None) -> _Run:
     global _cleanup_registered
     if not _cleanup_registered:
         atexit.register(_forget)

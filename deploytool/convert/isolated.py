@@ -13,13 +13,13 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert import convert
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.failures import WorkerLost, WorkerTimedOut
+from deploytool.data.feed import Feed
 
 # The frameworks every conversion from a source framework imports (proc.forkserver.PRELOADS): its worker is forked
 # from a server that imported them once. Not ONNX or TFLite sources: quantizing an ONNX file imports neither.
@@ -30,7 +30,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore")
 
 
-def _convert(source: Artifact, fmt: str, quantize: str, out_dir: str, calibration: np.ndarray | None) -> Artifact:
+def _convert(source: Artifact, fmt: str, quantize: str, out_dir: str, calibration: Feed | None) -> Artifact:
     print(f"--- convert {source.path} -> {fmt}/{quantize}", flush=True)
     t0 = time.perf_counter()
     try:
@@ -52,7 +52,7 @@ class IsolatedConverter:
         self.worker = Worker(_quiet, log_path=Path(log_path), env=WORKER_ENV, preload=PRELOADS.get(framework, ()))
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
-                calibration: np.ndarray | None = None) -> Artifact:
+                calibration: Feed | None = None) -> Artifact:
         try:
             return self.worker.call(_convert, source, fmt, quantize, str(out_dir), calibration,
                                     timeout=self.timeout_s)

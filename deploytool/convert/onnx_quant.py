@@ -18,8 +18,8 @@ from deploytool.artifact import Artifact
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, fallback, fallback_note, check_onnx, dist_version, finish,
                                          onnx_input_names)
 from deploytool.convert.registry import register_converter
-from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
+from deploytool.data.feed import Feed
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"
@@ -107,7 +107,7 @@ def _pre_process(source: Artifact, pre: Path, pre_kw: dict, options: dict) -> tu
 
 @register_converter("onnx_quant", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED, owner="microsoft/onnxruntime",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -132,11 +132,9 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
             samples = calibration_subset(calibration, "ONNX static int8")
             names = onnx_input_names(pre)
             # every model input from the user's data (by the source's names); one image array feeds the one input
-            feeds = (match_names(samples.names, names) if isinstance(samples, Feed) else None)
+            feeds = match_names(samples.names, names)
 
             def batch(i: int) -> dict[str, np.ndarray]:
-                if feeds is None:
-                    return {names[0]: samples[i : i + CALIBRATION_BATCH]}
                 return {model: samples[src][i : i + CALIBRATION_BATCH] for src, model in feeds.items()}
 
             class Reader(CalibrationDataReader):

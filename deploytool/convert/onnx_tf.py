@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import WrongConversion
@@ -20,6 +19,7 @@ from deploytool.convert._common import (Mode, Recipe, check_onnx, dist_version, 
 from deploytool.convert._tf import saved_model_dir, serving_function
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.signature import match_names, serving_signature
+from deploytool.data.feed import Feed
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"
@@ -56,7 +56,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("onnx_tf", converter=CONVERTER, dist=DIST, modes=MODES,
                     routes=(Route("keras", "onnx", then="onnx_quant"), Route("saved_model", "onnx", then="onnx_quant")), owner="onnx/tensorflow-onnx",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     import tensorflow as tf
 
     path = Path(out_dir) / "model.onnx"

@@ -14,13 +14,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import (TORCH_SAMPLES_RECIPE, Mode, Recipe, check_onnx, dist_version, finish,
                                          torch_samples)
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles import pt2
+from deploytool.data.feed import Feed
 
 CONVERTER = "torch.onnx"
 DIST = "torch"
@@ -73,7 +73,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("onnx_torch", converter=CONVERTER, dist=DIST, modes=MODES,
                     routes=(Route("torch", "onnx", then="onnx_quant"),), owner="pytorch/pytorch",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     global _exports_dir
     path = Path(out_dir) / "model.onnx"
     key = (content_hash(source.path), tuple(source.input_shape), dist_version(DIST))

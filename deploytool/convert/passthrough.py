@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from deploytool import __version__
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, finish
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.onnx_external import copy_with_external
+from deploytool.data.feed import Feed
 
 CONVERTER = "copy"
 DIST = "deploytool"
@@ -32,7 +32,7 @@ UNSUPPORTED = {
 
 @register_converter("passthrough", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("onnx", "onnx", then="onnx_quant"), Route("tflite", "tflite")), copies=True)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     src = Path(source.path)
     if not src.is_file():
         raise FileNotFoundError(f"{src} does not exist or is not a file")

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe
+from deploytool.data.feed import Feed
 from deploytool.registry import Registry, load_plugins
 
-ConvertFn = Callable[[Artifact, str, Path, "np.ndarray | None"], Artifact]
+ConvertFn = Callable[[Artifact, str, Path, "Feed | None"], Artifact]
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe, dist_version, finish, saved_model_recipe
 from deploytool.convert._tf import saved_model_dir
 from deploytool.convert.registry import Route, register_converter
+from deploytool.data.feed import Feed
 
 CONVERTER = "tensorflowjs_converter"
 DIST = "tensorflowjs"
@@ -58,7 +58,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("tfjs", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("keras", "tfjs"), Route("saved_model", "tfjs")), owner="tensorflow/tfjs",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     # tensorflowjs imports TF-DF, whose welcome banner imports IPython (not installed) whenever
     # sys.stdout is not the real terminal/pipe (pytest capture, a progress bar's wrapper).
     os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")

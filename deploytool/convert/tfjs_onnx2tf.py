@@ -10,7 +10,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 
 from deploytool.modelfiles.signature import serving_signature
 from deploytool.artifact import Artifact
@@ -18,6 +17,7 @@ from deploytool.convert import _onnx2tf, tfjs
 from deploytool.convert._common import Recipe, dist_version
 from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
 from deploytool.convert.registry import Route, register_converter
+from deploytool.data.feed import Feed
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -46,7 +46,7 @@ def _serving_output_shapes(saved_model: Path) -> dict[str, tuple[int | None, ...
 @register_converter("tfjs_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("onnx", "tfjs"),), owner="PINTO0309/onnx2tf",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx2tf-") as tmp:
         options = _onnx2tf.run(source, Path(tmp))
         shapes = _serving_output_shapes(Path(tmp))

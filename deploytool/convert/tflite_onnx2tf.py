@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
@@ -24,6 +23,7 @@ from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
 from deploytool.modelfiles.signature import Dims
 from deploytool.modelfiles.tflite_io import tflite_tensors
+from deploytool.data.feed import Feed
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST
@@ -52,7 +52,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("tflite_onnx2tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("onnx", "tflite"), Route("torch", "tflite-onnx2tf", after="onnx_torch")), owner="PINTO0309/onnx2tf",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     refuse_integer_io_for_integer_inputs(source.signature, quantize)
     integer = quantize in ("int8", "int8-io")
     if integer:
@@ -78,7 +78,7 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndar
                   notes=_onnx2tf.layout_notes(source, outs))
 
 
-def _float_files(source: Artifact, calibration: np.ndarray | None) -> tuple[dict[str, Path], dict]:
+def _float_files(source: Artifact, calibration: Feed | None) -> tuple[dict[str, Path], dict]:
     """The calibrated run's files when there is a calibration set (the int8 modes will ask for that run too),
     else, or when that run failed, an uncalibrated run's."""
     if calibration is not None and len(calibration):

@@ -10,16 +10,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, fallback, fallback_note,
                                          finish, refuse_integer_io_for_integer_inputs, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.convert.registry import Route, register_converter
-from deploytool.data.feed import Feed
 from deploytool.errors import first_line_of
 from deploytool.modelfiles.signature import SERVING, match_names, serving_signature
+from deploytool.data.feed import Feed
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"
@@ -68,7 +67,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("tflite_tf", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("keras", "tflite"), Route("saved_model", "tflite")), owner="tensorflow/tensorflow",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     import tensorflow as tf
 
     refuse_integer_io_for_integer_inputs(source.signature, quantize)
@@ -144,20 +143,16 @@ def _configure(converter: Any, quantize: str, source: Artifact, calibration: Any
         options["supported_types"] = ["float16"]
     if quantize in ("int8", "int8-io"):
         samples = calibration_subset(calibration, f"TFLite {quantize}")
-        if isinstance(samples, Feed) and positional:
+        if positional or len(samples.names) == 1:  # one input needs no names
             def representative_dataset() -> Iterator[Any]:
                 for i in range(len(samples)):
                     yield [a[i : i + 1] for a in samples.arrays()]
-        elif isinstance(samples, Feed):  # every input from the user's data, by the serving signature's names
+        else:  # every input from the user's data, by the serving signature's names
             names = match_names(samples.names, list(serving.structured_input_signature[1]))
 
             def representative_dataset() -> Iterator[Any]:
                 for i in range(len(samples)):
                     yield {names[n]: a[i : i + 1] for n, a in samples.items()}
-        else:
-            def representative_dataset() -> Iterator[Any]:
-                for i in range(len(samples)):
-                    yield [samples[i : i + 1]]
 
         converter.representative_dataset = representative_dataset
         # Only integer kernels: a float fallback op would silently make it a hybrid model.

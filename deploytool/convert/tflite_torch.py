@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.convert._common import (
@@ -21,6 +20,7 @@ from deploytool.convert._common import (
 )
 from deploytool.convert.registry import Route, register_converter
 from deploytool.modelfiles.pt2 import load_program
+from deploytool.data.feed import Feed
 
 CONVERTER = "litert-torch"
 DIST = "litert-torch"
@@ -45,7 +45,7 @@ UNSUPPORTED = {
 }
 
 
-def _pt2e_int8(module: Any, sample: Any, samples: np.ndarray) -> Any:
+def _pt2e_int8(module: Any, sample: Any, samples: Feed) -> Any:
     import torch
     from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
     from litert_torch.quantize.quant_config import QuantConfig
@@ -91,7 +91,7 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
 @register_converter("tflite_torch", converter=CONVERTER, dist=DIST, modes=MODES, unsupported=UNSUPPORTED,
                     routes=(Route("torch", "tflite"),), owner="google-ai-edge/litert-torch",
                     recipe=recipe)
-def convert(source: Artifact, quantize: str, out_dir: Path, calibration: np.ndarray | None) -> Artifact:
+def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
     os.environ.setdefault("LITERT_TORCH_SHOW_PROGRESS", "n")
     import litert_torch
     from litert_torch.generative.quantize import quant_recipes

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.artifact import IMPLIED_INPUT
 from deploytool.data import cifar, mnist, npz, synthetic  # noqa: F401  (the loaders register themselves)
 from deploytool.data.check import preprocessing_warnings
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.data.named import load_feeds
 from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
@@ -32,9 +33,9 @@ from deploytool.spec import ModelSpec, Preprocess
 @dataclass(frozen=True)
 class Dataset:
     name: str
-    x_train: Batch  # float32, NHWC, preprocessed; a model with a signature: its named inputs, dtypes kept
+    x_train: np.ndarray | Feed  # float32, NHWC, preprocessed; a model with a signature: its named inputs, dtypes kept
     y_train: np.ndarray  # int64
-    x_test: Batch
+    x_test: np.ndarray | Feed  # as stored; every stage is fed `in_layout(x_test, ...)`, the model's named inputs
     y_test: np.ndarray
     labels: tuple[str, ...]
     preprocess: Preprocess
@@ -43,15 +44,19 @@ class Dataset:
     train_sha256: str = ""  # of the preprocessed training bytes alone: what a trained model depends on
     warnings: tuple[str, ...] = ()  # where the raw test set does not fit the declared preprocessing (data/check.py)
 
-    def in_layout(self, x: Any, layout: str) -> Any:
-        """The same values fed NCHW for PyTorch-born models; an explicit transpose, never a reshape.
-        Free (a view) when `x` is already stored in that layout. A model's named inputs (a Feed) are fed as
-        the user stored them: their layout is the model's own."""
-        if isinstance(x, Feed) or layout == "NHWC":
+    def in_layout(self, x: np.ndarray | Feed, layout: str) -> Feed:
+        """What every runtime, converter and tracer is given: the model's named inputs. A model's own named inputs
+        (a Feed) as the user stored them (their layout is the model's own); an image or sequence set as the one
+        input a single-array model's implied signature names (`IMPLIED_INPUT`, Artifact.io_signature), fed NCHW
+        for PyTorch-born models: an explicit transpose, never a reshape, free (a view) when `x` is already stored
+        in that layout."""
+        if isinstance(x, Feed):
             return x
         if layout == "NCHW":
-            return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-        raise ValueError(f"unknown layout {layout}")
+            x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+        elif layout != "NHWC":
+            raise ValueError(f"unknown layout {layout}")
+        return Feed.one(IMPLIED_INPUT, x)
 
     def images(self, x: Any) -> "Images | None":
         """Undo the preprocessing for display (gallery), one image at a time: values in [0, 1]. None for a

@@ -7,11 +7,12 @@ or layouts on its own (`cast` and `map` say so when asked)."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from deploytool.artifact import array_sha256
+from deploytool.artifact import IMPLIED_INPUT, array_sha256
 
 
 class Feed:
@@ -91,7 +92,9 @@ class Feed:
         return Feed({n: fn(n, a) for n, a in self._arrays.items()})
 
     def contiguous(self) -> "Feed":
-        return self.map(lambda _, a: np.ascontiguousarray(a))
+        """Every array C-contiguous; an array that reads its own batches (OnDisk) as it is: read whole, it would
+        undo what it is for."""
+        return self.map(lambda _, a: a if hasattr(a, "batches") else np.ascontiguousarray(a))
 
     def renamed(self, names: dict[str, str]) -> "Feed":
         return Feed({names.get(n, n): a for n, a in self._arrays.items()})
@@ -103,8 +106,21 @@ class Feed:
         return np.concatenate([np.asarray(a, np.float32).reshape(n, -1) for a in self._arrays.values()], axis=1)
 
 
-# What a runtime takes and gives for a batch: one array (a model without a signature) or named arrays.
-Batch = np.ndarray | Feed
+def as_feed(x: "Feed | np.ndarray") -> Feed:
+    """Named inputs from what a caller of the library hands in (a test, the Python API, a notebook): a Feed as it
+    is, one array as a single-array model's one input (IMPLIED_INPUT). The one place an array becomes a Feed;
+    every stage past the entry points (Runtime.run, convert.convert, the measuring workers) takes Feeds only."""
+    return x if isinstance(x, Feed) else Feed.one(IMPLIED_INPUT, x)
+
+
+def save_samples(folder: Path, x: Feed, one_array: bool) -> str:
+    """A few samples saved for a maintainer's reproducer; returns the file's name: a single-array model's as
+    inputs.npy (the one array it is fed), a model's named inputs as inputs.npz (one array per input, by name)."""
+    if one_array:
+        np.save(folder / "inputs.npy", x.first)
+        return "inputs.npy"
+    np.savez(folder / "inputs.npz", **dict(x.items()))
+    return "inputs.npz"
 
 
 def pad_batch(x: Feed, size: int) -> Feed:

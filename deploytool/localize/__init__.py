@@ -30,7 +30,7 @@ from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.bugs.bundle import bundle_row
 from deploytool.bugs.upstream import write_finding
 from deploytool.convert.lanes import ConversionLanes, made_once
-from deploytool.data.feed import Feed
+from deploytool.data.feed import Feed, save_samples
 from deploytool.errors import StageFailed, UnknownOption
 from deploytool.localize.file import FileSource, Point, _onnx_cut, aligned_rel_error, compare_traces, safe_name, trace
 from deploytool.proc.quiet import import_tensorflow
@@ -137,7 +137,7 @@ class _Source:
     def points(self) -> list[Point]:
         return [Point(name, type(op).__name__) for name, (_, op) in self._ops.items()]
 
-    def cut(self, point: Point, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
+    def cut(self, point: Point, out_dir: Path, x: Feed) -> tuple[Artifact, np.ndarray]:
         """The model up to and including the plan's op `point`, saved as an artifact, and its outputs on x. The
         file is saved once in the workspace's folder for this cut and copied from there: its bytes, and so the key
         of its cached conversions, stay the same from one run to the next (a saved .keras file records when it was
@@ -150,7 +150,7 @@ class _Source:
             sub = keras.Model(self.model.inputs, self.model.get_layer(_keras_layer_name(op)).output)
             path = out_dir / "cut.keras"
             save: Callable[[Path], None] = sub.save
-            ref = np.asarray(sub(x, training=False), np.float32)  # a few samples: no predict() loop to retrace
+            ref = np.asarray(sub(x.first, training=False), np.float32)  # a few samples: no predict() loop to retrace
         else:
             import torch
 
@@ -161,7 +161,7 @@ class _Source:
             path = out_dir / "cut.pt2"
             save = lambda p: export_torch(tsub, tuple(self.artifact.input_shape), p)
             with torch.inference_mode():
-                ref = tsub(torch.from_numpy(x)).numpy().astype(np.float32)
+                ref = tsub(torch.from_numpy(x.first)).numpy().astype(np.float32)
         ref = ref.reshape(len(x), -1)
 
         def artifact(file: Path) -> Artifact:
@@ -182,7 +182,7 @@ class _Source:
         return artifact(path), ref
 
 
-def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: np.ndarray) -> np.ndarray:
+def _run(ctx: RunContext, target: str, art: Artifact, combo: Any, x: Feed) -> np.ndarray:
     """One quick untimed run of a cut on `target` (the row's target, or the host for the cross-check)."""
 
     t = get_target(target)
@@ -222,7 +222,7 @@ def _measure_cut(ctx: RunContext, converter: convert.Converter, c: Combo, cut: t
             entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
         if order:
             entry.reason = (entry.reason + "; " if entry.reason else "") + f"compared as {order}"
-        np.save(cut_dir / "inputs.npy", x)
+        save_samples(cut_dir, x, one_array=art.signature is None)
         np.save(cut_dir / "expected.npy", ref.reshape(len(ref), -1))
         np.save(cut_dir / "observed.npy", out)
         if reference:
@@ -303,7 +303,7 @@ def _traced_in_place(user: Artifact, result: Result) -> bool:
     return user.format == "tflite" or get_target(result.combo.target).judges_itself
 
 
-def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np.ndarray, x_art: np.ndarray,
+def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: Feed, x_art: Feed,
                        stop_at_first: bool) -> Localization:
     """`x`: the samples in the source's layout; `x_art`: the same in the row's file's layout."""
 
@@ -331,17 +331,14 @@ def _localize_by_trace(ctx: RunContext, result: Result, loc: Localization, x: np
     return loc
 
 
-def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: np.ndarray | Feed,
+def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str, x: Feed,
                         expected: np.ndarray, observed: np.ndarray) -> None:
     """The smallest failing piece of both files: each graph pruned to what computes `tensor`."""
 
     for name, model in (("source", user), ("converted", art)):
         (folder / name).mkdir(parents=True)
         _onnx_cut(Path(model.path), tensor, folder / name / "cut.onnx")
-    if isinstance(x, Feed):  # one array per named input
-        np.savez(folder / "inputs.npz", **dict(x.items()))
-    else:
-        np.save(folder / "inputs.npy", x)
+    save_samples(folder, x, one_array=user.signature is None)
     np.save(folder / "expected.npy", expected.reshape(len(x), -1))
     np.save(folder / "observed.npy", observed.reshape(len(x), -1))
 

@@ -50,19 +50,19 @@ class Point:
 Trace = dict[str, tuple[str, np.ndarray]]  # name -> (op type, values (N, ...)), in graph order
 
 
-def trace(path: Path, fmt: str, x: np.ndarray | Feed) -> Trace:
-    """Every intermediate value of the model at `path` on `x` (one array, or a model's named inputs), from one
+def trace(path: Path, fmt: str, x: Feed) -> Trace:
+    """Every intermediate value of the model at `path` on `x` (the model's named inputs), from one
     run."""
     tracer = {"onnx": _trace_onnx, "tflite": _trace_tflite, "keras": _trace_keras,
               "saved_model": _trace_saved_model}.get(fmt)
     if tracer is None:
         raise UnknownOption(f"a {fmt} model cannot be localized here; localize a .onnx, .tflite, .keras model "
                             "or a SavedModel directory")
-    if isinstance(x, Feed) and fmt == "saved_model":  # its frozen graph is fed through one input tensor
-        raise UnknownOption("a SavedModel with named inputs cannot be traced here; localize a .onnx, .tflite "
+    if len(x.names) > 1 and fmt == "saved_model":  # its frozen graph is fed through one input tensor
+        raise UnknownOption("a SavedModel of several inputs cannot be traced here; localize a .onnx, .tflite "
                             "or .keras model")
-    # one path for every model: a single array is a one-input model's feed (match_names pairs it by position)
-    return tracer(Path(path), x if isinstance(x, Feed) else Feed.one("input", x))
+    # one path for every model: a single-array model's one input is paired by position (match_names)
+    return tracer(Path(path), x)
 
 
 def _onnx_outputs_exposed(path: Path) -> tuple[Any, dict[str, str]]:
@@ -169,14 +169,14 @@ def _trace_keras(path: Path, x: Feed) -> Trace:
 
 
 def _trace_saved_model(path: Path, x: Feed) -> Trace:
-    return savedmodel.trace(path, x.first)  # a single-array model's (trace refuses named inputs)
+    return savedmodel.trace(path, x.first)  # its one input (trace refuses several)
 
 
 class FileSource:
     """A user's model file cut at any of its intermediate values, with the source's values at every cut
     from one traced run."""
 
-    def __init__(self, artifact: Artifact, x: np.ndarray):
+    def __init__(self, artifact: Artifact, x: Feed):
         if artifact.format not in CUTTABLE:
             raise UnknownOption(f"a {artifact.format} model cannot be cut into smaller models here; rows converted "
                                 "from a .onnx, a .keras file or a SavedModel directory can be localized")
@@ -187,7 +187,7 @@ class FileSource:
     def points(self) -> list[Point]:
         return [Point(name, kind) for name, (kind, _) in self.reference.items()]
 
-    def cut(self, point: Point, out_dir: Path, x: np.ndarray) -> tuple[Artifact, np.ndarray]:
+    def cut(self, point: Point, out_dir: Path, x: Feed) -> tuple[Artifact, np.ndarray]:
         """The model up to `point` saved as an artifact, and the source's values there (in their own shape)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         ref = self.reference[point.name][1]

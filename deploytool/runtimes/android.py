@@ -34,7 +34,7 @@ from deploytool.artifact import Artifact, content_hash
 from deploytool.devices import benchmark_output as bo
 from deploytool.devices.adb import DEVICE_ROOT, AndroidDevice, DeviceInfo, DeviceLost, ShellResult, select_devices
 from deploytool.errors import PHONE_STORAGE_FULL, DeviceError, HarnessMissing, StageFailed, UnknownOption
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
@@ -285,7 +285,7 @@ class AndroidRuntime(Runtime):
         """Each input of the file, in its order, as its tensor takes it (int8 where it is quantized)."""
         return [t.quantize(inputs[src]) for t, src in zip(self._in, self._sources)]
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         try:
             q = self._quantized(self.feed_of(inputs))
             n = len(q[0])

@@ -18,8 +18,7 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.data.ondisk import OnDisk
-from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Batch, Feed, OutputLayout, layout_of, pad_batch,
-                                  restore_channels_first, split)
+from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Feed, as_feed, OutputLayout, layout_of, pad_batch, restore_channels_first, split)
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
@@ -176,16 +175,10 @@ class Runtime:
         self._load(artifact)
         self._load_ms = (time.perf_counter() - t0) * 1e3
 
-    def run(self, inputs: Batch) -> Outputs:
+    def run(self, inputs: Feed | np.ndarray) -> Outputs:
         if self.artifact is None:
             raise RuntimeError("load() an artifact before run()")
-        if self.artifact.signature is not None:
-            out = self._run(self.feed_of(inputs).contiguous())
-            return self._finish(out)
-        if isinstance(inputs, Feed):
-            raise TypeError("named inputs (a Feed) need an artifact with a signature")
-        out = self._run(self._single(inputs))
-        return self._finish(out)
+        return self._finish(self._run(self.feed_of(as_feed(inputs))))
 
     def _single(self, inputs: np.ndarray) -> Any:
         """A single-array model's samples checked against the artifact's sample shape, as float32; a large test set in
@@ -199,15 +192,17 @@ class Runtime:
             return inputs
         return np.ascontiguousarray(inputs, dtype=np.float32)
 
-    def feed_of(self, inputs: Batch) -> Feed:
-        """The named inputs of the artifact's signature (Artifact.io_signature): a Feed as it is, a single array
-        for its one input (a single-array model's checked and float32: `_single`)."""
+    def feed_of(self, inputs: Feed) -> Feed:
+        """The named inputs as the artifact binds them (Artifact.io_signature), each contiguous: a model's own as
+        they come; a single-array model's one input checked against its sample shape, as float32 (`_single`)."""
         assert self.artifact is not None
-        if isinstance(inputs, Feed):
-            return inputs
+        if self.artifact.signature is not None:
+            return inputs.contiguous()
+        if len(inputs.names) != 1:
+            raise ValueError(f"a single-array model takes one input, given {len(inputs.names)} "
+                             f"({', '.join(inputs.names)})")
         # a test set in a file (OnDisk) stands in for its array: it slices like one and reads its own batches
-        one = self._single(inputs) if self.artifact.signature is None else inputs
-        return Feed.one(self.artifact.io_signature.inputs[0].name, cast(np.ndarray, one))
+        return Feed.one(self.artifact.io_signature.inputs[0].name, cast(np.ndarray, self._single(inputs.first)))
 
     def _as_row(self, out: Feed) -> tuple[Any, OutputLayout | None]:
         """A run's named outputs as a row stores them: a single-array model's one output as (N, C) float32 and no
@@ -258,13 +253,13 @@ class Runtime:
             raise ValueError(f"{len(x)} samples given to a model with a fixed batch of {fixed}")
         return pad_batch(x, fixed)
 
-    def predict(self, x: Batch) -> Batch:
+    def predict(self, x: Feed | np.ndarray) -> np.ndarray | Feed:
         """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep): its
         outputs as `run` gives them (a single-array model's (N, C) array, else the named outputs).
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
             raise RuntimeError("load() an artifact before predict()")
-        out = self._predict(self.feed_of(x).contiguous())
+        out = self._predict(self.feed_of(as_feed(x)))
         return out if self.artifact.signature is not None else self._as_row(out)[0]
 
     def predict_feed(self, x: Feed) -> Feed:
@@ -278,7 +273,7 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _measure(self, inputs: Batch, batch_size: int, environment: dict[str, Any],
+    def _measure(self, inputs: Feed, batch_size: int, environment: dict[str, Any],
                  notes: list[str] | None = None) -> Outputs:
         """The in-process measurement every host runtime shares, through its `_predict` (named inputs in, named
         outputs out): batch-1 latency after warm-up, then the whole set in batches for outputs and throughput."""
@@ -320,7 +315,7 @@ class Runtime:
     def _load(self, artifact: Artifact) -> None:
         raise NotImplementedError
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         raise NotImplementedError
 
     def _predict(self, x: Feed) -> Feed:

@@ -24,7 +24,7 @@ import numpy as np
 
 from deploytool import runtimes
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed, as_feed
 from deploytool.data.ondisk import STREAM_BYTES, OnDisk, remove_scratch, scratch_dir
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
@@ -85,7 +85,7 @@ def _class(ref: str) -> type[Runtime]:
     return getattr(importlib.import_module(module), name)
 
 
-def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
+def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Feed) -> Outputs:
     """In the worker: one load + run, its memory taken above the idle RSS just before it.
 
     The model is first loaded and run once on a few samples, unmeasured: a runtime initialises itself
@@ -110,8 +110,9 @@ def _measure(ref: str, options: dict[str, Any], artifact: Artifact, inputs: Batc
     if delta is not None:
         out.memory_bytes[ISOLATED_DELTA] = delta
         out.memory_bytes[ISOLATED_IDLE] = float(idle)
-    if isinstance(inputs, OnDisk):
-        out.notes.append(f"the test set ({inputs.nbytes / 2**20:,.0f} MiB) was read from a file a batch at a time, "
+    streamed = sum(a.nbytes for a in inputs.arrays() if isinstance(a, OnDisk))
+    if streamed:
+        out.notes.append(f"the test set ({streamed / 2**20:,.0f} MiB) was read from a file a batch at a time, "
                          "so the worker's memory does not grow with it")
     out.environment["measured_in"] = (f"own process (pid {os.getpid()}), reused for this runtime's rows; the model "
                                       f"loaded and ran once on {min(len(inputs), PRIMING_SAMPLES)} samples before "
@@ -231,19 +232,20 @@ class RuntimeWorkers:
         for worker in self._workers.values():
             worker.relog(self._log)
 
-    def sendable(self, inputs: Batch) -> Any:
-        """What goes to a worker for `inputs`: the array itself, or, past STREAM_BYTES, the array as a file the
-        worker reads a batch at a time (written once for every row given the same array), so a worker's memory
-        does not grow with the test set."""
-        if not isinstance(inputs, np.ndarray) or inputs.nbytes <= STREAM_BYTES:
-            return inputs
-        kept = self._on_disk.get(id(inputs))
-        if kept is not None and kept[0] is inputs:
+    def sendable(self, inputs: Feed | np.ndarray) -> Feed:
+        """What goes to a worker for `inputs`: each array itself, or, past STREAM_BYTES, as a file the worker
+        reads a batch at a time (written once for every row given the same array), so a worker's memory does not
+        grow with the test set."""
+        return as_feed(inputs).map(lambda _, a: self._streamed(a) if a.nbytes > STREAM_BYTES else a)
+
+    def _streamed(self, a: np.ndarray) -> Any:
+        kept = self._on_disk.get(id(a))
+        if kept is not None and kept[0] is a:
             return kept[1]
         if self._scratch is None:
             self._scratch = scratch_dir()
-        disk = OnDisk.write(inputs.astype(np.float32, copy=False), self._scratch / f"x{len(self._on_disk)}.npy")
-        self._on_disk[id(inputs)] = (inputs, disk)
+        disk = OnDisk.write(a, self._scratch / f"x{len(self._on_disk)}.npy")
+        self._on_disk[id(a)] = (a, disk)
         return disk
 
     def _add(self, key: str, refs: tuple[str, ...], preload: tuple[str, ...]) -> Worker:
@@ -278,7 +280,7 @@ class RuntimeWorkers:
             preload = (*ref_cls.preload, *(p for c in targets for p in c.preload))
             self._add(key, (_ref(ref_cls), *also), preload).start()
 
-    def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Batch) -> Outputs:
+    def measure(self, cls: type[Runtime], options: dict[str, Any], artifact: Artifact, inputs: Feed) -> Outputs:
         ref, timeout_s = _ref(cls), options.get("timeout_s")
         try:
             return self._worker(ref).call(_measure, ref, dict(options), artifact,
@@ -369,14 +371,14 @@ def warm_pairing(ref_cls: type[Runtime], targets: list[type[Runtime]]) -> None:
 
 
 def measure_in_own_process(cls: type[Runtime], options: dict[str, Any], artifact: Artifact,
-                           inputs: Batch) -> Outputs:
+                           inputs: Feed) -> Outputs:
     """Load and run `artifact` on runtime `cls` in its worker: the open run's, else one started for this call."""
     with runtime_workers() as workers:
         return workers.measure(cls, options, artifact, inputs)
 
 
-def paired_latency(cls: type, options: dict[str, Any], artifact: Artifact, inputs: Batch,
-                   ref_cls: type, ref_options: dict[str, Any], ref_artifact: Artifact, ref_inputs: Batch,
+def paired_latency(cls: type, options: dict[str, Any], artifact: Artifact, inputs: Feed,
+                   ref_cls: type, ref_options: dict[str, Any], ref_artifact: Artifact, ref_inputs: Feed,
                    reference: str) -> PairedLatency:
     """A row's latency paired with its reference (RuntimeWorkers.paired) on the first PAIR_SAMPLES samples."""
 
@@ -385,15 +387,14 @@ def paired_latency(cls: type, options: dict[str, Any], artifact: Artifact, input
                               ref_inputs[:PAIR_SAMPLES], reference)
 
 
-def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: Batch,
+def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs: Feed | np.ndarray,
                  **options: Any) -> Outputs:
     """One row's (or the baseline's) load + run: an in-process runtime in its own worker; a browser or a phone,
     which measure their own process, here."""
 
     cls = runtimes.runtime_class(target, fmt, runtime)
     if cls.in_process:
-        fed = inputs.contiguous() if isinstance(inputs, Feed) else np.ascontiguousarray(inputs, dtype=np.float32)
-        return measure_in_own_process(cls, options, artifact, fed)
+        return measure_in_own_process(cls, options, artifact, as_feed(inputs).contiguous())
     with runtimes.make_runtime(target, fmt, runtime, **options) as rt:
         rt.load(artifact)
         return rt.run(inputs)

@@ -12,7 +12,7 @@ from typing import Any
 
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.errors import BadModelFile, first_line_of
 from deploytool.modelfiles.signature import flatten_outputs, match_names, serving_signature
 from deploytool.modelfiles.tf_graph import check_graph_def
@@ -94,7 +94,7 @@ class KerasRuntime(Runtime):
         out = self._fn(*[self._tf.constant(x[n]) for n in self._names])
         return Feed({n: per_sample(n, v.numpy()) for n, v in ({self._one: out} if self._one else out).items()})
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         facts = self._threads
         env = {"runtime": "tensorflow", "version": self._tf.__version__, "intra_op_threads": facts["intra_op_threads"],
                "inter_op_threads": facts["inter_op_threads"], "threads_requested": facts["threads_requested"]}

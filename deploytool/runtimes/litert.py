@@ -16,7 +16,7 @@ import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed, first_line_of
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
@@ -148,7 +148,7 @@ class LiteRTRuntime(Runtime):
                else np.asarray(it.get_tensor(index), np.float32) for src, index, quant in self._out_plan}
         return Feed(out if len(x) == n else {src: a[:n] for src, a in out.items()})
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         fixed = self._fixed_batch  # None exactly when the batch is resizable
         batch = self.options.batch_size if fixed is None else fixed
         notes = []

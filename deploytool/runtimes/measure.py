@@ -207,7 +207,7 @@ def run_batched(predict: Predict, inputs: Feed, batch_size: int) -> tuple[Feed, 
 
 def time_batch1(predict: Predict, inputs: Feed, warmup_runs: int,
                 samples: int | None) -> tuple[np.ndarray, float, int]:
-    """Batch-1 latency of every sample (or the first `samples`), in ms; without a count, of as many samples as
+    """Feed-1 latency of every sample (or the first `samples`), in ms; without a count, of as many samples as
     LATENCY_BUDGET_S holds at the warm-up's speed (`readings_within`: a real-size model on a large test set).
 
     Returns (latencies_ms, first_inference_ms, k). The first call is timed

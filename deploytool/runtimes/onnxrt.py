@@ -13,7 +13,7 @@ from typing import Any, Mapping, Self
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
@@ -132,7 +132,7 @@ class OnnxRuntime(Runtime):
         out = {src: as_array(src, a) for src, a in zip(self._outputs, got)}
         return Feed(out if len(x) == n else {src: a[:n] for src, a in out.items()})
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         batch = self._fixed_batch or self.options.batch_size
         notes = []
         if self._fixed_batch is not None:

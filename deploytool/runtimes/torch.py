@@ -9,7 +9,7 @@ from typing import Any
 
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed, pad_batch
+from deploytool.data.feed import Feed, pad_batch
 from deploytool.modelfiles.pt2 import fixed_batch, import_reader, load_program
 from deploytool.modelfiles.signature import flatten_outputs
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
@@ -54,7 +54,7 @@ class TorchRuntime(Runtime):
             outs = flatten_outputs(out, self._out_names)  # a dict, a list or one tensor
             return Feed({name: per_sample(name, o.numpy()) for name, o in zip(self._out_names, outs)})
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         env = {"runtime": "torch", "version": self._torch.__version__, "intra_op_threads": self._threads}
         batch, notes = self.options.batch_size, []
         if self._fixed_batch is not None:

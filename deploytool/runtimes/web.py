@@ -39,7 +39,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from deploytool.artifact import Artifact
-from deploytool.data.feed import Batch, Feed
+from deploytool.data.feed import Feed
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import check_harness, library_versions
 from deploytool.errors import BadModelFile, StageFailed, UnknownOption
@@ -345,7 +345,7 @@ class WebRuntime(Runtime):
                           "model": self._in_names[src]})
         return urls, {"inputs": specs, "outputs": self._out_names}
 
-    def _run(self, inputs: Batch) -> Outputs:
+    def _run(self, inputs: Feed) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
         inputs = self.feed_of(inputs)

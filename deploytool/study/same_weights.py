@@ -57,7 +57,7 @@ def compare_same_weights(spec: Any, keras_path: Path, dataset: Any, threads: int
     back = zoo.build_keras(spec.architecture, spec.input_shape, spec.num_classes)
     zoo.torch_to_keras(tmodel, back)
     k_logits = kmodel.predict(x, batch_size=512, verbose=0)
-    x_nchw = torch.from_numpy(dataset.in_layout(x, "NCHW"))
+    x_nchw = torch.from_numpy(dataset.in_layout(x, "NCHW").first)
     with torch.inference_mode():
         t_logits = torch.cat([tmodel(x_nchw[i : i + 512]) for i in range(0, len(x_nchw), 512)]).numpy()
     b_logits = back.predict(x, batch_size=512, verbose=0)

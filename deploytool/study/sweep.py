@@ -412,7 +412,7 @@ class _Inference:
         path = self.tmp / f"inputs-{layout}.npy"
         if not path.exists():
             ds = self.ctx.dataset
-            np.save(path, ds.in_layout(ds.x_test[: max(self.budget.min_samples, 256)], layout))
+            np.save(path, ds.in_layout(ds.x_test[: max(self.budget.min_samples, 256)], layout).first)
         return path
 
     def _in_worker(self, unit: Unit, artifact: Any, per_thread: dict[int, list[int]], save: Any) -> None:

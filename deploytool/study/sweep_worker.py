@@ -18,8 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import IMPLIED_INPUT, Artifact
 from deploytool.data import load_dataset
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.runtimes import make_runtime
@@ -44,7 +45,7 @@ def infer(job: dict[str, Any]) -> list[dict[str, Any]]:
     import numpy as np
 
     artifact = Artifact.from_json(job["artifact"])
-    inputs = np.load(job["inputs"], allow_pickle=False)
+    inputs = Feed.one(IMPLIED_INPUT, np.load(job["inputs"], allow_pickle=False))  # a zoo model's one input
     budget = PointBudget(**job["budget"])
     points = []
     for threads, batches in job["points"]:  # [[threads, [batch, ...]], ...]: only the points not stored yet

@@ -111,7 +111,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
     layout = "NCHW" if spec.input_kind == "image" else "NHWC"  # a sequence or features are fed as stored
-    x = torch.from_numpy(ds.in_layout(ds.x_train, layout))
+    x = torch.from_numpy(ds.in_layout(ds.x_train, layout).first)
     y = torch.from_numpy(ds.y_train)
     gen = torch.Generator().manual_seed(spec.train.seed)
     bs = spec.train.batch_size
@@ -120,7 +120,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if spec.train.schedule == "cosine" else None
     seconds: list[float] = []
     history: list[dict[str, float]] = []
-    x_test = ds.in_layout(ds.x_test, layout)
+    x_test = ds.in_layout(ds.x_test, layout).first
 
     for epoch in range(epochs):
         model.train()
@@ -146,7 +146,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
         seconds.append(time.perf_counter() - t0)
         bar.close()
         if after_epoch is not None:  # first: its CPU time must not include the test evaluation below
-            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, layout)))
+            after_epoch(epoch, lambda xs: _torch_logits(model, ds.in_layout(xs, layout).first))
         logits = _torch_logits(model, x_test)
         history.append({"loss": loss_sum / len(x), "accuracy": correct / len(x),
                         "test_accuracy": float(np.mean(logits.argmax(1) == ds.y_test))})

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from tests.kept import CACHE_HOME
 
@@ -196,7 +197,7 @@ class ModelCache:
     def _converted(self, kind: str, fmt: str, quantize: str) -> Artifact:
         src = self.source(kind)
         key = self._key("converted", src.sha256, fmt, quantize, self._convert_code)
-        calibration = digits_in(src.layout)[:N_TRAIN]
+        calibration = Feed.one("input", digits_in(src.layout)[:N_TRAIN])
         return self._entry(f"{kind}-{fmt}-{quantize}", key,
                            lambda d: self._isolated().convert(src, fmt, quantize, d / "out", calibration))
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from deploytool.data.feed import Feed
 from deploytool import runtimes, targets
 from deploytool.artifact import Artifact
 from deploytool.errors import DeploytoolError, StageFailed
@@ -55,7 +56,7 @@ def check_lifecycle(key: tuple[str, str, str], artifact: Artifact, inputs: np.nd
     rt = runtimes.make_runtime(target, fmt, name, **options)
     try:
         rt.load(artifact)
-        out = rt.run(inputs)
+        out = rt.run(Feed.one("input", inputs))
     finally:
         rt.close()
     rt.close()  # a second close is a no-op, never an error
@@ -82,7 +83,7 @@ def check_lifecycle(key: tuple[str, str, str], artifact: Artifact, inputs: np.nd
         except (DeploytoolError, StageFailed, RuntimeError) as e:
             assert "load" in one_line(e), f"a second load() refused without saying why: {e}"
         else:
-            again = rt.run(inputs)
+            again = rt.run(Feed.one("input", inputs))
             assert again.outputs.shape == (n, num_classes)
     finally:
         rt.close()

@@ -15,6 +15,7 @@ import pytest
 
 from deploytool import convert, runtimes
 from deploytool.artifact import content_hash, size_on_disk
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from tests.contract import registry_cases as cases
 from tests.contract.runtime_contract import one_line
@@ -46,7 +47,7 @@ def test_route_converts_or_says_why(route, models):
     x = models.inputs(art, 4)
     with runtimes.make_runtime("host", art.format, host, warmup_runs=0, latency_samples=1) as rt:
         rt.load(art)
-        out = rt.run(x)
+        out = rt.run(Feed.one("input", x))
     assert out.outputs.shape == (4, src.num_outputs) and np.isfinite(out.outputs).all()
 
 

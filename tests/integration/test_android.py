@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Feed
 from deploytool.artifact import Artifact
 from deploytool.devices import adb
 from deploytool.errors import DeviceError, DeviceNotFound, HarnessMissing, StageFailed
@@ -120,7 +121,7 @@ def run_on(sim: DeviceSimulator, art: Artifact, x: np.ndarray, **options):
     rt = AndroidRuntime(serial=sim.serial, **{"benchmark_binary": str(BENCHMARK_MODEL_DOUBLE), **FAST, **options})
     with rt:
         rt.load(art)
-        return rt.run(x)
+        return rt.run(Feed.one("input", x))
 
 
 def run_dirs(sim: DeviceSimulator) -> list[str]:

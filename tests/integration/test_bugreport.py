@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Feed
 from deploytool.artifact import Artifact
 from deploytool.bugs.bundle import write_bundle
 from deploytool.result import Combo, Result, Status
@@ -46,7 +47,7 @@ def test_measured_failure_bundle_reproduces_with_onnxruntime(tmp_path):
                    num_outputs=10, converter="tf2onnx", converter_version="1.17.0", sha256="abc", size_bytes=1)
     res = _result("measured", art.to_json(), str(tmp_path / "outputs.npy"), flipped=(7, 3))
     # the expected outputs are the truth; the runtime here is right, so a host finding would NOT reproduce
-    bundle = write_bundle(res, tmp_path / "bugs", x_test=x, baseline_outputs=truth, source=art,
+    bundle = write_bundle(res, tmp_path / "bugs", x_test=Feed.one("input", x), baseline_outputs=truth, source=art,
                           versions={"onnxruntime": "1.32.0"}, command="deploytool migrate ...")
     assert sorted(p.name for p in (bundle / "model").iterdir()) == ["m.onnx", "m.onnx.data"]
     meta = json.loads((bundle / "bundle.json").read_text())
@@ -72,7 +73,7 @@ def test_conversion_failure_bundle_carries_the_source_and_a_converter_call_that_
                    num_outputs=10)
     res = _result("conversion_failed", None)
     x = np.zeros((5, 8, 8, 1), np.float32)
-    bundle = write_bundle(res, tmp_path / "bugs", x_test=x, baseline_outputs=np.zeros((5, 10), np.float32),
+    bundle = write_bundle(res, tmp_path / "bugs", x_test=Feed.one("input", x), baseline_outputs=np.zeros((5, 10), np.float32),
                           source=src, versions={"tf2onnx": "1.17.0"}, command="deploytool migrate --fresh",
                           step_input=StepInput(STEPS["onnx_tf"], src))
     assert (bundle / "model" / "model.keras").read_bytes() == b"zip" and not (bundle / "observed.npy").exists()
@@ -155,7 +156,7 @@ def test_an_onnx_bundle_and_its_backend_test_folder_replay_with_only_the_package
                    size_bytes=1)
     res = _result("measured", art.to_json(), str(tmp_path / "outputs.npy"), flipped=(30, 9, 5))
     versions = {"numpy": np.__version__, "onnxruntime": ort.__version__, "onnx": "1.19.1", "tensorflow": "2.x"}
-    bundle = write_bundle(res, tmp_path / "bugs", x_test=x, baseline_outputs=truth, source=art, versions=versions,
+    bundle = write_bundle(res, tmp_path / "bugs", x_test=Feed.one("input", x), baseline_outputs=truth, source=art, versions=versions,
                           command="deploytool migrate ...")
     meta = json.loads((bundle / "bundle.json").read_text())
     assert set(meta["packages"]) == {"numpy", "onnxruntime", "onnx"}
@@ -218,7 +219,7 @@ def test_a_conversion_bundle_reproduces_deploytools_own_call_byte_for_byte(tmp_p
         res = Result(run_id="r", combo_key=f"k-{step}", model="m", dataset="d",
                      combo=Combo(src.format, fmt, quantize, "host"), status=Status.CONVERSION_FAILED,
                      reason=f"{STEPS[step].converter} x: ValueError: planted")
-        bundle = write_bundle(res, tmp_path / "bugs", x_test=x,
+        bundle = write_bundle(res, tmp_path / "bugs", x_test=Feed.one("input", x),
                               baseline_outputs=np.zeros((4, 10), np.float32), source=src, versions={},
                               command="deploytool migrate ...", step_input=StepInput(STEPS[step], src))
         run = tmp_path / f"run-{step}"

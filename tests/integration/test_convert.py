@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Feed
 from deploytool import convert as C
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import StageFailed
@@ -50,7 +51,7 @@ def sources():
         x = digits_in(art.layout)
         with make_runtime("pc", art.format, warmup_runs=0, latency_samples=1) as rt:
             rt.load(art)
-            reference = rt.run(x[N_TRAIN:]).outputs
+            reference = rt.run(Feed.one("input", x[N_TRAIN:])).outputs
         out[kind] = Source(art, x[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:], reference)
     yield out
     cache.close()
@@ -80,7 +81,7 @@ def converted(sources):
 def run_host(art: Artifact, x: np.ndarray, **options) -> np.ndarray:
     with RUNTIME[art.format](**options) as rt:
         rt.load(art)
-        return rt.run(x).outputs
+        return rt.run(Feed.one("input", x)).outputs
 
 
 def check_metadata(art: Artifact, src: Artifact, fmt: str, quantize: str, out_dir: Path) -> None:
@@ -285,7 +286,7 @@ def test_a_failed_onnx2tf_run_fails_every_mode_it_serves_and_float_modes_try_wit
                                             ("int8", calibration[:3], src), ("int8", calibration[:3] + 1, src),
                                             ("int8", calibration, replace(src, path=other))]):
         with pytest.raises(StageFailed) as e:
-            C.convert(source, "tflite", q, tmp_path / str(i), calib)
+            C.convert(source, "tflite", q, tmp_path / str(i), Feed.one("input", calib))
         reasons.append(e.value.reason)
     # one calibrated run for both int8 modes, one uncalibrated run for both float modes, then one run for
     # each other calibration set (size or values) and for the other source
@@ -351,7 +352,7 @@ def test_corrupt_source_is_a_conversion_failure(fmt, suffix, fmt_word, converter
     quantize = "int8" if fmt == "onnx" else "none"
     calibration = np.zeros((4, *shape), np.float32)
     with pytest.raises(StageFailed) as e:
-        C.convert(src, fmt_word, quantize, tmp_path / "out", calibration)
+        C.convert(src, fmt_word, quantize, tmp_path / "out", Feed.one("input", calibration))
     assert e.value.status == "conversion_failed"
     assert e.value.reason.startswith(f"{converter} {metadata.version(dist)}: ")
     assert "\n" not in e.value.reason

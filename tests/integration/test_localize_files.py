@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Feed
+
 if TYPE_CHECKING:
     from deploytool.artifact import Artifact
 
@@ -58,7 +60,7 @@ class InProcess:
     """The converter worker's `convert`, in this process (TensorFlow is imported here anyway): no worker start-up."""
 
     def convert(self, source: Artifact, fmt: str, quantize: str, out_dir: Path,
-                calibration: np.ndarray | None = None) -> Artifact:
+                calibration: Feed | None = None) -> Artifact:
         from deploytool import convert
 
         return convert.convert(source, fmt, quantize, out_dir, calibration)
@@ -146,7 +148,7 @@ def test_a_user_tflite_row_is_traced_op_by_op(tmp_path, digits_npz):
 
     x = digits()[0][1000:1004]
     first_conv = keras.Model(*(lambda m: (m.inputs, m.layers[0].output))(keras.saving.load_model(keras_art.path)))
-    traced = trace(user, "tflite", x)
+    traced = trace(user, "tflite", Feed.one("input", x))
     conv = next(v for kind, v in traced.values() if kind == "CONV_2D")
     np.testing.assert_allclose(conv, np.asarray(first_conv(x)), atol=1e-4)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from deploytool.data.feed import Feed
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -120,7 +121,7 @@ def test_the_keras_runtime_records_its_threads_and_says_when_tensorflow_ran_alre
     x = np.zeros((8, *art.input_shape), np.float32)
     with KerasRuntime(threads=1, warmup_runs=0, latency_samples=2) as rt:
         rt.load(art)
-        first = rt.run(x)
+        first = rt.run(Feed.one("input", x))
     tf = import_tensorflow()
     have = tf.config.threading.get_intra_op_parallelism_threads() or usable_cores()
     assert first.environment["threads_requested"] == 1 and first.environment["intra_op_threads"] == have
@@ -128,6 +129,6 @@ def test_the_keras_runtime_records_its_threads_and_says_when_tensorflow_ran_alre
     other = 3 if have != 3 else 4  # TensorFlow has run now: no other count can apply in this process
     with KerasRuntime(threads=other, warmup_runs=0, latency_samples=2) as rt:
         rt.load(art)
-        out = rt.run(x)
+        out = rt.run(Feed.one("input", x))
     assert out.environment["intra_op_threads"] == have and out.environment["threads_requested"] == other
     assert any(f"although {other} were requested" in n for n in out.notes), out.notes

@@ -19,6 +19,7 @@ import numpy as np
 import psutil
 import pytest
 
+from deploytool.data.feed import Feed
 from deploytool.devices.harness_server import HarnessServer
 from deploytool.errors import HarnessMissing, StageFailed, UnknownOption
 from deploytool.runtimes.measure import MIN_READINGS
@@ -300,7 +301,7 @@ def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
     rt.options = dataclasses.replace(rt.options, timeout_s=0.2)  # 20,000 samples on the cpu backend take seconds
     x = np.repeat(models.inputs, 20_000 // len(models.inputs), axis=0)
     with pytest.raises(StageFailed) as err:
-        rt.run(x)
+        rt.run(Feed.one("input", x))
     assert err.value.status == "timeout"
     assert "timeout_s=0.2" in err.value.reason
     _assert_all_gone(rt.last_process_ids)
@@ -320,7 +321,7 @@ def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models
         x = np.repeat(models.inputs[:1], 400, axis=0)
         t = time.monotonic()
         with pytest.raises(StageFailed) as err:
-            rt.run(x)
+            rt.run(Feed.one("input", x))
         assert time.monotonic() - t < 30
         assert err.value.status == "timeout" and "chunks together" in err.value.reason
     finally:
@@ -338,7 +339,7 @@ def test_a_run_that_cannot_finish_in_time_stops_when_its_pace_shows_it_and_keeps
         rt.load(models.tfjs)
         browser = session.browser()
         with pytest.raises(StageFailed) as err:
-            rt.run(x)
+            rt.run(Feed.one("input", x))
         assert err.value.status == "timeout", err.value.reason
         assert "stopped the run early" in err.value.reason and "inferences left" in err.value.reason, err.value.reason
         assert "ms a sample" in err.value.reason and "timeout_s=4" in err.value.reason
@@ -362,7 +363,7 @@ def test_between_chunks_a_run_stops_when_the_chunks_pace_shows_the_rest_cannot_f
         rt.load(models.tfjs)
         t = time.monotonic()
         with pytest.raises(StageFailed) as err:
-            rt.run(x)
+            rt.run(Feed.one("input", x))
         assert time.monotonic() - t < 4.0  # before the limit, not at it
         assert err.value.status == "timeout" and "samples left" in err.value.reason, err.value.reason
     finally:

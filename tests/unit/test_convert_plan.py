@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from deploytool.data.feed import Feed
 from deploytool import convert as C
 from deploytool.convert._common import MAX_CALIBRATION_SAMPLES, calibration_subset
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption
@@ -130,10 +131,11 @@ def test_impossible_combinations_are_unsupported_with_a_reason(args, why):
 
 
 def test_calibration_subset_is_capped_spread_and_float32():
-    x = np.arange(1000, dtype=np.float64).reshape(1000, 1)
+    x = Feed({"input": np.arange(1000, dtype=np.float64).reshape(1000, 1), "ids": np.arange(1000).reshape(1000, 1)})
     sub = calibration_subset(x, "test")
-    assert len(sub) == MAX_CALIBRATION_SAMPLES and sub.dtype == np.float32
-    assert sub[0, 0] == 0 and sub[-1, 0] == 999  # spread over the split, not its head
+    assert len(sub) == MAX_CALIBRATION_SAMPLES and sub["input"].dtype == np.float32
+    assert sub["ids"].dtype == np.int64  # integer inputs (token ids, masks) keep their type
+    assert sub["input"][0, 0] == 0 and sub["input"][-1, 0] == 999  # spread over the split, not its head
     assert len(calibration_subset(x[:10], "test")) == 10
     with pytest.raises(StageFailed) as e:
         calibration_subset(None, "ONNX static int8")

@@ -34,7 +34,9 @@ def test_preprocessing_is_applied_once_and_recorded(spec):
     np.testing.assert_allclose(ds.x_test, expected, rtol=1e-6, atol=1e-6)
     assert ds.x_test.dtype == np.float32 and ds.x_test.shape == (2000, 28, 28, 1)
     assert ds.sha256 == load_dataset(spec).sha256  # deterministic bytes
-    nchw = ds.in_layout(ds.x_test, "NCHW")
+    fed = ds.in_layout(ds.x_test, "NCHW")
+    assert fed.names == ("input",)  # the one input of a single-array model's implied signature
+    nchw = fed.first
     assert nchw.shape == (2000, 1, 28, 28) and np.array_equal(nchw[5, 0], ds.x_test[5, ..., 0])
     images = ds.images(ds.x_test[:3])
     assert images is not None
@@ -155,10 +157,10 @@ def test_nchw_data_for_an_nchw_model_is_held_once_in_its_own_layout(tmp_path, sp
     assert a.x_test.shape == b.x_test.shape == (50, 8, 8, 3) and np.array_equal(a.x_test, b.x_test)
     assert a.sha256 == b.sha256  # the same values, whatever the file's layout
     for ds in (a, b):  # stored NCHW: feeding the NCHW model copies nothing
-        fed = ds.in_layout(ds.x_test, "NCHW")
+        fed = ds.in_layout(ds.x_test, "NCHW").first
         assert fed.flags.c_contiguous and np.shares_memory(fed, ds.x_test)
     raw = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
-    np.testing.assert_allclose(a.in_layout(a.x_test, "NCHW"), raw, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a.in_layout(a.x_test, "NCHW").first, raw, rtol=1e-6, atol=1e-6)
     images = a.images(a.x_test)
     assert images is not None and images[3].shape == (8, 8, 3) and len(images) == 50
 
@@ -174,7 +176,7 @@ def test_data_that_reads_both_ways_needs_data_layout(tmp_path, spec):
     as_nhwc = load_dataset(s, test_npz=tmp_path / "cube.npz", data_layout="NHWC")
     pre = ((x.astype(np.float32) * s.preprocess.scale) - np.float32(s.preprocess.mean[0])) / s.preprocess.std[0]
     assert isinstance(as_nchw.x_test, np.ndarray) and isinstance(as_nhwc.x_test, np.ndarray)
-    np.testing.assert_allclose(as_nchw.in_layout(as_nchw.x_test, "NCHW"), pre, rtol=1e-6)  # the file read NCHW
+    np.testing.assert_allclose(as_nchw.in_layout(as_nchw.x_test, "NCHW").first, pre, rtol=1e-6)  # the file read NCHW
     np.testing.assert_allclose(as_nhwc.x_test, pre, rtol=1e-6)  # the file read NHWC
     assert not np.array_equal(as_nchw.x_test, as_nhwc.x_test)
     with pytest.raises(ShapeError, match="channels, height, width"):  # the flag is checked against the shape
