@@ -191,8 +191,8 @@ def test_a_test_set_past_the_stream_size_reaches_the_worker_as_a_file_and_gives_
     with isolated.runtime_workers() as workers:
         whole = workers.measure(cls, options, art, src.x_test)
         monkeypatch.setattr(isolated, "STREAM_BYTES", 1024)
-        sent = workers.sendable(src.x_test)
-        assert isinstance(sent, ondisk.OnDisk) and workers.sendable(src.x_test) is sent  # written once per array
+        sent = workers.sendable(src.x_test).first  # an array handed in: the one input of a single-array model
+        assert isinstance(sent, ondisk.OnDisk) and workers.sendable(src.x_test).first is sent  # written once per array
         streamed = workers.measure(cls, options, art, src.x_test)
         scratch = sent.path.parent
     assert np.array_equal(streamed.outputs, whole.outputs) and streamed.latency_ms.shape == (20,)

@@ -54,7 +54,7 @@ def test_trained_twins_transfer_exactly_on_the_test_set(lenet5_workspace):
     assert zoo.count_params(kmodel) == zoo.count_params(twin)
     k_logits = kmodel.predict(ds.x_test, batch_size=500, verbose=0)
     with torch.inference_mode():
-        t_logits = twin(torch.from_numpy(ds.in_layout(ds.x_test, "NCHW"))).numpy()
+        t_logits = twin(torch.from_numpy(ds.in_layout(ds.x_test, "NCHW").first)).numpy()
     assert np.abs(k_logits - t_logits).max() < 1e-4
     assert np.array_equal(k_logits.argmax(1), t_logits.argmax(1))
     # and the other way round, from the trained PyTorch model
@@ -64,7 +64,7 @@ def test_trained_twins_transfer_exactly_on_the_test_set(lenet5_workspace):
     plain.load_state_dict(torch.load(trained["torch"].get_artifact().path.with_name("weights.pt"), weights_only=True))
     zoo.torch_to_keras(plain, ktwin)
     with torch.inference_mode():
-        t2 = tmodel(torch.from_numpy(ds.in_layout(ds.x_test, "NCHW"))).numpy()
+        t2 = tmodel(torch.from_numpy(ds.in_layout(ds.x_test, "NCHW").first)).numpy()
     k2 = ktwin.predict(ds.x_test, batch_size=500, verbose=0)
     assert np.abs(k2 - t2).max() < 1e-4 and np.array_equal(k2.argmax(1), t2.argmax(1))
 

@@ -57,3 +57,60 @@ def test_batches_cut_every_array_at_the_same_samples_and_an_on_disk_array_reads_
         assert np.array_equal(np.concatenate([s[0] for s in seen]), x)  # read from the file, batch by batch
         assert len({s[1] for s in seen}) == 1  # into one buffer, as the batched pass reads a large set
         assert np.array_equal(np.concatenate([s[2] for s in seen]), ids)
+
+
+def test_an_array_handed_in_becomes_the_one_input_of_a_single_array_model_and_a_feed_stays_itself():
+    from deploytool.artifact import IMPLIED_INPUT, Artifact
+    from deploytool.data.feed import as_feed
+
+    x = np.zeros((2, 4, 4, 1), np.float32)
+    fed = as_feed(x)
+    assert fed.names == (IMPLIED_INPUT,) and fed.first is x  # named, not copied
+    f = _feed()
+    assert as_feed(f) is f
+    # the name a single-array model's implied signature gives its one input: what runtimes bind the array by
+    art = Artifact(path=Path("m.onnx"), format="onnx", framework="keras", layout="NHWC", input_shape=(4, 4, 1),
+                   num_outputs=3)
+    assert art.io_signature.input_names == (IMPLIED_INPUT,)
+
+
+def test_contiguous_leaves_an_on_disk_array_unread(tmp_path):
+    from deploytool.data.ondisk import OnDisk
+
+    disk = OnDisk.write(np.arange(12, dtype=np.float32).reshape(4, 3), tmp_path / "x.npy")
+    strided = np.arange(16, dtype=np.int64).reshape(4, 4)[:, ::2]
+    out = Feed({"x": cast(np.ndarray, disk), "ids": strided}).contiguous()
+    assert out["x"] is disk  # read whole, it would undo what it is for
+    assert out["ids"].flags.c_contiguous and np.array_equal(out["ids"], strided)
+
+
+def test_samples_for_a_maintainer_are_one_array_or_named_arrays(tmp_path):
+    from deploytool.data.feed import save_samples
+
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    (tmp_path / "one").mkdir()
+    assert save_samples(tmp_path / "one", Feed.one("input", x), one_array=True) == "inputs.npy"
+    assert np.array_equal(np.load(tmp_path / "one" / "inputs.npy"), x)
+    (tmp_path / "named").mkdir()
+    assert save_samples(tmp_path / "named", _feed(), one_array=False) == "inputs.npz"
+    with np.load(tmp_path / "named" / "inputs.npz") as z:
+        assert z.files == ["input_ids", "mask", "x"] and z["mask"].dtype == np.int32
+
+
+def test_a_workers_large_arrays_go_as_files_written_once_named_inputs_too(monkeypatch):
+    from deploytool.data.ondisk import OnDisk
+    from deploytool.runtimes import isolated
+
+    monkeypatch.setattr(isolated, "STREAM_BYTES", 1000)
+    ids = np.arange(400, dtype=np.int64).reshape(100, 4)  # 3,200 bytes: past the limit
+    mask = np.ones((100, 4), np.int8)  # 400 bytes: sent as it is
+    workers = isolated.RuntimeWorkers()
+    try:
+        sent = workers.sendable(Feed({"ids": ids, "mask": mask}))
+        assert isinstance(sent["ids"], OnDisk) and sent["ids"].dtype == np.int64  # its own dtype, not float32
+        assert np.array_equal(sent["ids"][0:100], ids) and sent["mask"] is mask
+        again = workers.sendable(Feed({"ids": ids, "mask": mask}))
+        assert again["ids"] is sent["ids"]  # the same array: the same file, written once for every row
+        assert isinstance(workers.sendable(np.zeros((100, 10), np.float32)).first, OnDisk)  # an array handed in
+    finally:
+        workers.close()
