@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from deploytool import report
-from deploytool.data.feed import Feed
 from deploytool.provenance import host_facts
 from deploytool.result import Result
 from deploytool.run.context import RunContext
@@ -55,6 +54,7 @@ def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list
             if fw not in ctx.failed_sources:
                 raise  # a baseline that crashed in deploytool's own code: its rows say so; the report goes on
     history = store.history(ctx.spec.name, [r.combo_key for r in results], run_id)
+    images = ctx.dataset.images(ctx.dataset.x_test)  # None: the gallery shows a sample's values, not a picture
     inp = report.ReportInput(
         run_id=run_id, model=ctx.spec.name, dataset=ctx.dataset.name,
         run_info={**ctx.req.to_json(), "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -62,8 +62,7 @@ def write_report(ctx: RunContext, store: ResultStore, run_id: str, results: list
                   "data_warnings": list(ctx.dataset.warnings)},
         results=results, baselines={fw: asdict(s.baseline) for fw, s in ctx.sources.items()},
         labels=list(ctx.spec.labels), y_true=ctx.dataset.y_test,
-        images=ctx.dataset.images(ctx.dataset.x_test), history=history,
-        inputs=ctx.dataset.x_test if isinstance(ctx.dataset.x_test, Feed) else None)
+        images=images, history=history, inputs=ctx.dataset.x_test if images is None else None)
     return report.write_report(inp, out_dir or ctx.ws.report_dir(run_id))
 
 
