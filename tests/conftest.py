@@ -29,7 +29,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 900, cwd: Path
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
-    """Groups for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): a test file's tests share a worker, so
+    """Groups for pytest-xdist (`make test` runs `-n 3 --dist loadgroup`): a test file's tests share a worker, so
     its module fixtures (a whole migrate run) are made once; tests that drive the one adb server (port 5037) and
     its simulated phones share one group, one after another: another worker's phones would show up in
     `adb devices` mid-test."""

@@ -58,5 +58,5 @@ def test_make_lint_runs_mypy_between_ruff_and_the_import_contracts():
 def test_make_test_runs_the_lint_beside_the_tests_and_fails_when_it_fails():
     makefile = (ROOT / "Makefile").read_text()
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "$(MAKE) --no-print-directory lint" in recipe and "-m pytest -n 2" in recipe
+    assert "$(MAKE) --no-print-directory lint" in recipe and "-m pytest -n 3 --dist loadgroup" in recipe
     assert "wait $$lint; lint_rc=$$?" in recipe and "if [ $$lint_rc -ne 0 ]" in recipe and "exit 1" in recipe
