@@ -18,7 +18,8 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.data.ondisk import OnDisk
-from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Feed, as_feed, OutputLayout, layout_of, pad_batch, restore_channels_first, split)
+from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Feed, OutputLayout, as_feed, layout_of, pad_batch,
+                                  restore_channels_first, split)
 from deploytool.runtimes.measure import (
     LOAD_CHECK_S,
     PeakRss,
