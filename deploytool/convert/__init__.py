@@ -18,7 +18,6 @@ from typing import Protocol
 
 import numpy as np
 
-
 from deploytool.artifact import Artifact, Plan, content_hash
 
 # the built-in words (formats.py) and every converter module: importing one registers what it has (registry.py)
@@ -50,8 +49,8 @@ from deploytool.convert.registry import (
     route,
     unregister_converter,
 )
-from deploytool.errors import Raised, StageFailed, ToolFailed, UnknownOption, first_line_of
 from deploytool.data.feed import Feed, as_feed
+from deploytool.errors import Raised, StageFailed, ToolFailed, UnknownOption, first_line_of
 
 
 class Converter(Protocol):

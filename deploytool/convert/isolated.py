@@ -13,13 +13,12 @@ import time
 import warnings
 from pathlib import Path
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert import convert
+from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed
 from deploytool.proc.quiet import WORKER_ENV
 from deploytool.proc.failures import WorkerLost, WorkerTimedOut
-from deploytool.data.feed import Feed
 
 # The frameworks every conversion from a source framework imports (proc.forkserver.PRELOADS): its worker is forked
 # from a server that imported them once. Not ONNX or TFLite sources: quantizing an ONNX file imports neither.

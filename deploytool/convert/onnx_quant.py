@@ -18,8 +18,8 @@ from deploytool.artifact import Artifact
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, fallback, fallback_note, check_onnx, dist_version, finish,
                                          onnx_input_names)
 from deploytool.convert.registry import register_converter
-from deploytool.modelfiles.signature import match_names
 from deploytool.data.feed import Feed
+from deploytool.modelfiles.signature import match_names
 
 CONVERTER = "onnxruntime.quantization"
 DIST = "onnxruntime"

@@ -11,15 +11,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-
 from deploytool.artifact import Artifact
 from deploytool.errors import WrongConversion
 from deploytool.convert._common import (Mode, Recipe, check_onnx, dist_version, fallback, fallback_note, finish,
                                         onnx_input_names, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, serving_function
 from deploytool.convert.registry import Route, register_converter
-from deploytool.modelfiles.signature import match_names, serving_signature
 from deploytool.data.feed import Feed
+from deploytool.modelfiles.signature import match_names, serving_signature
 
 CONVERTER = "tf2onnx"
 DIST = "tf2onnx"

@@ -14,13 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-
 from deploytool.artifact import Artifact, content_hash
 from deploytool.convert._common import (TORCH_SAMPLES_RECIPE, Mode, Recipe, check_onnx, dist_version, finish,
                                          torch_samples)
 from deploytool.convert.registry import Route, register_converter
-from deploytool.modelfiles import pt2
 from deploytool.data.feed import Feed
+from deploytool.modelfiles import pt2
 
 CONVERTER = "torch.onnx"
 DIST = "torch"

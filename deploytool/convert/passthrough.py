@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from deploytool import __version__
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, finish
 from deploytool.convert.registry import Route, register_converter
-from deploytool.modelfiles.onnx_external import copy_with_external
 from deploytool.data.feed import Feed
+from deploytool.modelfiles.onnx_external import copy_with_external
 
 CONVERTER = "copy"
 DIST = "deploytool"

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe
 from deploytool.data.feed import Feed

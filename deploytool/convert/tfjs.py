@@ -13,7 +13,6 @@ import os
 import tempfile
 from pathlib import Path
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe, dist_version, finish, saved_model_recipe
 from deploytool.convert._tf import saved_model_dir

@@ -10,14 +10,12 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-
-from deploytool.modelfiles.signature import serving_signature
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tfjs
 from deploytool.convert._common import Recipe, dist_version
-from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
 from deploytool.convert.registry import Route, register_converter
-from deploytool.data.feed import Feed
+from deploytool.data.feed import CHANNELS_LAST_OUTPUTS, Feed
+from deploytool.modelfiles.signature import serving_signature
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST

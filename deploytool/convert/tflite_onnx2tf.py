@@ -14,16 +14,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert import _onnx2tf, tflite_tf
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, finish,
                                          refuse_integer_io_for_integer_inputs)
 from deploytool.convert.registry import Route, register_converter
-from deploytool.data.feed import CHANNELS_LAST_OUTPUTS
+from deploytool.data.feed import CHANNELS_LAST_OUTPUTS, Feed
 from deploytool.modelfiles.signature import Dims
 from deploytool.modelfiles.tflite_io import tflite_tensors
-from deploytool.data.feed import Feed
 
 CONVERTER = _onnx2tf.CONVERTER
 DIST = _onnx2tf.DIST

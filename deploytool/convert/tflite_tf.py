@@ -10,15 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert._common import (Mode, Recipe, calibration_subset, dist_version, fallback, fallback_note,
                                          finish, refuse_integer_io_for_integer_inputs, saved_model_recipe)
 from deploytool.convert._tf import saved_model_dir, unrolled_saved_model
 from deploytool.convert.registry import Route, register_converter
+from deploytool.data.feed import Feed
 from deploytool.errors import first_line_of
 from deploytool.modelfiles.signature import SERVING, match_names, serving_signature
-from deploytool.data.feed import Feed
 
 CONVERTER = "tf.lite.TFLiteConverter"
 DIST = "tensorflow"

@@ -13,14 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-
 from deploytool.artifact import Artifact
 from deploytool.convert._common import (
     TORCH_SAMPLES_RECIPE, Mode, Recipe, calibration_subset, dist_version, finish, torch_calibration_batches, torch_samples,
 )
 from deploytool.convert.registry import Route, register_converter
-from deploytool.modelfiles.pt2 import load_program
 from deploytool.data.feed import Feed
+from deploytool.modelfiles.pt2 import load_program
 
 CONVERTER = "litert-torch"
 DIST = "litert-torch"
