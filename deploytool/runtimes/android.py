@@ -287,7 +287,7 @@ class AndroidRuntime(Runtime):
 
     def _run(self, inputs: Feed) -> Outputs:
         try:
-            q = self._quantized(self.feed_of(inputs))
+            q = self._quantized(inputs)
             n = len(q[0])
             out_bytes = n * sum(int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self._out)
             with self._device_faults("reading its free storage"):

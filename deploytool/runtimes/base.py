@@ -277,9 +277,9 @@ class Runtime:
     def _measure(self, inputs: Feed, batch_size: int, environment: dict[str, Any],
                  notes: list[str] | None = None) -> Outputs:
         """The in-process measurement every host runtime shares, through its `_predict` (named inputs in, named
-        outputs out): batch-1 latency after warm-up, then the whole set in batches for outputs and throughput."""
+        outputs out): batch-1 latency after warm-up, then the whole set in batches for outputs and throughput.
+        `inputs` come bound as the artifact takes them (`run` calls `feed_of` once, before any timed call)."""
         notes = list(notes or [])
-        inputs = self.feed_of(inputs)  # once, before any timed call
         predict = self._predict
         opts = self.options
         assert isinstance(opts, HostOptions), f"{self.name} does not measure in this process"

@@ -189,8 +189,8 @@ def _paired(target_ref: str, target_options: dict[str, Any], target_artifact: Ar
         try:
             stat = Path("/proc/stat")
             before, wall, own = stat.read_text(), time.perf_counter(), sum(os.times()[:2])
-            timed = time_paired(rt.predict_feed, baseline.predict_feed, rt.feed_of(target_inputs).contiguous(),
-                                baseline.feed_of(ref_inputs).contiguous(),
+            timed = time_paired(rt.predict_feed, baseline.predict_feed, rt.feed_of(target_inputs),
+                                baseline.feed_of(ref_inputs),
                                 int(target_options.get("warmup_runs", 10)), blocks=blocks,
                                 max_blocks=PAIR_MAX_BLOCKS if full else 0, enough=enough if full else None)
             wall, own = time.perf_counter() - wall, sum(os.times()[:2]) - own
@@ -394,7 +394,7 @@ def load_and_run(target: str, fmt: str, runtime: str, artifact: Artifact, inputs
 
     cls = runtimes.runtime_class(target, fmt, runtime)
     if cls.in_process:
-        return measure_in_own_process(cls, options, artifact, as_feed(inputs).contiguous())
+        return measure_in_own_process(cls, options, artifact, as_feed(inputs))
     with runtimes.make_runtime(target, fmt, runtime, **options) as rt:
         rt.load(artifact)
         return rt.run(inputs)

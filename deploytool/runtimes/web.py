@@ -348,7 +348,6 @@ class WebRuntime(Runtime):
     def _run(self, inputs: Feed) -> Outputs:
         if self._page is None:
             raise StageFailed("runtime_failed", "the browser is closed after an earlier failure")
-        inputs = self.feed_of(inputs)
         self._paced_out = False  # this run's own
         n = len(inputs)
         per_sample = max(1, inputs.nbytes // max(n, 1))

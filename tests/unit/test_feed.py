@@ -9,7 +9,10 @@ from typing import cast
 import numpy as np
 import pytest
 
-from deploytool.data.feed import Feed, layout_of, split
+from deploytool.artifact import IMPLIED_INPUT, Artifact
+from deploytool.data.feed import Feed, as_feed, layout_of, save_samples, split
+from deploytool.data.ondisk import OnDisk
+from deploytool.runtimes import isolated
 
 
 def _feed() -> Feed:
@@ -40,7 +43,6 @@ def test_outputs_stored_side_by_side_split_back_to_their_names_and_shapes():
 
 
 def test_batches_cut_every_array_at_the_same_samples_and_an_on_disk_array_reads_its_own():
-    from deploytool.data.ondisk import OnDisk
 
     ids = np.arange(10, dtype=np.int64).reshape(10, 1)
     mask = -np.arange(10, dtype=np.int32)
@@ -60,8 +62,6 @@ def test_batches_cut_every_array_at_the_same_samples_and_an_on_disk_array_reads_
 
 
 def test_an_array_handed_in_becomes_the_one_input_of_a_single_array_model_and_a_feed_stays_itself():
-    from deploytool.artifact import IMPLIED_INPUT, Artifact
-    from deploytool.data.feed import as_feed
 
     x = np.zeros((2, 4, 4, 1), np.float32)
     fed = as_feed(x)
@@ -75,7 +75,6 @@ def test_an_array_handed_in_becomes_the_one_input_of_a_single_array_model_and_a_
 
 
 def test_contiguous_leaves_an_on_disk_array_unread(tmp_path):
-    from deploytool.data.ondisk import OnDisk
 
     disk = OnDisk.write(np.arange(12, dtype=np.float32).reshape(4, 3), tmp_path / "x.npy")
     strided = np.arange(16, dtype=np.int64).reshape(4, 4)[:, ::2]
@@ -85,7 +84,6 @@ def test_contiguous_leaves_an_on_disk_array_unread(tmp_path):
 
 
 def test_samples_for_a_maintainer_are_one_array_or_named_arrays(tmp_path):
-    from deploytool.data.feed import save_samples
 
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     (tmp_path / "one").mkdir()
@@ -98,8 +96,6 @@ def test_samples_for_a_maintainer_are_one_array_or_named_arrays(tmp_path):
 
 
 def test_a_workers_large_arrays_go_as_files_written_once_named_inputs_too(monkeypatch):
-    from deploytool.data.ondisk import OnDisk
-    from deploytool.runtimes import isolated
 
     monkeypatch.setattr(isolated, "STREAM_BYTES", 1000)
     ids = np.arange(400, dtype=np.int64).reshape(100, 4)  # 3,200 bytes: past the limit

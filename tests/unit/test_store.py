@@ -22,6 +22,7 @@ import pytest
 
 from deploytool import cli
 from deploytool.errors import StoreError
+from deploytool.migrate import resume_order
 from deploytool.report import ReportInput, summary_rows
 from deploytool.report import html, numbers, text
 from deploytool.result import Check
@@ -84,7 +85,6 @@ def test_a_resumed_run_measures_the_rows_that_ran_out_of_time_after_the_others(t
     """Issue 38: a timeout is retried on resume (it may have been a hang), but after every other row still to
     measure, so a row too slow for its limit does not spend it again before anything new (the full atlas re-ran
     ConvNeXt-Tiny's 764 s web row first at every resume). The plan's order holds within each part."""
-    from deploytool.migrate import resume_order
 
     store = store_class(f"sqlite:///{tmp_path / 'r.db'}")
     store.start_run("r1", "m", {})
