@@ -1,22 +1,30 @@
-"""A user's own test set as .npz with arrays `x` (NHWC) and `y` (integer
-labels); optional `x_train`/`y_train` are used for calibration. Loaded with
-allow_pickle=False: an object array is refused, never unpickled. Each member's
-declared shape is read from its header before anything is allocated, so a file
-that claims more than this machine can hold is refused instead of exhausting
-memory."""
+"""A user's test set as .npz: the one loader of every model's test file. An image classifier's set holds `x`
+(NHWC, or NCHW where the model is) and, optionally, integer labels `y`; a model described by its signature
+(data/named.py) holds `x` for a single input or one array per input named after it; either may add a
+calibration split (`x_train` / `<input>_train`, `y_train`). `read_inputs` resolves which array feeds which input
+from the file's member names alone, refuses a member no input, split or label takes (a typo: `labels` for `y`)
+before anything is read, and reads only what feeds the model; `labels` checks the labels the same way for every
+model. Loaded with allow_pickle=False: an object array is refused, never unpickled. Each member's declared shape
+is read from its header before anything is allocated, so a file that claims more than this machine can hold is
+refused instead of exhausting memory."""
 
 from __future__ import annotations
 
+import difflib
 import zipfile
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from deploytool.data.raw import RawData
-from deploytool.errors import DataError, first_line_of
+from deploytool.errors import DataError, ShapeError, first_line_of
 
-MEMBERS = ("x", "y", "x_train", "y_train")
+LABELS = ("y", "y_train")
 _HOW = "save with np.savez(path, x=images, y=labels)"
+_WHAT = "arrays x (N,H,W,C) and y (N,)"
 
 
 def declared_members(path: Path, members: tuple[str, ...] | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -60,25 +68,11 @@ def _refuse_scalars(path: Path, **arrays: np.ndarray) -> None:
                             f"{_HOW}, with one row per sample")
 
 
-def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = "arrays x (N,H,W,C) and y (N,)",
-                how: str = _HOW) -> dict[str, np.ndarray]:
-    """The arrays of a test .npz (those named in `members`, or all), read without pickle once their declared sizes
-    (from the .npy headers) were found to fit in memory. The one reader of a user's .npz: every mistake is one
-    DataError naming the file, `what` it should hold and `how` to save it."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file; pass an .npz with {what}")
+@contextmanager
+def _reading(path: Path, how: str) -> Iterator[None]:
+    """Every way a file can fail to read as an .npz, as one DataError naming it and `how` to save it."""
     try:
-        declared = declared_members(path, members)
-        # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
-        need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
-        limit = memory_limit_bytes()
-        if need > limit:
-            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ("
-                            f"{', '.join(f'{k} {list(s)}' for k, (s, _) in declared.items())}), more than this machine "
-                            f"can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
-        with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files if members is None or name in members}
+        yield
     except DataError:
         raise
     except MemoryError:
@@ -93,33 +87,126 @@ def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = 
         raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or type(e).__name__}); {how}") from None
 
 
-def load(path: Path, input_name: str = "") -> RawData:
-    """`x` (or an array named after the model's one input, `input_name`) and, optionally, integer labels `y`."""
+def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = _WHAT,
+                how: str = _HOW) -> dict[str, np.ndarray]:
+    """The arrays of a test .npz (those named in `members`, or all), read without pickle once their declared sizes
+    (from the .npy headers) were found to fit in memory. The one reader of a user's .npz: every mistake is one
+    DataError naming the file, `what` it should hold and `how` to save it."""
     path = Path(path)
-    members = (*MEMBERS, input_name, f"{input_name}_train") if input_name else MEMBERS
-    arrays = read_arrays(path, members)
-    xname = "x" if "x" in arrays else input_name if input_name in arrays else ""
-    if not xname:
-        named = f" or {input_name!r} (the model's input)" if input_name and input_name != "x" else ""
-        found = sorted(declared_members(path))
-        raise DataError(f"{path}: needs the images as array 'x'{named}, found {found or 'none'}; "
-                        f"{_HOW} (y is optional)")
-    x = arrays[xname]
-    y = arrays.get("y", np.zeros(0, np.int64))  # no labels: compared with the baseline alone
-    _refuse_scalars(path, x=x, y=y)
-    x_train = arrays.get(f"{xname}_train", x[:0])
-    y_train = arrays.get("y_train", y[:0])
-    _refuse_scalars(path, x_train=x_train, y_train=y_train)
-    for name, a in (("x", x), ("x_train", x_train)):
+    if not path.exists():
+        raise DataError(f"{path}: no such file; pass an .npz with {what}")
+    with _reading(path, how):
+        declared = declared_members(path, members)
+        # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
+        need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
+        limit = memory_limit_bytes()
+        if need > limit:
+            raise DataError(f"{path}: its arrays declare {need / 2**30:.1f} GiB ("
+                            f"{', '.join(f'{k} {list(s)}' for k, (s, _) in declared.items())}), more than this machine "
+                            f"can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files if members is None or name in members}
+    raise AssertionError("unreachable")  # _reading re-raises every failure
+
+
+class Inputs(NamedTuple):
+    """A test .npz read by its model's inputs: each input's test samples, every input's calibration samples (None
+    unless the file has a split for each), and the raw labels of each split (None where the file has none)."""
+    test: dict[str, np.ndarray]
+    train: dict[str, np.ndarray] | None
+    y: np.ndarray | None
+    y_train: np.ndarray | None
+
+
+def member_for(names: Collection[str], name: str, single: bool) -> str:
+    """Which member holds input `name`: a single input's `x` when the file has one (the documented convention, even
+    for an input its exporter named `x_train`), else the input's own name."""
+    return "x" if single and "x" in names else name
+
+
+def read_inputs(path: Path, inputs: tuple[str, ...], describe: Callable[[str], str], how: str,
+                what: str) -> Inputs:
+    """The members feeding `inputs` (and their splits and labels), resolved from the file's member names before
+    any array is read: a missing input (with the nearest name it holds), an input named like the labels, and a
+    member nothing takes are each one DataError naming the file (`describe` words an input, `how` says how to save
+    the file, `what` what it should hold)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file; pass an .npz with {what}")
+    with _reading(path, how):
+        names = set(declared_members(path))
+    if "y" in inputs or "y_train" in inputs:
+        raise DataError(f"{path}: the model has an input named 'y', which a test .npz keeps for the labels; export the "
+                        "model with another input name")
+    test: dict[str, str] = {}
+    for name in inputs:
+        member = member_for(names, name, len(inputs) == 1)
+        if member not in names:
+            held = sorted(n for n in names if n not in LABELS and not n.endswith("_train"))
+            near = difflib.get_close_matches(name, held, n=1, cutoff=0.5)
+            hint = f" (is {near[0]!r} meant for it?)" if near else ""
+            raise DataError(f"{path}: no array for input {describe(name)}{hint}; it holds {sorted(names) or 'nothing'}; "
+                            f"{how}")
+        test[name] = member
+    train = {name: m + "_train" for name, m in test.items() if m + "_train" in names}
+    known = {*test.values(), *(m + "_train" for m in test.values()), *LABELS}
+    extra = sorted(names - known)
+    if extra:
+        near = (["y"] if extra[0].lower() in ("labels", "label", "targets", "target") else
+                difflib.get_close_matches(extra[0], sorted(known), n=1, cutoff=0.5))
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise DataError(f"{path}: array {extra[0]!r}{hint} is none of the model's inputs, their _train splits or the "
+                        f"labels y/y_train; {how}")
+    arrays = read_arrays(path, (*test.values(), *train.values(), *(n for n in LABELS if n in names)), what, how)
+    return Inputs({name: arrays[m] for name, m in test.items()},
+                  {name: arrays[m] for name, m in train.items()} if len(train) == len(inputs) else None,
+                  arrays.get("y"), arrays.get("y_train"))
+
+
+def labels(y: np.ndarray | None, name: str, n: int, path: Path) -> np.ndarray:
+    """A split's labels as every model's are checked: one per sample, class indices (int64, from 0) or finite
+    float32 regression targets; none (an empty array) where the file has none. Their shape and range are the
+    task's and the model's to judge."""
+    if y is None:
+        return np.zeros(0, np.int64)
+    if y.ndim == 0:
+        raise DataError(f"{path}: {name} is a single value (a 0-d array), not one label per sample")
+    if len(y) != n:
+        raise ShapeError(f"{path}: {n} samples but {len(y)} labels in {name}")
+    if np.issubdtype(y.dtype, np.integer):
+        if y.size and (int(y.max()) > np.iinfo(np.int64).max or int(y.min()) < 0):
+            raise DataError(f"{path}: {name} holds class indices {y.min()}..{y.max()}; labels are 0..classes-1")
+        return y.astype(np.int64)
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.isfinite(y).all() or not np.isfinite(y.astype(np.float32)).all():
+            raise DataError(f"{path}: {name} holds NaN, infinity or values beyond float32 (±3.4e38); regression "
+                            "targets must be finite float32 numbers")
+        return y.astype(np.float32)
+    raise DataError(f"{path}: {name} holds {y.dtype}; labels are integers (classes) or floats (regression targets)")
+
+
+def load(path: Path, input_name: str = "") -> RawData:
+    """An image classifier's test set: `x` (or an array named after the model's one input, `input_name`), read by
+    `read_inputs` as any model's is, and, optionally, integer labels `y` (none: compared with the baseline alone).
+    Its layout (NHWC, or NCHW for an NCHW model) is checked where the model's shape is known."""
+    path = Path(path)
+    name = input_name or "x"
+    images = "'x' (the images" + (f"; or {name!r}, the model's input)" if name != "x" else ")")
+    read = read_inputs(path, (name,), lambda _: images, f"{_HOW} (y is optional)", _WHAT)
+    x = read.test[name]
+    _refuse_scalars(path, x=x)
+    x_train = read.train[name] if read.train is not None else x[:0]
+    _refuse_scalars(path, x_train=x_train)
+    for part, a in (("x", x), ("x_train", x_train)):
         if np.iscomplexobj(a):
-            raise DataError(f"{path}: {name} holds complex numbers ({a.dtype}); images are real: store the real part "
+            raise DataError(f"{path}: {part} holds complex numbers ({a.dtype}); images are real: store the real part "
                             "(or magnitude) explicitly")
-    if np.issubdtype(x.dtype, np.number) and np.issubdtype(y.dtype, np.floating):
-        raise DataError(f"{path}: y holds floats ({y.dtype}), but an image classifier's labels are integer class "
-                        "indices; store y.astype(int), or pass --task regression for regression targets")
-    if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
-        raise DataError(f"{path}: x must be numeric and y integer labels (got {x.dtype}, {y.dtype})")
-    if len(x_train) and (not np.issubdtype(x_train.dtype, np.number) or not np.issubdtype(y_train.dtype, np.integer)):
-        raise DataError(f"{path}: x_train must be numeric and y_train integer labels "
-                        f"(got {x_train.dtype}, {y_train.dtype})")
+        if not np.issubdtype(a.dtype, np.number):
+            raise DataError(f"{path}: {part} must hold numbers (got {a.dtype}); {_HOW}")
+    for part, y in (("y", read.y), ("y_train", read.y_train)):
+        if y is not None and np.issubdtype(y.dtype, np.floating):
+            raise DataError(f"{path}: {part} holds floats ({y.dtype}), but an image classifier's labels are integer "
+                            "class indices; store y.astype(int), or pass --task regression for regression targets")
+    y = labels(read.y, "y", len(x), path)
+    y_train = labels(read.y_train, "y_train", len(x_train), path) if read.train is not None else y[:0]
     return RawData(x_train, y_train, x, y, f"user test set {path}")

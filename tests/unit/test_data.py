@@ -100,7 +100,7 @@ def test_user_npz_errors(tmp_path, spec):
         load_dataset(spec, test_npz=tmp_path / "missing.npz")
     p = tmp_path / "wrong_keys.npz"
     np.savez(p, images=np.zeros((2, 28, 28)))
-    with pytest.raises(DataError, match="needs the images as array 'x'"):
+    with pytest.raises(DataError, match=r"no array for input 'x' \(the images\); it holds \['images'\]"):
         load_dataset(spec, test_npz=p)
     p = tmp_path / "nchw.npz"
     np.savez(p, x=np.zeros((2, 1, 28, 28), np.uint8), y=np.array([0, 1]))
@@ -257,3 +257,36 @@ def test_one_reader_guards_every_user_npz_an_image_set_a_named_set_and_the_apis(
     for read in readers:
         with pytest.raises(DataError, match=r"objects.npz: an array holds Python objects .* never unpickled"):
             read(objects)
+
+
+def test_one_loader_an_image_set_and_a_named_set_resolve_and_refuse_members_alike(tmp_path, spec, monkeypatch):
+    """An image classifier's .npz is read by the same member rules as a signature's: a misnamed label array is
+    refused by name (it used to leave the run silently unlabelled), before any array is read; `x_train`/`y_train`
+    are its calibration split; labels are checked by one function (negative classes, a count that is not one per
+    sample)."""
+    from deploytool.data.named import load_feeds
+    from deploytool.modelfiles.signature import Signature, TensorSpec
+    from deploytool.spec import Preprocess
+
+    x = np.zeros((4, 28, 28, 1), np.uint8)
+    misnamed = tmp_path / "misnamed.npz"
+    np.savez(misnamed, x=x, labels=np.arange(4))
+    monkeypatch.setattr(npz, "read_arrays", lambda *a, **k: pytest.fail("an array was read before the names"))
+    sig = Signature((TensorSpec("x", "uint8", (None, 28, 28, 1), "image"),), (TensorSpec("p", "float32", (None, 10)),))
+    for read in (lambda p: load_dataset(spec, test_npz=p), lambda p: load_feeds(p, sig, Preprocess())):
+        with pytest.raises(DataError, match=r"misnamed.npz: array 'labels' \(did you mean 'y'\?\) is none of"):
+            read(misnamed)
+    monkeypatch.undo()
+    split = tmp_path / "split.npz"
+    np.savez(split, x=x, y=np.arange(4), x_train=x[:3], y_train=np.array([1, 2, 3]))
+    d = load_dataset(spec, test_npz=split)
+    assert (len(d.x_train), d.y_train.tolist(), d.y_test.tolist()) == (3, [1, 2, 3], [0, 1, 2, 3])
+    for name, y, error in (("negative", np.array([0, -1, 2, 3]), "holds class indices -1..3"),
+                           ("short", np.arange(3), "4 samples but 3 labels in y")):
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+        for read in (lambda p: load_dataset(spec, test_npz=p), lambda p: load_feeds(p, sig, Preprocess())):
+            with pytest.raises(DataError, match=error):
+                read(tmp_path / f"{name}.npz")
+    np.savez(tmp_path / "scalar.npz", x=np.float32(3), y=np.arange(1))
+    with pytest.raises(DataError, match="x is a single value"):
+        load_dataset(spec, test_npz=tmp_path / "scalar.npz")
