@@ -135,12 +135,12 @@ def read_inputs(path: Path, inputs: tuple[str, ...], describe: Callable[[str], s
         raise DataError(f"{path}: no such file; pass an .npz with {what}")
     with _reading(path, how):
         names = set(declared_members(path))
-    if "y" in inputs or "y_train" in inputs:
-        raise DataError(f"{path}: the model has an input named 'y', which a test .npz keeps for the labels; export the "
-                        "model with another input name")
     test: dict[str, str] = {}
     for name in inputs:
         member = member_for(names, name, len(inputs) == 1)
+        if member in LABELS:  # a single input's `x` is unambiguous, whatever the input is called
+            raise DataError(f"{path}: the model has an input named {name!r}, which a test .npz keeps for the labels; "
+                            "store its samples as x (a single input), or export the model with another input name")
         if member not in names:
             held = sorted(n for n in names if n not in LABELS and not n.endswith("_train"))
             near = difflib.get_close_matches(name, held, n=1, cutoff=0.5)

@@ -95,6 +95,9 @@ def test_an_input_named_y_is_refused_and_a_single_inputs_x_wins_over_its_own_nam
     takes_y = Signature((spec_of("y", "float32", [None, 4]),), (spec_of("out", "float32", [None, 2], kind=""),))
     with pytest.raises(DataError, match="input named 'y'"):
         load_feeds(_npz(tmp_path, y=np.ones((2, 4), np.float32)), takes_y, Preprocess())
+    feed, labels, _, _ = load_feeds(_npz(tmp_path, x=np.ones((2, 4), np.float32), y=np.array([0, 1])), takes_y,
+                                    Preprocess())  # its samples as x: no doubt which array holds the labels
+    assert feed.names == ("y",) and labels.tolist() == [0, 1]
     named_x_train = Signature((spec_of("x_train", "float32", [None, 4]),), (spec_of("o", "float32", [None, 2], kind=""),))
     x, cal = np.zeros((2, 4), np.float32), np.ones((5, 4), np.float32)
     feed, _, train, _ = load_feeds(_npz(tmp_path, x=x, x_train=cal), named_x_train, Preprocess())
