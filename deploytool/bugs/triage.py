@@ -11,7 +11,9 @@ messages, and what was installed — giving exactly one class:
   what is installed). Unconfirmed until reproduced with its pins.
 - `expected`: a quantized row of a model whose weights are random (`--random-weights`: an untrained export, an
   atlas architecture) whose outputs drift from the baseline's. Untrained features hardly vary across samples, so
-  quantization noise decides the class: what quantizing such a model does, not evidence of a bug. Noted, not filed.
+  quantization noise decides the class: what quantizing such a model does, not evidence of a bug. Noted, not filed
+  — unless its route rounds far worse than the other routes quantizing the same weights with the same calibration
+  in the same mode (`peer_outliers`): random weights do not explain a gap between routes, so it is `upstream`.
 - `upstream`: everything else — a candidate until its bare reproducer, run in a process that cannot import
   deploytool, shows the fault (deploytool.bugs.confirm).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -264,6 +267,49 @@ def triage(result: Result, env: Environment, tools: Iterable[str] = (), random_w
     if result.status is Status.MEASURED:
         what = "outputs outside the tolerance"
     return Triage(UPSTREAM, f"candidate: {what}", at, packages=packages)
+
+
+# A quantized route of a random-weight model is expected to miss its float baseline, but not by far more than the
+# routes quantizing the same weights with the same calibration in the same mode. On the atlas' torchvision models
+# the routes of one mode stay within 2.3x of their peers' median mean error; litert-torch's int8 MobileNetV2 was 10x.
+PEER_FACTOR = 4.0  # a route's mean absolute error over the median of its peers'
+MIN_PEERS = 2  # other files measured in its mode: a median that one odd route cannot set
+_MODE = {"int8-io": "int8"}  # full integer either way: the I/O tensors' type does not change what is rounded
+
+
+def peer_outliers(results: Iterable[Result]) -> dict[str, str]:
+    """combo_key -> why, for each measured quantized row whose file's mean absolute error (the median over its
+    rows: one file run by several runtimes is one route) is more than PEER_FACTOR times the median of the other
+    files' in its quantization mode, on the same model and target, with at least MIN_PEERS such files."""
+    groups: dict[tuple[str, str, str], dict[str, list[Result]]] = {}
+    for r in results:
+        c = r.comparison
+        if (r.status is not Status.MEASURED or c is None or r.artifact is None or r.combo.quantize == "none"
+                or not c.mean_abs_error >= 0):  # NaN and a missing error take no part
+            continue
+        mode = _MODE.get(r.combo.quantize, r.combo.quantize)
+        groups.setdefault((r.model, r.combo.target, mode), {}).setdefault(r.artifact.sha256, []).append(r)
+    out: dict[str, str] = {}
+    for (_, _, mode), files in groups.items():
+        error = {sha: statistics.median(r.comparison.mean_abs_error for r in rows if r.comparison is not None)
+                 for sha, rows in files.items()}
+        for sha, rows in files.items():
+            peers = [e for other, e in error.items() if other != sha]
+            med = statistics.median(peers) if len(peers) >= MIN_PEERS else 0.0
+            if med <= 0 or error[sha] <= PEER_FACTOR * med:
+                continue
+            others = ", ".join(f"{_route(f[0])} {error[o]:.3g}" for o, f in files.items() if o != sha)
+            why = (f"{_route(rows[0])}: mean error {error[sha]:.3g}, {error[sha] / med:.1f}x the median of the "
+                   f"{len(peers)} other {mode} routes given the same weights and calibration ({others}); random "
+                   "weights do not explain a gap between routes")
+            out.update({r.combo_key: why for r in rows})
+    return out
+
+
+def _route(r: Result) -> str:
+    """`litert-torch to tflite/int8`: the tools that made a row's file, and what they made."""
+    made_by = f"{r.artifact.converter} to " if r.artifact is not None and r.artifact.converter else ""
+    return f"{made_by}{r.combo.format}/{r.combo.quantize}"
 
 
 def _with_packages(t: Triage, packages: tuple[str, ...]) -> Triage:

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deploytool import convert
-from deploytool.bugs.bundle import fallback_of
+from deploytool.bugs.bundle import bundle_row, fallback_of
 from deploytool.bugs.findings import settle_row
-from deploytool.bugs.triage import installed_environment
+from deploytool.bugs.triage import EXPECTED, QUANTIZED_RANDOM_WEIGHTS, UPSTREAM, installed_environment, peer_outliers
 from deploytool.bugs.upstream import record_and_write
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import host_facts, host_identity
 from deploytool.report.pairs import backend_pairs, row_of
-from deploytool.result import Combo, Result, Status
+from deploytool.result import Combo, Result, Status, Triage
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
@@ -257,6 +257,8 @@ class _Run:
         results = sorted((r for r in stored.stored_results(store, ctx.ws, run_id) if r.combo_key in order),
                          key=lambda r: order[r.combo_key])
         measured_now = {keys[c] for c in todo}
+        if ctx.req.random_weights:  # now that every route of the run is measured: a route far off its peers
+            measured_now |= self._peer_outliers(run_id, results)
         self._findings(run_id, [r for r in results if not folded_before or r.combo_key in measured_now])
         t = time.perf_counter()
         paths = stored.write_report(ctx, store, run_id, results)
@@ -351,6 +353,29 @@ class _Run:
         t = time.perf_counter()
         lanes.drain()
         return time.perf_counter() - t  # what conversions cost beyond the training they overlapped
+
+    def _peer_outliers(self, run_id: str, results: list[Result]) -> set[str]:
+        """A random-weight run's quantized rows triaged `expected` whose route rounds far worse than the other routes
+        in its mode (triage.peer_outliers) are upstream candidates: each gets its bug bundle and is stored again.
+        Returns their keys (also rows measured before, in a resumed run: they are new sightings)."""
+        outliers = peer_outliers(results)
+        changed: set[str] = set()
+        for r in results:
+            why, t = outliers.get(r.combo_key), r.triage
+            if why is None or t is None or t.klass != EXPECTED:
+                continue
+            try:
+                self.ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
+            except Exception:  # a baseline that cannot load now: the row stays as it was measured
+                continue
+            r.triage = Triage(UPSTREAM, f"candidate: {why}", packages=t.packages)
+            r.notes = [n for n in r.notes if QUANTIZED_RANDOM_WEIGHTS not in n]
+            r.notes.append(f"not what quantizing random weights does: {why}")
+            r.reason = r.reason or f"the model's weights are random, but {why}"  # what its issue.md says happens
+            bundle_row(self.ctx, r, run_id)
+            stored.save(self.store, self.ctx.ws, r)
+            changed.add(r.combo_key)
+        return changed
 
     def _findings(self, run_id: str, results: list[Result]) -> None:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""

@@ -11,7 +11,16 @@ from dataclasses import replace
 import pytest
 
 from deploytool.bugs import findings
-from deploytool.bugs.triage import Environment, mismatches, raising_frame, tool_words, triage
+from deploytool.bugs.triage import (
+    MIN_PEERS,
+    PEER_FACTOR,
+    Environment,
+    mismatches,
+    peer_outliers,
+    raising_frame,
+    tool_words,
+    triage,
+)
 from deploytool.errors import Frame, NoConversion, OutputMismatch, Raised, StageFailed, ToolFailed
 from deploytool.result import Combo, Result, Triage
 from deploytool.proc.worker import Worker
@@ -232,3 +241,37 @@ def test_a_row_past_its_time_limit_is_not_filed_upstream():
                           "together)", exception="")
     t = triage(row, ENV, ())
     assert t.klass == "environment" and "time limit" in t.why and "--timeout" in t.why
+
+
+def _route(fmt: str, quantize: str, error: float, sha: str, target: str = "host", runtime: str = "") -> Result:
+    combo = Combo("pytorch", fmt, quantize, target, runtime=runtime)
+    return factory.result(key=f"{fmt}/{quantize}/{target}/{runtime}", combo=combo,
+                          comparison=factory.comparison(mean_abs_error=error, verdict="fail"),
+                          artifact=factory.artifact(fmt=fmt, quantize=quantize, sha256=sha * 32))
+
+
+def test_a_quantized_route_far_off_its_peers_in_the_same_mode_is_not_explained_by_random_weights():
+    """A route's file whose mean error is more than PEER_FACTOR (4) times the median of at least MIN_PEERS (2)
+    other files' in its mode, on the same model and target, is singled out; int8-io rounds as int8 does; one file
+    run by two runtimes is one route (its runtimes are not each other's peers); other modes, targets and routes
+    within the factor are left alone. (The atlas' MobileNetV2: litert-torch int8 13.3 against 1.28, 1.27, 1.28.)"""
+    assert (PEER_FACTOR, MIN_PEERS) == (4.0, 2)
+    rows = [_route("tflite", "int8", 13.3, "a"), _route("tflite", "int8", 13.1, "a", runtime="tensorflow"),
+            _route("onnx", "int8", 1.28, "b"), _route("tflite-onnx2tf", "int8", 1.27, "c"),
+            _route("tflite-onnx2tf", "int8-io", 1.28, "d"),
+            _route("onnx", "dynamic", 1.28, "e"), _route("tflite", "dynamic", 1.16, "f"),
+            _route("tflite-onnx2tf", "dynamic", 0.68, "g"),  # 2.3x: the spread random weights give
+            _route("tflite", "int8", 13.3, "h", target="web")]  # alone on its target: no peers there
+    found = peer_outliers(rows)
+    assert sorted(found) == ["tflite/int8/host/", "tflite/int8/host/tensorflow"]
+    why = found["tflite/int8/host/"]
+    assert why.startswith("tf.lite.TFLiteConverter to tflite/int8: mean error 13.2, 10.3x the median of the 3 other "
+                          "int8 routes given the same weights and calibration"), why
+    assert "to onnx/int8 1.28" in why and "to tflite-onnx2tf/int8-io 1.28" in why
+    # at exactly the factor, or with one peer only, nothing is said
+    assert peer_outliers([_route("tflite", "int8", 4.0, "a"), _route("onnx", "int8", 1.0, "b"),
+                          _route("tflite-onnx2tf", "int8", 1.0, "c")]) == {}
+    assert peer_outliers([_route("tflite", "int8", 13.3, "a"), _route("onnx", "int8", 1.0, "b")]) == {}
+    # a float route and an unmeasured row take no part
+    assert peer_outliers([_route("tflite", "none", 9.0, "a"), _route("onnx", "none", 0.0, "b"),
+                          _route("tflite-onnx2tf", "none", 0.0, "c")]) == {}
