@@ -1,6 +1,6 @@
 """A test double of a *converter*, not of any real part: "fake_onnx" is a second Keras -> ONNX converter that lets
 the real tf2onnx (the `onnx_tf` step) export the model and then, like a buggy converter, adds `OFFSET` to the first
-value of the graph's output (an Add node in front of it). It shows that a new converter is one module: its step
+value of the graph's output (an Add node in front of it), in its "none" and "int8" modes alike. It shows that a new converter is one module: its step
 and route are registered by the decorator and its format word, "onnx-fake" (an ONNX artifact, so every target that
 runs ONNX runs it), by `register_format`; no file of deploytool names it. Importing it registers it; a subprocess
 (the conversion worker a run starts included) gets it with `DEPLOYTOOL_PLUGINS=tests.fake_converter`."""
@@ -23,7 +23,10 @@ FORMAT = Format("onnx-fake", "onnx", help="a test double: tf2onnx's ONNX with 10
 
 _registration = register_converter(
     NAME, converter="fake-onnx", dist="deploytool",
-    modes={"none": Mode(f"float32, with {OFFSET:g} added to output 0 (a test double's bug)")},
+    modes={"none": Mode(f"float32, with {OFFSET:g} added to output 0 (a test double's bug)"),
+           # an int8 route far off the real int8 routes: the peers rule (deploytool.bugs.triage.peer_outliers)
+           "int8": Mode(f"float32 still (it quantizes nothing), with {OFFSET:g} added to output 0 (a test double's "
+                        "bug)")},
     routes=(Route("keras", FORMAT.word, after="onnx_tf"),))
 
 

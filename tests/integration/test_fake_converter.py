@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_a_converter_registered_by_a_test_runs_through_migrate_report_and_locali
     out = migrate(req, ws.root, progress=False, log=lambda s: None)
     rows = {(r.combo.format, r.combo.quantize): r for r in out.results}
     assert ("onnx-fake", "none") in rows and ("onnx", "int8") in rows
-    assert not any(f == "onnx-fake" and q != "none" for f, q in rows)  # `--quantize all`: the modes it has
+    assert {q for f, q in rows if f == "onnx-fake"} == {"none", "int8"}  # `--quantize all`: the modes it has
     assert rows[("onnx", "none")].verdict == "pass"
     row = rows[("onnx-fake", "none")]
     assert row.comparison is not None and row.plan is not None and row.artifact is not None, row
@@ -56,8 +57,8 @@ def test_a_converter_registered_by_a_test_runs_through_migrate_report_and_locali
     paths, _ = rebuild_report(run, store, ws)
     doc = json.loads(paths.json.read_text())
     fake_rows = [r for r in doc["results"] if r["format"] == "onnx-fake"]
-    assert len(fake_rows) == 1 and fake_rows[0]["artifact"]["converter"] == "tf2onnx + fake-onnx"
-    assert fake_rows[0]["failing"] and "onnx-fake" in paths.html.read_text()
+    assert len(fake_rows) == 2 and all(r["artifact"]["converter"] == "tf2onnx + fake-onnx" for r in fake_rows)
+    assert all(r["failing"] for r in fake_rows) and "onnx-fake" in paths.html.read_text()
 
     run = store.get_run("fake-converter-run")
     assert run is not None
@@ -73,3 +74,36 @@ def test_a_plugin_converter_is_in_a_subprocess_help():
                        env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "onnx-fake (a test double" in " ".join(r.stdout.split())
+
+
+def test_an_int8_route_far_off_its_peers_on_random_weights_is_an_upstream_candidate_with_its_bundle(
+        fake, lenet5_workspace):
+    """In a run whose weights are said to be random, every quantized row that fails is `expected`, except a route
+    whose error is far beyond the other routes' in its mode, on the same weights and calibration: the fake int8
+    file (100 added to output 0) against the real TFLite and onnxruntime int8 files. It becomes an upstream
+    candidate with a bug bundle, its reason names its peers' errors, and it is folded into the findings; the real
+    int8 rows keep their own triage."""
+    from deploytool.bugs.triage import QUANTIZED_RANDOM_WEIGHTS
+    from deploytool.migrate import MigrateRequest, migrate
+    from deploytool.store import open_store
+
+    ws, *_ = lenet5_workspace
+    req = MigrateRequest(model="lenet5", frameworks=("keras",), formats=("tflite", "onnx", "onnx-fake"),
+                         quantize=("int8",), targets=("host",), run_id="peers-run", latency_samples=5, warmup_runs=1,
+                         random_weights=True)
+    out = migrate(req, ws.root, progress=False, log=lambda s: None)
+    rows = {r.combo.format: r for r in out.results}
+    assert set(rows) == {"tflite", "onnx", "onnx-fake"}, rows
+    fake_row = rows["onnx-fake"]
+    assert fake_row.triage is not None and fake_row.triage.klass == "upstream", fake_row.triage
+    assert "tf2onnx + fake-onnx to onnx-fake/int8: mean error" in fake_row.reason, fake_row.reason
+    assert "the median of the 2 other int8 routes" in fake_row.reason and "random weights do not explain" in \
+        fake_row.reason
+    assert fake_row.bundle and (Path(fake_row.bundle) / "bundle.json").is_file()
+    assert not any(QUANTIZED_RANDOM_WEIGHTS in n for n in fake_row.notes), fake_row.notes  # no longer "expected"
+    assert any(n.startswith("not what quantizing random weights does: ") for n in fake_row.notes), fake_row.notes
+    for fmt in ("tflite", "onnx"):  # the real routes: within their tolerance, or expected drift, never a finding
+        r = rows[fmt]
+        assert r.triage is None or r.triage.klass == "expected", (fmt, r.triage)
+    stored = {r.combo.format: r for r in open_store(None, ws.default_db_url).results_for("peers-run")}
+    assert stored["onnx-fake"].triage == fake_row.triage and stored["onnx-fake"].reason == fake_row.reason

@@ -160,12 +160,12 @@ def test_a_converter_module_registers_its_step_route_and_format_word():
         assert list(C.FORMATS)[-1] == "onnx-fake" and C.artifact_format("onnx-fake") == "onnx"
         p = C.plan("keras", "onnx-fake", "none")
         assert p.steps == ("onnx_tf", "fake_onnx") and p.artifact_format == "onnx" and "test double" in p.mode
-        assert C.quantize_modes("keras", "onnx-fake") == ("none",)
+        assert C.quantize_modes("keras", "onnx-fake") == ("none", "int8")
         assert C.quantize_modes("torch", "onnx-fake") == ()
         with pytest.raises(StageFailed, match="no converter from torch to onnx-fake"):
             C.plan("torch", "onnx-fake", "none")
-        with pytest.raises(StageFailed, match=r"does not exist for keras -> onnx-fake \(available: none\)"):
-            C.plan("keras", "onnx-fake", "int8")
+        with pytest.raises(StageFailed, match=r"does not exist for keras -> onnx-fake \(available: none, int8\)"):
+            C.plan("keras", "onnx-fake", "dynamic")
     finally:
         fake_converter.unregister()
     assert "onnx-fake" not in C.FORMATS and C.modes("keras", "onnx-fake") == {}
