@@ -457,11 +457,17 @@ def localize_run(run: RunRecord, store: ResultStore, ws: Any, only: str | None =
 
     ctx = stored.context_for_stored_run(run, ws)
     run_id = run.run_id
+    rows = stored.stored_results(store, ws, run_id)
     with ConversionLanes(ws.root / "logs", f"localize-{run_id}", ctx.req.timeout_s) as conv:
-        found = localize_failures(ctx, store, run_id, stored.stored_results(store, ws, run_id), conv, only, log)
+        found = localize_failures(ctx, store, run_id, rows, conv, only, log)
     if not found:
-        raise UnknownOption(f"run {run_id} has no failing row" + (f" matching {only!r}" if only else "")
-                            + " to localize; `deploytool report RUN` lists its rows")
+        matching = f" matching {only!r}" if only else ""
+        failing = sum(1 for r in rows if r.failing and (not only or only in r.combo.label))
+        if failing:  # each said above why it could not be taken apart
+            raise UnknownOption(f"run {run_id}: none of its {failing} failing row(s){matching} could be localized "
+                                "here (the reason is above)")
+        raise UnknownOption(f"run {run_id} has no failing row{matching} to localize; `deploytool report RUN` lists "
+                            "its rows")
     stored.write_report(ctx, store, run_id, stored.stored_results(store, ws, run_id))
     _refresh_findings(store, ws, {r.bundle for r, _ in found if r.bundle})
     return found
