@@ -127,10 +127,11 @@ def _copy_model(path: Path, dest: Path) -> Path:
 
 def write_bundle(result: Result, out_dir: Path, *, x_test: Feed, baseline_outputs: np.ndarray,
                  source: Artifact, versions: dict[str, str], command: str,
-                 step_input: StepInput | None = None) -> Path:
+                 step_input: StepInput | None = None, pass_limits: dict[str, float] | None = None) -> Path:
     """Write the bundle for one failing row into out_dir/<slug>/ and return that folder. `step_input`: the
     conversion step to reproduce (a conversion failure, or a step that fell back): its input goes into model/,
-    and reproduce_convert.py calls the converter as deploytool did."""
+    and reproduce_convert.py calls the converter as deploytool did. `pass_limits`: what its reproducer holds the
+    outputs to, when not the row's own tolerance (a route far off its peers: their mean error)."""
     c = result.combo
     art = result.artifact.to_json() if result.artifact is not None else None
     env = result.environment
@@ -156,7 +157,7 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: Feed, baseline_output
         backend_test = write_backend_test(bundle / "backend_test", model_path, x_test[idx],
                                           np.load(bundle / "expected.npy"), observed, result.output_layout)
     packages = {p: versions.get(p, "") for p in ("numpy", *PACKAGES.get(host_runtime or "", ()))}
-    limits = {k: v[0] for k, v in result.tolerances.items() if k in ("agreement", "max_abs_error")}
+    limits = pass_limits or {k: v[0] for k, v in result.tolerances.items() if k in ("agreement", "max_abs_error")}
     meta = {"title": _title(result, art, env, step_input.step if step_input else None), "model": result.model,
             "dataset": result.dataset, "combo": c.__dict__,
             "status": str(result.status), "verdict": result.verdict and str(result.verdict), "reason": result.reason,
@@ -522,9 +523,9 @@ def step_input_of(ctx: "RunContext", result: Result) -> StepInput | None:
     return StepInput(step, given, calibration)
 
 
-def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
+def bundle_row(ctx: "RunContext", result: Result, run_id: str, pass_limits: dict[str, float] | None = None) -> None:
     """Write the bundle of a failing row (or of a row whose conversion fell back to an alternative) and note it on
-    the row; a fault here never costs the row."""
+    the row; a fault here never costs the row. `pass_limits`: write_bundle's."""
     src = ctx.sources.get(result.combo.framework)
     if src is None:
         return
@@ -535,7 +536,7 @@ def bundle_row(ctx: "RunContext", result: Result, run_id: str) -> None:
                             x_test=ctx.dataset.in_layout(ctx.dataset.x_test, layout),
                             baseline_outputs=src.baseline.outputs(), source=src.artifact,
                             versions=host_facts()["versions"], command=shlex.join(reproduce_command(ctx, result.combo)),
-                            step_input=step_input_of(ctx, result))
+                            step_input=step_input_of(ctx, result), pass_limits=pass_limits)
         result.bundle, result.bundle_error = str(path), ""
         # a real-size model is one file on disk however many rows' bundles and kept step inputs hold it
         kept = artifact_dir(ctx, src.artifact, result.combo) / KEPT_STEP_INPUT

@@ -27,7 +27,7 @@ import functools
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from deploytool.errors import OUT_OF_MEMORY, PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
@@ -277,10 +277,15 @@ MIN_PEERS = 2  # other files measured in its mode: a median that one odd route c
 _MODE = {"int8-io": "int8"}  # full integer either way: the I/O tensors' type does not change what is rounded
 
 
-def peer_outliers(results: Iterable[Result]) -> dict[str, str]:
-    """combo_key -> why, for each measured quantized row whose file's mean absolute error (the median over its
-    rows: one file run by several runtimes is one route) is more than PEER_FACTOR times the median of the other
-    files' in its quantization mode, on the same model and target, with at least MIN_PEERS such files."""
+class Outlier(NamedTuple):
+    why: str
+    bound: float  # PEER_FACTOR x its peers' median mean error: what its bare reproducer holds its outputs to
+
+
+def peer_outliers(results: Iterable[Result]) -> dict[str, Outlier]:
+    """combo_key -> why and bound, for each measured quantized row whose file's mean absolute error (the median
+    over its rows: one file run by several runtimes is one route) is more than PEER_FACTOR times the median of the
+    other files' in its quantization mode, on the same model and target, with at least MIN_PEERS such files."""
     groups: dict[tuple[str, str, str], dict[str, list[Result]]] = {}
     for r in results:
         c = r.comparison
@@ -289,7 +294,7 @@ def peer_outliers(results: Iterable[Result]) -> dict[str, str]:
             continue
         mode = _MODE.get(r.combo.quantize, r.combo.quantize)
         groups.setdefault((r.model, r.combo.target, mode), {}).setdefault(r.artifact.sha256, []).append(r)
-    out: dict[str, str] = {}
+    out: dict[str, Outlier] = {}
     for (_, _, mode), files in groups.items():
         error = {sha: statistics.median(r.comparison.mean_abs_error for r in rows if r.comparison is not None)
                  for sha, rows in files.items()}
@@ -302,7 +307,7 @@ def peer_outliers(results: Iterable[Result]) -> dict[str, str]:
             why = (f"{_route(rows[0])}: mean error {error[sha]:.3g}, {error[sha] / med:.1f}x the median of the "
                    f"{len(peers)} other {mode} routes given the same weights and calibration ({others}); random "
                    "weights do not explain a gap between routes")
-            out.update({r.combo_key: why for r in rows})
+            out.update({r.combo_key: Outlier(why, PEER_FACTOR * med) for r in rows})
     return out
 
 

@@ -361,9 +361,10 @@ class _Run:
         outliers = peer_outliers(results)
         changed: set[str] = set()
         for r in results:
-            why, t = outliers.get(r.combo_key), r.triage
-            if why is None or t is None or t.klass != EXPECTED:
+            outlier, t = outliers.get(r.combo_key), r.triage
+            if outlier is None or t is None or t.klass != EXPECTED:
                 continue
+            why = outlier.why
             try:
                 self.ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
             except Exception:  # a baseline that cannot load now: the row stays as it was measured
@@ -372,7 +373,7 @@ class _Run:
             r.notes = [n for n in r.notes if QUANTIZED_RANDOM_WEIGHTS not in n]
             r.notes.append(f"not what quantizing random weights does: {why}")
             r.reason = r.reason or f"the model's weights are random, but {why}"  # what its issue.md says happens
-            bundle_row(self.ctx, r, run_id)
+            bundle_row(self.ctx, r, run_id, pass_limits={"mean_abs_error": outlier.bound})  # the gap, reproduced
             stored.save(self.store, self.ctx.ws, r)
             changed.add(r.combo_key)
         return changed

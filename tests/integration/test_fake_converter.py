@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT
@@ -99,7 +100,13 @@ def test_an_int8_route_far_off_its_peers_on_random_weights_is_an_upstream_candid
     assert "tf2onnx + fake-onnx to onnx-fake/int8: mean error" in fake_row.reason, fake_row.reason
     assert "the median of the 2 other int8 routes" in fake_row.reason and "random weights do not explain" in \
         fake_row.reason
-    assert fake_row.bundle and (Path(fake_row.bundle) / "bundle.json").is_file()
+    bundle = Path(fake_row.bundle)
+    limits = json.loads((bundle / "bundle.json").read_text())["pass_limits"]
+    peers = [rows[f].comparison.mean_abs_error for f in ("tflite", "onnx")]  # type: ignore[union-attr]
+    assert set(limits) == {"mean_abs_error"} and limits["mean_abs_error"] == pytest.approx(4 * np.median(peers))
+    # its bare reproducer (onnxruntime on the bundle's own files) shows the gap, not only a missed tolerance
+    shown = subprocess.run([sys.executable, "reproduce.py"], cwd=bundle, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 1 and "REPRODUCED" in shown.stdout and "mean_abs_error" in shown.stdout, shown
     assert not any(QUANTIZED_RANDOM_WEIGHTS in n for n in fake_row.notes), fake_row.notes  # no longer "expected"
     assert any(n.startswith("not what quantizing random weights does: ") for n in fake_row.notes), fake_row.notes
     for fmt in ("tflite", "onnx"):  # the real routes: within their tolerance, or expected drift, never a finding

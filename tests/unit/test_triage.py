@@ -264,7 +264,8 @@ def test_a_quantized_route_far_off_its_peers_in_the_same_mode_is_not_explained_b
             _route("tflite", "int8", 13.3, "h", target="web")]  # alone on its target: no peers there
     found = peer_outliers(rows)
     assert sorted(found) == ["tflite/int8/host/", "tflite/int8/host/tensorflow"]
-    why = found["tflite/int8/host/"]
+    why, bound = found["tflite/int8/host/"]
+    assert bound == pytest.approx(4 * 1.28)  # what its bare reproducer holds the file's mean error to
     assert why.startswith("tf.lite.TFLiteConverter to tflite/int8: mean error 13.2, 10.3x the median of the 3 other "
                           "int8 routes given the same weights and calibration"), why
     assert "to onnx/int8 1.28" in why and "to tflite-onnx2tf/int8-io 1.28" in why
