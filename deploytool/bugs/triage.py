@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import functools
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
+
+import numpy as np
 
 from deploytool.errors import OUT_OF_MEMORY, PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
@@ -296,11 +297,11 @@ def peer_outliers(results: Iterable[Result]) -> dict[str, Outlier]:
         groups.setdefault((r.model, r.combo.target, mode), {}).setdefault(r.artifact.sha256, []).append(r)
     out: dict[str, Outlier] = {}
     for (_, _, mode), files in groups.items():
-        error = {sha: statistics.median(r.comparison.mean_abs_error for r in rows if r.comparison is not None)
+        error = {sha: float(np.median([r.comparison.mean_abs_error for r in rows if r.comparison is not None]))
                  for sha, rows in files.items()}
         for sha, rows in files.items():
             peers = [e for other, e in error.items() if other != sha]
-            med = statistics.median(peers) if len(peers) >= MIN_PEERS else 0.0
+            med = float(np.median(peers)) if len(peers) >= MIN_PEERS else 0.0
             if med <= 0 or error[sha] <= PEER_FACTOR * med:
                 continue
             others = ", ".join(f"{_route(f[0])} {error[o]:.3g}" for o, f in files.items() if o != sha)
