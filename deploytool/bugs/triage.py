@@ -287,18 +287,19 @@ def peer_outliers(results: Iterable[Result]) -> dict[str, Outlier]:
     """combo_key -> why and bound, for each measured quantized row whose file's mean absolute error (the median
     over its rows: one file run by several runtimes is one route) is more than PEER_FACTOR times the median of the
     other files' in its quantization mode, on the same model and target, with at least MIN_PEERS such files."""
-    groups: dict[tuple[str, str, str], dict[str, list[Result]]] = {}
+    groups: dict[tuple[str, str, str], dict[str, list[tuple[Result, float]]]] = {}
     for r in results:
         c = r.comparison
         if (r.status is not Status.MEASURED or c is None or r.artifact is None or r.combo.quantize == "none"
                 or not c.mean_abs_error >= 0):  # NaN and a missing error take no part
             continue
         mode = _MODE.get(r.combo.quantize, r.combo.quantize)
-        groups.setdefault((r.model, r.combo.target, mode), {}).setdefault(r.artifact.sha256, []).append(r)
+        groups.setdefault((r.model, r.combo.target, mode), {}).setdefault(r.artifact.sha256, []).append(
+            (r, c.mean_abs_error))
     out: dict[str, Outlier] = {}
-    for (_, _, mode), files in groups.items():
-        error = {sha: float(np.median([r.comparison.mean_abs_error for r in rows if r.comparison is not None]))
-                 for sha, rows in files.items()}
+    for (_, _, mode), measured in groups.items():
+        error = {sha: float(np.median([e for _, e in rows])) for sha, rows in measured.items()}
+        files = {sha: [r for r, _ in rows] for sha, rows in measured.items()}
         for sha, rows in files.items():
             peers = [e for other, e in error.items() if other != sha]
             med = float(np.median(peers)) if len(peers) >= MIN_PEERS else 0.0

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import difflib
 import zipfile
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from pathlib import Path
+from types import TracebackType
 from typing import NamedTuple
 
 import numpy as np
@@ -68,23 +68,29 @@ def _refuse_scalars(path: Path, **arrays: np.ndarray) -> None:
                             f"{_HOW}, with one row per sample")
 
 
-@contextmanager
-def _reading(path: Path, how: str) -> Iterator[None]:
-    """Every way a file can fail to read as an .npz, as one DataError naming it and `how` to save it."""
-    try:
-        yield
-    except DataError:
-        raise
-    except MemoryError:
-        raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
-    except ValueError as e:
-        if "allow_pickle" in str(e) or "Object arrays" in str(e):
+class _Reading:
+    """`with _Reading(path, how):` every way a file can fail to read as an .npz, as one DataError naming it and `how`
+    to save it. It never swallows an error (`__exit__` returns None), so a `return` inside it is the only way out."""
+
+    def __init__(self, path: Path, how: str):
+        self.path, self.how = path, how
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        path, how = self.path, self.how
+        if e is None or isinstance(e, DataError):
+            return
+        if isinstance(e, MemoryError):
+            raise DataError(f"{path}: the arrays do not fit in memory; pass a smaller test set") from None
+        if isinstance(e, ValueError) and ("allow_pickle" in str(e) or "Object arrays" in str(e)):
             raise DataError(f"{path}: an array holds Python objects (ragged rows of different lengths?), which are "
                             "never unpickled; store each input as one rectangular array of numbers (pad sequences "
                             f"to one length and pass a mask); {how}") from None
-        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or 'ValueError'}); {how}") from None
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or type(e).__name__}); {how}") from None
+        if isinstance(e, (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError)):
+            raise DataError(f"{path}: not a readable .npz ({first_line_of(str(e)) or type(e).__name__}); "
+                            f"{how}") from None
 
 
 def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = _WHAT,
@@ -95,7 +101,7 @@ def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = 
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file; pass an .npz with {what}")
-    with _reading(path, how):
+    with _Reading(path, how):
         declared = declared_members(path, members)
         # The float32 copy made by preprocessing needs 4 bytes a value whatever the stored dtype.
         need = sum(int(np.prod(shape, dtype=np.float64)) * max(4, dt.itemsize) for shape, dt in declared.values())
@@ -106,7 +112,6 @@ def read_arrays(path: Path, members: tuple[str, ...] | None = None, what: str = 
                             f"can hold ({limit / 2**30:.1f} GiB usable); pass a smaller test set")
         with np.load(path, allow_pickle=False) as z:
             return {name: z[name] for name in z.files if members is None or name in members}
-    raise AssertionError("unreachable")  # _reading re-raises every failure
 
 
 class Inputs(NamedTuple):
@@ -118,7 +123,7 @@ class Inputs(NamedTuple):
     y_train: np.ndarray | None
 
 
-def member_for(names: Collection[str], name: str, single: bool) -> str:
+def _member_for(names: Collection[str], name: str, single: bool) -> str:
     """Which member holds input `name`: a single input's `x` when the file has one (the documented convention, even
     for an input its exporter named `x_train`), else the input's own name."""
     return "x" if single and "x" in names else name
@@ -133,11 +138,11 @@ def read_inputs(path: Path, inputs: tuple[str, ...], describe: Callable[[str], s
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file; pass an .npz with {what}")
-    with _reading(path, how):
+    with _Reading(path, how):
         names = set(declared_members(path))
     test: dict[str, str] = {}
     for name in inputs:
-        member = member_for(names, name, len(inputs) == 1)
+        member = _member_for(names, name, len(inputs) == 1)
         if member in LABELS:  # a single input's `x` is unambiguous, whatever the input is called
             raise DataError(f"{path}: the model has an input named {name!r}, which a test .npz keeps for the labels; "
                             "store its samples as x (a single input), or export the model with another input name")
