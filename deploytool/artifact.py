@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from pathlib import Path
 from typing import Any
 
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.signature import Signature, TensorSpec
+from deploytool.value import value
 
 # Formats an artifact can have. "keras" and "torch" are the PC originals.
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
@@ -23,7 +24,7 @@ FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "sav
 # are fed under it (data.Dataset.in_layout)
 IMPLIED_INPUT = "input"
 
-@dataclass(frozen=True)
+@value
 class Artifact:
     path: Path  # a file, or a directory for SavedModel / TF.js
     format: str
@@ -92,7 +93,7 @@ class Artifact:
         return art
 
 
-@dataclass(frozen=True)
+@value
 class Plan:
     """What `deploytool.convert.convert` will do for one (source, format, quantize) request: its route. A row
     keeps it (`Result.plan`); stored as its fields, `steps` a list."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import sys
 import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from deploytool.value import value
 
 
 class DeploytoolError(Exception):
@@ -136,7 +137,7 @@ class OutputMismatch(ValueError):
 
 
 # -- what an exception said and where it was raised, as a value --------------------------------------------
-@dataclass(frozen=True)
+@value
 class Frame:
     """One frame of a traceback: `package` is "deploytool", a distribution's import name (the top folder under
     site-packages: "onnx2tf", "tensorflow"), "python" for the standard library, or "" for anything else."""
@@ -256,7 +257,7 @@ def sent_home(e: BaseException) -> BaseException:
     return fix(e) or e
 
 
-@dataclass(frozen=True)
+@value
 class Raised:
     """What an exception said and where it was raised, outermost frame first; the frames of the process that
     raised it (a worker's, when it crossed a process boundary). A value that pickles and stores as JSON."""

@@ -33,10 +33,12 @@ Definitions (tests/unit/test_latency.py pins them by hand-computed cases):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Sequence
 
 import numpy as np
+
+from deploytool.value import value
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -122,7 +124,7 @@ def quiet_blocks(target_block_ms: Sequence[float], reference_block_ms: Sequence[
     return int(clean_blocks(target_block_ms, reference_block_ms, reference_floor_ms=reference_floor_ms).sum())
 
 
-@dataclass(frozen=True)
+@value
 class PairedLatency:
     """A target and a reference timed in alternating blocks in one process: the row's latency ratio with its
     confidence interval, and the absolute medians of both measured in the same window."""

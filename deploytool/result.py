@@ -11,7 +11,7 @@ verdict is "pass".
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from deploytool.errors import Frame, Raised
 from deploytool.latency import PairedLatency, unpaired_sentence
 from deploytool.tasks.base import Flip
 from deploytool.tolerances import TOLERANCE_METRICS
+from deploytool.value import value
 
 SCHEMA_VERSION = 2
 
@@ -59,7 +60,7 @@ MEMORY_MEANING = {
 }
 
 
-@dataclass(frozen=True)
+@value
 class Check:
     metric: str
     value: float
@@ -79,7 +80,7 @@ def format_tolerance(metric: str, limits: tuple[float, float]) -> str:
     return f"pass if <= {pass_limit:g}, fail above {fail_limit:g}"
 
 
-@dataclass(frozen=True)
+@value
 class OutputComparison:
     """One output of the model against the same output of the PC baseline. `rel_error` is the largest absolute
     error over the output's range (its largest |baseline value|); `cosine_*` are over the per-sample cosine
@@ -96,7 +97,7 @@ class OutputComparison:
     exact_match: float | None = None  # an output of integers (labels): the share of samples equal to the baseline's
 
 
-@dataclass
+@value(frozen=False)
 class Comparison:
     accuracy: float
     baseline_accuracy: float
@@ -208,7 +209,7 @@ class Verdict(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True)
+@value
 class Combo:
     framework: str
     format: str
@@ -233,7 +234,7 @@ class Combo:
         return self.quantize != "none"
 
 
-@dataclass(frozen=True)
+@value
 class Measurement:
     """What a runtime measured besides the outputs: batch-1 latency, memory, load and throughput."""
 
@@ -258,7 +259,7 @@ class Measurement:
         return primary_memory(self.memory_bytes)
 
 
-@dataclass
+@value(frozen=False)
 class LabPlace:
     """Where a lab night measured a row: its cell, the cell's label in the lab file, the host and Dask worker."""
 
@@ -273,7 +274,7 @@ _LAB_KEYS = {"lab_cell": "cell", "lab_label": "label", "lab_host": "host", "lab_
 _MEASUREMENT_KEYS = {"latency_not_paired": "not_paired", "latency_is_baselines": "is_baselines"}
 
 
-@dataclass
+@value(frozen=False)
 class StageTimes:
     """Wall seconds of each stage of one combination."""
 
@@ -287,7 +288,7 @@ class StageTimes:
 TRIAGE_CLASSES = ("internal_error", "unsupported", "environment", "upstream", "expected")
 
 
-@dataclass(frozen=True)
+@value
 class Triage:
     """The one class of a failing row and its evidence (deploytool.bugs.triage decides): `raised_at` is the
     frame where the exception was raised (past the standard library), `ops` and `remedy` a coverage gap's,
@@ -325,7 +326,7 @@ class Triage:
                    tuple(d.get("packages") or ()))
 
 
-@dataclass
+@value(frozen=False)
 class Result:
     run_id: str
     combo_key: str

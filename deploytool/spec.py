@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
 from deploytool.modelfiles.signature import Signature
 from deploytool.tolerances import DEFAULT_TOLERANCES, TOLERANCE_GROUPS, TOLERANCE_METRICS, tolerance_problem
+from deploytool.value import value
 from deploytool.workspace import check_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -29,7 +30,7 @@ SCHEDULES = ("constant", "cosine")
 DATASETS = ("mnist", "cifar10", "digits", "synthetic")
 
 
-@dataclass(frozen=True)
+@value
 class Preprocess:
     """x = (raw * scale - mean[c]) / std[c], per channel, on float32."""
 
@@ -38,7 +39,7 @@ class Preprocess:
     std: tuple[float, ...] = (1.0,)
 
 
-@dataclass(frozen=True)
+@value
 class TrainSpec:
     epochs: int
     batch_size: int
@@ -48,7 +49,7 @@ class TrainSpec:
     schedule: str = "constant"  # or "cosine": decay to 0 over all steps, per batch
 
 
-@dataclass(frozen=True)
+@value
 class ModelSpec:
     name: str
     architecture: str

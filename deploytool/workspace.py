@@ -18,11 +18,11 @@ import re
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from deploytool.errors import WorkspaceError
+from deploytool.value import value
 
 DEFAULT_WORKSPACE = Path("runs")
 # A name that becomes one path segment: no separators, no leading dot, bounded so
@@ -62,7 +62,7 @@ def safe_segment(text: str, limit: int = 40) -> str:
     return s or "model"
 
 
-@dataclass(frozen=True)
+@value
 class Workspace:
     root: Path
 

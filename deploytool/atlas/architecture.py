@@ -6,18 +6,19 @@ provider module registers its architectures in `ATLAS`; `build` functions run in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Callable
 
 from deploytool.registry import Registry
+from deploytool.value import value
 
 TIERS = ("quick", "full")
 FAMILIES = ("vision-cnn", "vision-transformer", "text-encoder", "audio", "decoder")
 INPUT_KINDS = ("image", "tokens", "audio-features", "waveform")
 
 
-@dataclass(frozen=True)
+@value
 class Size:
     """One size of an architecture: the constructor's own arguments (`params`: width, depth, hidden size, ...) and
     the shape of one sample's inputs, and the number of test samples that tier runs."""
@@ -27,7 +28,7 @@ class Size:
     samples: int = 16
 
 
-@dataclass(frozen=True)
+@value
 class Architecture:
     name: str  # "keras/mobilenet_v3_small": provider/architecture, unique across providers
     family: str  # FAMILIES
@@ -48,7 +49,7 @@ class Architecture:
         return self.quick if tier == "quick" else self.full
 
 
-@dataclass(frozen=True)
+@value
 class Built:
     """An architecture built at one tier into the workspace: its model file and test set, and how informative the
     test set is on the model as built (the spread of its outputs across samples after any rescaling)."""

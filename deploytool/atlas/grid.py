@@ -5,11 +5,12 @@ converter ("onnx2tf converts 7 of 9 architectures"). Pure: it reads Results and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from deploytool.convert.registry import STEPS
 from deploytool.result import Result, Status
+from deploytool.value import value
 
 # what a cell's colour says, in the order the legend lists them
 OUTCOMES = ("pass", "degraded", "fail", "conversion_failed", "runtime_failed", "unsupported", "build_failed")
@@ -27,7 +28,7 @@ ROUNDING_REL_ERROR = 0.01
 ROUNDING_FLIPS = 0.05
 
 
-@dataclass
+@value(frozen=False)
 class AtlasEntry:
     """One architecture's line of the atlas: how it was built and the migrate run of its rows (or why none)."""
 
@@ -40,7 +41,7 @@ class AtlasEntry:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@value
 class Cell:
     outcome: str  # OUTCOMES
     title: str  # the tooltip: the row, its verdict or reason, its triage
@@ -51,7 +52,7 @@ class Cell:
     triage: str = ""
 
 
-@dataclass
+@value(frozen=False)
 class GridRow:
     name: str
     family: str
@@ -62,7 +63,7 @@ class GridRow:
     cells: dict[str, Cell] = field(default_factory=dict)  # route -> cell
 
 
-@dataclass(frozen=True)
+@value
 class RouteSummary:
     converter: str
     converted: int  # architectures whose every conversion by it succeeded

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,13 +22,14 @@ from deploytool.runtimes.isolated import runtime_workers
 from deploytool.runtimes.web_session import web_session
 from deploytool.convert.lanes import shared_converters
 from deploytool.data.check import PIXELS_UNDER_SCALE_1
+from deploytool.value import value
 from deploytool.workspace import Workspace
 
 # the quick tier times few samples: its latencies say which route is slow, not by how much to the percent
 QUICK_LATENCY_SAMPLES, QUICK_WARMUP = 5, 1
 
 
-@dataclass
+@value(frozen=False)
 class AtlasRequest:
     tier: str = "quick"
     architectures: tuple[str, ...] = ()  # names, providers ("torchvision") or families ("audio"); empty: all
@@ -42,7 +43,7 @@ class AtlasRequest:
     fresh: bool = False
 
 
-@dataclass
+@value(frozen=False)
 class AtlasOutcome:
     tier: str
     entries: list[AtlasEntry]

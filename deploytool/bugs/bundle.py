@@ -15,7 +15,6 @@ import json
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ from deploytool.runtimes import runtime_class
 from deploytool.runtimes.base import Runtime
 from deploytool.run.runner import artifact_dir
 from deploytool.targets import Position, get_target
+from deploytool.value import value
 from deploytool.workspace import share_large_files
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def _title(result: Result, art: dict[str, Any] | None, env: dict[str, Any], step
             f"vs {cmp.baseline_accuracy:.1%} for the source model ({len(cmp.flipped)} predictions change)")
 
 
-@dataclass(frozen=True)
+@value
 class StepInput:
     """The conversion step a bundle reproduces (it failed, or fell back to a documented alternative): the file it
     was given (the source model, or the step before's output), what that file is, and the calibration samples it

@@ -16,13 +16,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from deploytool.devices.browser import find_chromium
 from deploytool.devices.web_harness import harness_dir
 from deploytool.errors import DeploytoolError
+from deploytool.value import value
 
 CONFIRMED, NOT_REPRODUCED, NOT_RUN = "confirmed", "not_reproduced", "not_run"
 TIMEOUT_S = 600.0
@@ -42,7 +43,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-@dataclass(frozen=True)
+@value
 class Confirmation:
     """What a finding's bare reproducer showed: `state` (confirmed, not_reproduced, not_run), the command as run
     (from the bundle's folder), the last lines it printed, how long it took, and what it ran on."""

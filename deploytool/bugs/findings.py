@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -32,6 +32,7 @@ from deploytool.result import Result, Status, Triage
 from deploytool.runtimes import default_runtime
 from deploytool.store import Finding, ResultStore
 from deploytool.targets import get_target
+from deploytool.value import value
 from deploytool.workspace import Workspace, stable_hash
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def _owner(name: str, table: tuple[tuple[str, str], ...]) -> str:
     return next((owner for key, owner in table if key in low), "")
 
 
-@dataclass(frozen=True)
+@value
 class Signature:
     converter: str  # the converter, without its version
     direction: str  # source framework -> format

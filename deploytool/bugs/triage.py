@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 
 from deploytool.errors import OUT_OF_MEMORY, PHONE_STORAGE_FULL, Frame, Raised, first_line_of
 from deploytool.result import TRIAGE_CLASSES, Result, Status, Triage
+from deploytool.value import value
 
 INTERNAL, UNSUPPORTED, ENVIRONMENT, UPSTREAM, EXPECTED = TRIAGE_CLASSES
 QUANTIZED_RANDOM_WEIGHTS = ("what quantizing random weights does, not a bug: an untrained network's features hardly "
@@ -47,7 +48,7 @@ FLEX_REMEDY = ("convert with converter.target_spec.supported_ops = [tf.lite.OpsS
                "Flex lack")
 
 
-@dataclass(frozen=True)
+@value
 class _Gap:
     """A message that says "no conversion or kernel for this op" (or "needs this option"): its pattern, where the
     op names are in it, and what would make it work."""
@@ -98,7 +99,7 @@ GAPS: tuple[_Gap, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@value
 class Environment:
     """What was installed, for the distributions a row involved: each one's version and its declared
     requirements (`Requires-Dist`, markers already evaluated for this interpreter)."""

@@ -5,7 +5,6 @@ here; this module must stay importable by the fast unit tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,14 @@ from deploytool.data.feed import Feed
 from deploytool.errors import Raised, StageFailed
 from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import package_version
+from deploytool.value import value
 
 # A few hundred samples calibrate a small CNN as well as thousands do; the cap
 # keeps int8 conversion time flat whatever the training-split size.
 MAX_CALIBRATION_SAMPLES = 256
 
 
-@dataclass(frozen=True)
+@value
 class Mode:
     description: str  # what is really done
     note: str | None = None  # what was done instead of what the word asks, said to the user
@@ -121,7 +121,7 @@ def refuse_integer_io_for_integer_inputs(sig: Signature | None, quantize: str) -
 
 
 
-@dataclass(frozen=True)
+@value
 class Recipe:
     """A converter step's call as standalone Python, for a bug bundle's `reproduce_convert.py`: `code` is the body
     of a function that converts SOURCE (the step's input in the bundle) into OUT with the options deploytool uses

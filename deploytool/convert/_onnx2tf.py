@@ -32,7 +32,6 @@ import shutil
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +42,7 @@ from deploytool.data.feed import Feed, channels_last, feed_sha256, layout_unknow
 from deploytool.errors import NoConversion, ToolFailed
 from deploytool.modelfiles.signature import Dims, TensorSpec, match_names
 from deploytool.modelfiles.onnx_external import copy_with_external
+from deploytool.value import value
 
 CONVERTER = "onnx2tf"
 DIST = "onnx2tf"
@@ -184,7 +184,7 @@ def tflite_path(source: Artifact, out_dir: Path, quantize: str) -> Path:
 RUN_PREFIX = "deploytool-onnx2tf-run-"
 
 
-@dataclass(frozen=True)
+@value
 class _Run:
     folder: Path | None  # None when the run failed
     stem: str  # onnx2tf names its files after the input file

@@ -16,7 +16,7 @@ Nothing here imports a framework: a step's function imports its own when it runs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -24,11 +24,12 @@ from deploytool.artifact import Artifact
 from deploytool.convert._common import Mode, Recipe
 from deploytool.data.feed import Feed
 from deploytool.registry import Registry, load_plugins
+from deploytool.value import value
 
 ConvertFn = Callable[[Artifact, str, Path, "Feed | None"], Artifact]
 
 
-@dataclass(frozen=True)
+@value
 class Step:
     """One converter step: a module's `convert(source, quantize, out_dir, calibration) -> Artifact`."""
 
@@ -44,7 +45,7 @@ class Step:
     recipe: Callable[[Artifact, str], Recipe] | None = None
 
 
-@dataclass(frozen=True)
+@value
 class Route:
     source: str  # source format: keras, saved_model, torch, onnx, tflite
     fmt: str  # the user's format word
@@ -52,7 +53,7 @@ class Route:
     after: str | None = None  # a step run first, at --quantize none
 
 
-@dataclass(frozen=True)
+@value
 class Format:
     """A format word a user types (--format), and the artifact format it makes."""
 
@@ -63,7 +64,7 @@ class Format:
     refused: Mapping[str, str] = field(default_factory=dict)  # source format -> why it has no route to it
 
 
-@dataclass(frozen=True)
+@value
 class SourceFormat:
     """A source model's format (an Artifact's format: a framework's own model or a user's file)."""
 
@@ -71,7 +72,7 @@ class SourceFormat:
     no_route: str | None = None  # why any format word it has no route to is refused, when there is one reason
 
 
-@dataclass(frozen=True)
+@value
 class _Routed:
     step: str  # the registering step
     route: Route

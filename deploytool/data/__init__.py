@@ -14,7 +14,6 @@ or converts.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,10 @@ from deploytool.data.named import load_feeds
 from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
 from deploytool.spec import ModelSpec, Preprocess
+from deploytool.value import value
 
 
-@dataclass(frozen=True)
+@value
 class Dataset:
     name: str
     x_train: np.ndarray | Feed  # float32, NHWC, preprocessed; a model with a signature: its named inputs, dtypes kept

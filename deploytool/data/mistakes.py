@@ -7,12 +7,12 @@ artifact. Pure numpy: nothing here loads or runs a model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from deploytool.spec import Preprocess
+from deploytool.value import value
 
 # The off-centre crop: the standard ImageNet evaluation crop (224 of 256 = 87.5%), taken at the top-left
 # corner instead of the centre, then resized back to the input size.
@@ -61,7 +61,7 @@ def int8_unscaled(fed: np.ndarray, scale: float, zero_point: int, dtype: str = "
     return ((q - zero_point) * scale).astype(np.float32)
 
 
-@dataclass(frozen=True)
+@value
 class Mistake:
     name: str  # a key: letters and '_'
     title: str  # what the user did, in their words

@@ -5,7 +5,6 @@ loaders by the name a manifest's `data.dataset` gives: each loader module regist
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -13,9 +12,10 @@ import numpy as np
 
 from deploytool.registry import Registry
 from deploytool.spec import ModelSpec
+from deploytool.value import value
 
 
-@dataclass(frozen=True)
+@value
 class RawData:
     x_train: np.ndarray  # NHWC, any numeric dtype
     y_train: np.ndarray

@@ -21,11 +21,12 @@ import socket
 import subprocess
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from deploytool.errors import DeviceError, DeviceNotFound
+from deploytool.value import value
 
 DEVICE_ROOT = "/data/local/tmp/deploytool"
 NO_DEVICE = "no Android device attached: connect one and check `adb devices`"
@@ -46,7 +47,7 @@ class DeviceLost(DeviceError):
     """The device went away (cable pulled, adbd died) during an operation."""
 
 
-@dataclass(frozen=True)
+@value
 class DeviceInfo:
     serial: str
     state: str  # as `adb devices` says: device, unauthorized, offline, ...
@@ -74,7 +75,7 @@ class DeviceInfo:
         return {f"device_{k}": v for k, v in d.items()}
 
 
-@dataclass(frozen=True)
+@value
 class ShellResult:
     command: str  # exactly what was sent to the device
     exit_code: int

@@ -21,14 +21,16 @@ Older builds print without the `INFO: ` prefix; both are accepted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from deploytool.value import value
 
 RUN_SEPARATOR = re.compile(r"^=== deploytool run (\d+) ===$", re.M)
 _PREFIX = re.compile(r"^(?:(INFO|WARN|WARNING|ERROR|FATAL|VERBOSE|DEBUG): ?)?(.*)$")
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
 
 
-@dataclass
+@value(frozen=False)
 class RunStats:
     """One `count=... first=... avg=...` line (times in microseconds)."""
 
@@ -44,7 +46,7 @@ class RunStats:
     p95_us: float | None = None
 
 
-@dataclass
+@value(frozen=False)
 class BenchmarkReport:
     init_us: float | None = None  # "Init" from the timings line (model load + delegate + allocate)
     first_inference_us: float | None = None

@@ -30,12 +30,13 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
+
+from deploytool.value import value
 
 LOOPBACK = "127.0.0.1"
 RESULTS_PREFIX = "/results/"
@@ -81,7 +82,7 @@ _RESULT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BLOB_PATH = re.compile(r"^(/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}){1,4}$")
 
 
-@dataclass(frozen=True)
+@value
 class _Route:
     prefix: str  # "/lib/tfjs/" for a directory, "/index.html" for one file
     target: Path  # resolved at construction, so a later symlink swap cannot widen it

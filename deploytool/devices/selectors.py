@@ -6,9 +6,10 @@ only parses and matches against facts it is given; it asks no device anything.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from deploytool.errors import UnknownOption
+from deploytool.value import value
 
 KINDS = ("serial", "model", "abi")  # the facts a phone is selected by, each a key of its facts
 EVERY = "every"
@@ -30,7 +31,7 @@ def parse(selector: str) -> tuple[str, str]:
     return kind, value
 
 
-@dataclass(frozen=True)
+@value
 class Resolved:
     serials: tuple[str, ...]  # in the order the selectors name them, each once
     unmatched: dict[str, str] = field(default_factory=dict)  # selector -> why no phone is chosen by it

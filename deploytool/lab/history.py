@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +20,19 @@ from deploytool.report.numbers import num
 from deploytool.result import Result
 from deploytool.run import stored
 from deploytool.store import ResultStore, RunRecord
+from deploytool.value import value
 from deploytool.workspace import Workspace
 
 REPORT_NIGHTS = 14
 
 
-@dataclass(frozen=True)
+@value
 class Night:
     name: str
     run_id: str
 
 
-@dataclass
+@value(frozen=False)
 class NightPoint:
     """One cell on one night."""
 
@@ -46,7 +47,7 @@ class NightPoint:
     bundle: str | None = None
 
 
-@dataclass
+@value(frozen=False)
 class CellTrend:
     cell: str
     host: str
@@ -58,7 +59,7 @@ class CellTrend:
         return self.points[-1] if self.points else None
 
 
-@dataclass
+@value(frozen=False)
 class LabHistory:
     nights: list[Night]  # oldest first, tonight last
     cells: list[CellTrend]  # regressions tonight first, then failing, then the rest by label

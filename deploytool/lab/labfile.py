@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +15,7 @@ from deploytool.errors import DeploytoolError, SpecError
 from deploytool.spec import _Reader
 from deploytool.tolerances import TOLERANCE_METRICS
 from deploytool.targets import get_target
+from deploytool.value import value
 from deploytool.workspace import Workspace
 
 
@@ -22,7 +23,7 @@ from deploytool.workspace import Workspace
 MAX_CELLS = 5000
 
 
-@dataclass(frozen=True)
+@value
 class LabModel:
     name: str  # a zoo name, or a model file (an atlas architecture's, once built)
     frameworks: tuple[str, ...] = ("all",)
@@ -35,7 +36,7 @@ class LabModel:
     tier: str = "quick"  # its size: quick or full
 
 
-@dataclass(frozen=True)
+@value
 class Regression:
     min_accuracy_drop_points: float = 0.5
     latency_min_relative: float = 0.05
@@ -51,7 +52,7 @@ class Regression:
     latency_measure_again: int = 3
 
 
-@dataclass(frozen=True)
+@value
 class Lab:
     path: Path
     name: str

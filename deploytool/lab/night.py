@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -31,13 +31,14 @@ from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
 from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import get_target
+from deploytool.value import value
 from deploytool.workspace import Workspace, check_name, stable_hash
 
 if TYPE_CHECKING:
     from deploytool.lab.regress import MachineLoad
 
 
-@dataclass
+@value(frozen=False)
 class Cell:
     id: str  # the cell across nights: model, request and combination (not the host: the worker adds it)
     label: str
@@ -48,7 +49,7 @@ class Cell:
     unavailable: str = ""  # why no worker can run it, known when planned (a selector no phone matches): not sent
 
 
-@dataclass
+@value(frozen=False)
 class Judged:
     result: Result
     changes: list[Any] = field(default_factory=list)  # regress.Change
@@ -60,7 +61,7 @@ class Judged:
         return any(c.alert for c in self.changes)
 
 
-@dataclass
+@value(frozen=False)
 class NightOutcome:
     night: str
     run_id: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,10 +24,11 @@ from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
 from deploytool.store import ResultStore
+from deploytool.value import value
 from deploytool.workspace import Workspace, stable_hash
 
 
-@dataclass
+@value(frozen=False)
 class NightPaths:
     html: Path
     markdown: Path

@@ -35,12 +35,13 @@ Pure functions of arrays: no store, no clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from deploytool.latency import PairedLatency
+from deploytool.value import value
 
 DIFFERENT_P = 0.01  # Pinpoint's "different"
 SAME_P = 0.10  # above this the arrays are "the same"; between the two: unclear, measure again
@@ -49,7 +50,7 @@ SAME_P = 0.10  # above this the arrays are "the same"; between the two: unclear,
 LOAD_DIFFERENCE_CPUS = 0.5
 
 
-@dataclass(frozen=True)
+@value
 class Change:
     metric: str
     outcome: str  # "regression", "improvement", "same", "unclear", "newly_failing", "fixed", "suspicious"
@@ -62,7 +63,7 @@ class Change:
         return self.outcome in ("regression", "newly_failing")
 
 
-@dataclass(frozen=True)
+@value
 class MachineLoad:
     """What other processes took of the machine over the moment before a row's latency timing began
     (deploytool.runtimes.measure.cpu_busy_fraction), and what the row needed of it."""

@@ -19,7 +19,7 @@ import json
 import shutil
 import tempfile
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,6 +43,7 @@ from deploytool.runtimes import make_runtime, runtimes_for
 from deploytool.store import ResultStore, RunRecord
 from deploytool.targets import all_targets, get_target
 from deploytool.train.fit import export_torch
+from deploytool.value import value
 from deploytool.workspace import stable_hash
 from deploytool.zoo.plans import BasicBlock, Flatten
 
@@ -53,7 +54,7 @@ THRESHOLD = {"none": 1e-3, "fp16": 2e-2}
 THRESHOLD_QUANTIZED = 0.25
 
 
-@dataclass
+@value(frozen=False)
 class Cut:
     index: int
     layer: str
@@ -65,7 +66,7 @@ class Cut:
     reason: str = ""
 
 
-@dataclass
+@value(frozen=False)
 class Localization:
     row: str
     threshold: float

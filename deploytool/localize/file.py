@@ -16,7 +16,6 @@ or converts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from deploytool.localize import savedmodel
 from deploytool.modelfiles.signature import Signature, match_names, output_spec
 from deploytool.modelfiles.tflite_io import signature_names, tensor_quant
 from deploytool.proc.quiet import import_tensorflow
+from deploytool.value import value
 
 # Ops that only move or relabel numbers (or make shapes): a cut there holds what the cut before it held.
 SKIP_ONNX = {"Shape", "Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
@@ -39,7 +39,7 @@ TRACEABLE = ("onnx", "tflite", "keras", "saved_model")
 CUTTABLE = ("onnx", "keras", "saved_model")
 
 
-@dataclass(frozen=True)
+@value
 class Point:
     """One intermediate value of a model: the tensor (or layer) name and the op (or layer class) making it."""
 

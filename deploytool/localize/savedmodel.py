@@ -11,7 +11,6 @@ model (localize.py does); TensorFlow is imported inside the functions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 from deploytool.convert._tf import serving_function
 from deploytool.errors import BadModelFile
 from deploytool.proc.quiet import import_tensorflow
+from deploytool.value import value
 
 # Ops that hold, move or relabel numbers, or compute shapes: a cut there holds what the cut before it held.
 SKIP_TF = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "Reshape", "Squeeze",
@@ -28,7 +28,7 @@ SKIP_TF = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariabl
 _WRAPPER = re.compile(r"^((StatefulPartitionedCall|PartitionedCall)(_\d+)?/)+")
 
 
-@dataclass(frozen=True)
+@value
 class FrozenGraph:
     """The serving signature as one graph of constants: its input and output tensor names, and the
     op outputs worth comparing as (short name, node name, op type), in graph order."""

@@ -15,7 +15,7 @@ import secrets
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from math import prod
 from pathlib import Path
 from typing import Any, Callable
@@ -46,6 +46,7 @@ from deploytool.runtimes import check_runtime_names, runtimes_for
 from deploytool.runtimes.isolated import log_runtime_workers, runtime_workers, warm_pairing, warm_workers
 from deploytool.store import ResultStore, open_store
 from deploytool.targets import expand, get_target, selectable
+from deploytool.value import value
 from deploytool.workspace import Workspace, check_name, stable_hash
 
 # A run id is <model name, cut to this>-<12 hex> (or -<timestamp>-<8 hex> with --fresh): at most 64 characters.
@@ -54,7 +55,7 @@ RUN_NAME_CHARS = 40
 __all__ = ["MigrateRequest", "RunOutcome", "migrate", "plan_matrix"]
 
 
-@dataclass
+@value(frozen=False)
 class RunOutcome:
     run_id: str
     results: list[Result]

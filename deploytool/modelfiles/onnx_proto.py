@@ -9,9 +9,10 @@ or rewrite a graph import onnx themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+
+from deploytool.value import value
 
 # field numbers in onnx.proto3
 _MODEL_GRAPH = 7
@@ -87,7 +88,7 @@ def _text(v: memoryview | None) -> str:
     return bytes(v).decode("utf-8", "replace") if v is not None else ""
 
 
-@dataclass(frozen=True)
+@value
 class ValueInfo:
     name: str
     dims: tuple[int | None, ...]  # None: a symbolic or unknown dimension
@@ -95,7 +96,7 @@ class ValueInfo:
     kind: str = "tensor"  # "sequence" or "map": not a tensor (a ZipMap's sequence of {class: probability})
 
 
-@dataclass(frozen=True)
+@value
 class ModelInfo:
     inputs: tuple[ValueInfo, ...]  # graph inputs that are not initializers: what a caller feeds
     outputs: tuple[ValueInfo, ...]

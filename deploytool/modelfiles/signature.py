@@ -7,10 +7,11 @@ It never loads a framework."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from deploytool.value import value
 
 _DECORATED = re.compile(r"^(?:serving_default_)?(?P<name>.+?)(?::\d+)?$")
 KINDS = ("image", "sequence", "tokens", "features")
@@ -21,7 +22,7 @@ INT_DTYPES = ("int64", "int32", "int8", "uint8", "int16", "bool")
 Dims = tuple[int | None, ...]
 
 
-@dataclass(frozen=True)
+@value
 class TensorSpec:
     """One input or output: `shape` starts with the batch dimension; None is a dimension the model leaves open
     (the batch, a sequence length). `kind` is set for inputs only."""
@@ -67,7 +68,7 @@ class TensorSpec:
         return f"{self.name}: {self.dtype} [{dims}]" + (f" ({self.kind}{q})" if self.kind or q else "")
 
 
-@dataclass(frozen=True)
+@value
 class Signature:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]

@@ -6,15 +6,15 @@ phone) goes through here, so a user never has to remember it (tensorflow#53278).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
 
 from deploytool.modelfiles.signature import canonical_name
+from deploytool.value import value
 
 
-@dataclass(frozen=True)
+@value
 class TensorQuant:
     name: str
     dtype: str  # numpy dtype name: float32, int8, uint8, ...
@@ -81,7 +81,7 @@ def signature_names(interpreter: Any) -> dict[int, str]:
     return names
 
 
-@dataclass(frozen=True)
+@value
 class NamedTensors:
     """A TFLite file's inputs and outputs by the names its signature gives them (else their tensor names), each
     with its tensor (whose `name` is the flatbuffer's own, what a runtime other than LiteRT shows)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,12 @@ from deploytool.report import html as _html
 from deploytool.report import text as _text
 from deploytool.report.rows import ReportRow, summary_rows
 from deploytool.result import Result
+from deploytool.value import value
 
 __all__ = ["ReportInput", "ReportPaths", "ReportRow", "write_report", "summary_rows"]
 
 
-@dataclass
+@value(frozen=False)
 class ReportInput:
     run_id: str
     model: str
@@ -43,7 +44,7 @@ class ReportInput:
     inputs: Any = None
 
 
-@dataclass
+@value(frozen=False)
 class ReportPaths:
     html: Path
     json: Path

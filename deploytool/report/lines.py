@@ -7,16 +7,16 @@ band shades a (low, high) range per x (an IQR). It only draws what it is given.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from deploytool.report.svg import PALETTE, Scale, _axes, _g, _legend, _marker, _svg_open, esc, fmt_tick, wide_spread
+from deploytool.value import value
 
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
 BASELINE_COLOUR = "#111"
 
 
-@dataclass
+@value(frozen=False)
 class Series:
     label: str  # in the legend and each point's tooltip; "" keeps a series out of the legend
     xs: Sequence[float]

@@ -13,10 +13,11 @@ agreement and accuracy are the rows' own numbers.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, Sequence
 
 from deploytool.convert import FORMATS
+from deploytool.value import value
 
 # agreement points between two passing converters beyond which the lower one is said to depart
 DEPART_POINTS = 1.0
@@ -51,7 +52,7 @@ class PairSource(Protocol):
     def max_abs_error(self) -> Any: ...
 
 
-@dataclass(frozen=True)
+@value
 class PairRow:
     """The few fields of a Result this module reads (row_of), for callers that hold Results (findings)."""
 
@@ -69,7 +70,7 @@ class PairRow:
     max_abs_error: Any
 
 
-@dataclass(frozen=True)
+@value
 class PairEntry:
     """One converter of a pair."""
 
@@ -84,7 +85,7 @@ class PairEntry:
     max_abs_error: Any
 
 
-@dataclass
+@value(frozen=False)
 class ConverterPair:
     framework: str
     artifact_format: str
@@ -151,7 +152,7 @@ def _departing(entries: list[PairEntry]) -> list[str]:
     return [e.converter for e in scored if 100 * (best - e.agreement) >= DEPART_POINTS]
 
 
-@dataclass
+@value(frozen=False)
 class BackendPair:
     """One file on several backends of one target: the wasm row and the others, each against the source."""
 

@@ -5,13 +5,14 @@ at the edge: text.json_document writes report.json from rows."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploytool.report.numbers import num
 from deploytool.report.text import clean
 from deploytool.result import Check, Flip, OutputComparison, Result, format_tolerance, primary_memory
+from deploytool.value import value
 
 if TYPE_CHECKING:
     from deploytool.report import ReportInput
@@ -23,7 +24,7 @@ TASK_METRICS = ("top5_agreement", "cosine_min", "rel_error", "mae", "rmse", "bas
 _QUANT_ORDER = ("none", "fp16", "dynamic", "int8", "int8-io", "uint8", "uint16")
 
 
-@dataclass(frozen=True)
+@value
 class ReportRow:
     """One result as every table, plot and text form of the report reads it."""
 

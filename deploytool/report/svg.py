@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from html import escape
 from typing import Callable, Sequence
 
 import numpy as np
+
+from deploytool.value import value
 
 # Okabe-Ito: distinguishable for colour-blind readers and in greyscale prints.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -108,7 +109,7 @@ def _svg_open(width: int, height: int, title: str, cls: str) -> str:
             f"<title>{esc(title)}</title>")
 
 
-@dataclass
+@value(frozen=False)
 class Point:
     x: float
     y: float
@@ -209,7 +210,7 @@ def _legend(items: Sequence[tuple[str, str, str]], x0: float, y0: float, x_max: 
     return "".join(o), lines
 
 
-@dataclass
+@value(frozen=False)
 class Distribution:
     label: str
     stats: dict[str, float]  # min, p1, p25, p50, p75, p90, p99, max, n
@@ -302,7 +303,7 @@ def _legend_text(x: float, y: float) -> str:
             f'<tspan fill="#c62828">◆ p90</tspan> · whiskers p1–p99 · × max</text>')
 
 
-@dataclass
+@value(frozen=False)
 class Cell:
     fill: str
     text: str = ""

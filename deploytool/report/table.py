@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import html
 import io
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -18,11 +18,12 @@ from deploytool.report import tasks
 from deploytool.report.numbers import fmt_bytes, fmt_ms, num
 from deploytool.report.text import METRIC_KEYS, clean
 from deploytool.result import Check, OutputComparison, Result
+from deploytool.value import value
 
 __all__ = ["Row", "row_of", "flat", "csv_text", "write_parquet", "html_table"]
 
 
-@dataclass(frozen=True)
+@value
 class Row:
     """One combination of a run and what became of it. `metrics` holds report.json's numbers (every key of
     `deploytool.report.text.METRIC_KEYS`, None where missing; empty unless the row was measured); the fields

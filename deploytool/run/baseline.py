@@ -9,7 +9,7 @@ the model is a copy of the latest one measured."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,14 @@ from deploytool.run.compare import Costs
 from deploytool.run.judge import Reference
 from deploytool.runtimes.base import Outputs
 from deploytool.runtimes.isolated import load_and_run
+from deploytool.value import value
 from deploytool.workspace import stable_hash
 
 # How the baseline is measured; a cached one measured otherwise (in the migrate process) is measured again.
 MEASURED_HOW = "own-process-v1"
 
 
-@dataclass
+@value(frozen=False)
 class Baseline:
     model: str
     framework: str

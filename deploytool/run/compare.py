@@ -7,7 +7,7 @@ value objects; it never runs a model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterator, Mapping, Protocol
 
 import numpy as np
@@ -17,9 +17,10 @@ from deploytool.result import MEMORY_PREFERENCE, Check, Comparison, OutputCompar
 from deploytool.tasks import get_task
 from deploytool.tasks.weak_set import weak_set_tolerances
 from deploytool.tolerances import TOLERANCE_METRICS, tolerance_problem
+from deploytool.value import value
 
 
-@dataclass(frozen=True)
+@value
 class Costs:
     """What one side of a comparison cost, as one value: its latency (p50, p90), its memory figures and its size.
     None where it was not measured (the ratio is then None)."""

@@ -9,7 +9,7 @@ into another's state.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, NoReturn
@@ -31,12 +31,13 @@ from deploytool.spec import ModelSpec, load_spec
 from deploytool.tasks import get_task, infer_task
 from deploytool.tolerances import source_tolerances
 from deploytool.targets import Position, Preflight, RunSettings, get_target
+from deploytool.value import value
 from deploytool.workspace import Workspace, stable_hash
 
 CALIBRATION_FROM_TEST = 200
 
 
-@dataclass
+@value(frozen=False)
 class Source:
     framework: str
     artifact: Artifact
@@ -69,7 +70,7 @@ def _refuse_non_finite(model: str, framework: str, out: np.ndarray) -> None:
                            "with them: check the test data against the model's inputs (ranges), or the model")
 
 
-@dataclass
+@value(frozen=False)
 class RunContext:
     req: MigrateRequest
     spec: ModelSpec

@@ -5,7 +5,6 @@ caller reads the baseline (`Baseline.reference()`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,12 +13,13 @@ from deploytool.latency import PairedLatency
 from deploytool.result import Comparison, Measurement
 from deploytool.run.compare import Costs, compare_outputs
 from deploytool.runtimes.base import Outputs
+from deploytool.value import value
 
 
 SCORES = "output"  # the name an image classifier's one output is compared under
 
 
-@dataclass(frozen=True)
+@value
 class Reference:
     """What a row is judged against, as values: the PC baseline's outputs (side by side, split by `layout` for a
     model with a signature; one class-score array otherwise) and what the baseline cost."""

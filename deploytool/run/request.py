@@ -6,7 +6,7 @@ options)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,10 @@ from deploytool import tasks
 from deploytool.errors import UnknownOption
 from deploytool.run.usermodel import is_model_file
 from deploytool.targets import RunSettings, get_target
+from deploytool.value import value
 
 
-@dataclass
+@value(frozen=False)
 class MigrateRequest:
     model: str = "lenet5"
     frameworks: tuple[str, ...] = ("all",)

@@ -9,7 +9,6 @@ writes beside the user's file and never sees it change under it.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ from deploytool.runtimes import runtime_class
 from deploytool.runtimes.isolated import open_workers
 from deploytool.spec import ModelSpec, Preprocess, TrainSpec
 from deploytool.tolerances import USER_CLASSIFIER_TOLERANCES, source_tolerances
+from deploytool.value import value
 from deploytool.workspace import Workspace, safe_segment
 
 SUFFIXES = {".keras": "keras", ".onnx": "onnx", ".tflite": "tflite", ".pt2": "torch"}
@@ -31,7 +31,7 @@ CHANNELS = (1, 3, 4)
 QUANTIZED_IO = "quantized_io"
 
 
-@dataclass(frozen=True)
+@value
 class UserModelOptions:
     layout: str | None = None  # NHWC / NCHW when the model does not tell
     labels: tuple[str, ...] = ()

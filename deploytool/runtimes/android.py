@@ -25,7 +25,7 @@ import struct
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Iterator, Mapping, Self
 
 import numpy as np
@@ -40,6 +40,7 @@ from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_
 from deploytool.runtimes import tflite_twin
 from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
+from deploytool.value import value
 
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "android_harness"
 STORAGE_MARGIN_BYTES = 16 * 2**20  # room the run's own files take beside the model and the test set (outputs, logs)
@@ -65,7 +66,7 @@ PREBUILT = {"arm64-v8a": "android_aarch64_benchmark_model", "armeabi-v7a": "andr
 
 
 
-@dataclass(frozen=True)
+@value
 class AndroidOptions(RuntimeOptions):
     """What one row asks of benchmark_model on the phone. Checked: an unknown key or a value out of range is a
     typed one-line error naming it; a key given as None takes its default (as from the CLI)."""

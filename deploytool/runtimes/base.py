@@ -10,7 +10,7 @@ they measured.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any, ClassVar, Mapping, Self, cast
 
 import numpy as np
@@ -30,6 +30,7 @@ from deploytool.runtimes.measure import (
     whole_set_batch,
     time_batch1,
 )
+from deploytool.value import value
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
 MIN_TIMED_SAMPLES = 10
@@ -46,7 +47,7 @@ def per_sample(name: str, value: Any) -> np.ndarray:
     return a
 
 
-@dataclass
+@value(frozen=False)
 class LatencyStats:
     n: int
     mean_ms: float
@@ -67,7 +68,7 @@ class LatencyStats:
                    float(s.min()), float(s.max()))
 
 
-@dataclass
+@value(frozen=False)
 class Outputs:
     """What one runtime produced for one artifact over the whole test set."""
 
@@ -91,7 +92,7 @@ class Outputs:
         return LatencyStats.from_samples(self.latency_ms)
 
 
-@dataclass(frozen=True)
+@value
 class RuntimeOptions:
     """Base of a runtime's typed options (its class's `Options`), built once by `from_dict` from the options a
     row's target gives (`Target.runtime_options`). By default a key the runtime has no field for is not its
@@ -104,7 +105,7 @@ class RuntimeOptions:
         return cls(**{k: v for k, v in options.items() if k in names})
 
 
-@dataclass(frozen=True)
+@value
 class HostOptions(RuntimeOptions):
     """How an in-process runtime (a host runtime, the PC baseline's) measures (`Runtime._measure`)."""
 

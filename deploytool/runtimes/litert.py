@@ -8,7 +8,6 @@ litert-torch's) are fed at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Mapping, Self
 
@@ -20,6 +19,7 @@ from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime
+from deploytool.value import value
 
 _FLOATS = ("float32", "float16")
 
@@ -35,7 +35,7 @@ def _failed(e: BaseException, who: str, status: str = "runtime_failed") -> Stage
     return StageFailed(status, f"{who}: {type(e).__name__}: {first_line_of(str(e))}")
 
 
-@dataclass(frozen=True)
+@value
 class LiteRTOptions(HostOptions):
     """The in-process options; `num_threads` (the interpreter's own word) is taken for `threads`."""
 

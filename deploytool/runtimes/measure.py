@@ -11,13 +11,13 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from deploytool.data.feed import Feed
+from deploytool.value import value
 
 Predict = Callable[[Feed], Feed]  # a runtime's one path (Runtime.predict_feed): named inputs to named outputs
 
@@ -297,7 +297,7 @@ class PairingTooLong(Exception):
     """One inference is too slow for even MIN_PAIR_BLOCKS blocks within the row's budget: the row is timed alone."""
 
 
-@dataclass(frozen=True)
+@value
 class PairPlan:
     """How one paired timing is sized (`plan_pairing`)."""
 

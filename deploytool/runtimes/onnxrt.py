@@ -7,7 +7,6 @@ at their own batch. It never compares or stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Self
 
 import numpy as np
@@ -17,6 +16,7 @@ from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.modelfiles.signature import match_names
 from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
+from deploytool.value import value
 
 _FLOAT_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 _TYPES: dict[str, type[np.generic]] = {**_FLOAT_TYPES, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
@@ -27,7 +27,7 @@ def _failed(version: str, e: BaseException, status: str = "runtime_failed") -> S
     return StageFailed(status, f"onnxruntime {version}: {type(e).__name__}: {first_line_of(str(e))}")
 
 
-@dataclass(frozen=True)
+@value
 class OnnxRuntimeOptions(HostOptions):
     """The in-process options; `intra_op_num_threads` (its session's own word) is taken for `threads`."""
 

@@ -13,19 +13,19 @@ talks to a device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from deploytool.errors import first_line_of
+from deploytool.value import value
 
 # Samples of one twin batch checked on the host against the batch-1 file.
 CHECKED_SAMPLES = 8
 
 
-@dataclass(frozen=True)
+@value
 class Twin:
     path: Path
     batch: int

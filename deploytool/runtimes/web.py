@@ -31,7 +31,7 @@ import re
 import secrets
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Self
 from urllib.parse import quote, unquote
@@ -51,6 +51,7 @@ from deploytool.runtimes.measure import LATENCY_BUDGET_S, MIN_READINGS, cpu_busy
 from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
 from deploytool.runtimes.web_session import WebSession
+from deploytool.value import value
 
 NO_ADAPTER = "no WebGPU adapter: "  # the page's words when the browser offers none
 # A WebGPU row times this many samples at batch 1 unless told how many: on a software adapter one sample takes
@@ -68,7 +69,7 @@ DEFAULT_THREADS = 1
 CHUNK_BYTES = 16 * 2**20
 
 
-@dataclass(frozen=True)
+@value
 class WebOptions(RuntimeOptions):
     """What one row asks of the browser. Checked: an unknown key or a value out of range is a typed one-line
     error naming it; a key given as None takes its default (as from the CLI)."""

@@ -8,8 +8,10 @@ here talks to a browser.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Iterable
+
+from deploytool.value import value
 
 WEBGPU_EP = "WebGpuExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
@@ -40,7 +42,7 @@ def adapter_label(adapter: dict[str, Any]) -> str:
     return f"{name} (software)" if is_software_adapter(adapter) else name
 
 
-@dataclass(frozen=True)
+@value
 class Placement:
     """Nodes by execution provider, as `(op type, node name)`, and why nodes left the WebGPU EP."""
 

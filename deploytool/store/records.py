@@ -4,11 +4,13 @@ form (`to_json`) is the row as stored, key for key, which is what finding.json a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
 
+from deploytool.value import value
 
-@dataclass(frozen=True)
+
+@value
 class RunRecord:
     """A run as the `runs` table keeps it: who started it where and when, its status and the request it ran."""
 
@@ -31,7 +33,7 @@ class RunRecord:
                 "created_at": self.created_at, "updated_at": self.updated_at, "request": self.request}
 
 
-@dataclass(frozen=True)
+@value
 class Finding:
     """One distinct bug: its signature, who owns the faulty part, where and when it was seen, what was installed."""
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence
 
 from deploytool.provenance import host_name
 from deploytool.result import SCHEMA_VERSION, Result
 from deploytool.store.records import Finding
+from deploytool.value import value
 
 # Numbers kept as real columns so a lab can query them in SQL; the rest is JSON.
 METRIC_COLUMNS = ("accuracy", "baseline_accuracy", "accuracy_delta_points", "agreement", "flipped_count",
@@ -26,7 +27,7 @@ _COLUMNS = ("schema", "run_id", "combo_key", "model", "dataset", "combo", "statu
 
 
 # ------------------------------------------------------------------ tables
-@dataclass(frozen=True)
+@value
 class Column:
     name: str
     kind: str  # INTEGER, TEXT, FLOAT, JSON; VARCHAR with a length
@@ -44,7 +45,7 @@ class Column:
         return self.primary_key or not self.nullable
 
 
-@dataclass(frozen=True)
+@value
 class Table:
     name: str
     columns: tuple[Column, ...]

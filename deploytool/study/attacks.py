@@ -10,7 +10,6 @@ parameters, ART's version), so a set is crafted once. It never converts, runs ta
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from deploytool.modelfiles.pt2 import load_program
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.provenance import package_version
 from deploytool.spec import Preprocess
+from deploytool.value import value
 from deploytool.workspace import Workspace, stable_hash
 
 # attack name -> whether it is bounded by an L∞ budget ε (the optimisation attack finds its own, minimal, L2 step)
@@ -32,7 +32,7 @@ DEEPFOOL_STEPS = 20
 DEEPFOOL_CANDIDATES = 3  # DeepFool's gradients per sample: the top classes only (TF's class gradients are slow)
 
 
-@dataclass(frozen=True)
+@value
 class AttackSpec:
     attack: str
     eps: float | None  # None for the unbounded optimisation attack

@@ -11,19 +11,19 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from deploytool.registry import Registry
 from deploytool.store import ResultStore, RunRecord, open_store
+from deploytool.value import value
 from deploytool.workspace import Workspace, check_name, safe_segment, stable_hash
 
 if TYPE_CHECKING:
     from deploytool.study.report import Section
 
 
-@dataclass
+@value(frozen=False)
 class StudyRun:
     study: str
     run_id: str

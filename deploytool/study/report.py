@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,19 +16,20 @@ from deploytool.provenance import host_facts
 from deploytool.report import _write
 from deploytool.report.html import _CSP, _environment, _script_hash, _static
 from deploytool.report.text import _finite, _md
+from deploytool.value import value
 
 if TYPE_CHECKING:
     from deploytool.study.base import StudyRun
 
 
-@dataclass(frozen=True)
+@value
 class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     caption: str = ""
 
 
-@dataclass(frozen=True)
+@value
 class Section:
     id: str  # an HTML anchor: letters, digits, '-'
     title: str
@@ -38,7 +39,7 @@ class Section:
     data: dict[str, Any] = field(default_factory=dict)  # the numbers behind the section, for report.json
 
 
-@dataclass(frozen=True)
+@value
 class StudyReportPaths:
     html: Path
     json: Path

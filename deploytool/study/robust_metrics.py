@@ -5,9 +5,10 @@ No model, file or store here: the report recomputes every number from the stored
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
+
+from deploytool.value import value
 
 
 def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
@@ -35,7 +36,7 @@ def agreement(pred_a: np.ndarray, pred_b: np.ndarray) -> float:
     return float(np.mean(pred_a == pred_b)) if len(pred_a) else float("nan")
 
 
-@dataclass(frozen=True)
+@value
 class OneSidedFools:
     only_target: list[int]  # sample indices the attack fools on the target but not on the PC model
     only_pc: list[int]  # ... fools on the PC model but not on the target

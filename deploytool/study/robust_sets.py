@@ -7,7 +7,7 @@ measured once per stack. This module builds stacks and splits outputs; it never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import numpy as np
 from deploytool.run.baseline import Baseline
 from deploytool.runtimes import make_runtime
 from deploytool.study.attacks import AttackSpec
+from deploytool.value import value
 from deploytool.workspace import stable_hash
 
 # Runtimes answer a set in batches (host runtimes 256 samples, the browser 64), and some answers depend on the
@@ -31,14 +32,14 @@ def padded_index(n: int) -> np.ndarray:
     return np.concatenate([np.arange(n), np.resize(tail, (-n) % BATCH_SPAN)])
 
 
-@dataclass(frozen=True)
+@value
 class SetPlan:
     set_id: str  # "clean", or "<crafted_on>/<attack>[@eps]"
     crafted_on: str | None
     attack: AttackSpec | None
 
 
-@dataclass(frozen=True)
+@value
 class CraftedSet:
     """One set's samples: pixels in [0, 1] (NHWC, for the gallery) and the model's preprocessed input (NHWC)."""
     plan: SetPlan
@@ -47,7 +48,7 @@ class CraftedSet:
     facts: dict[str, Any]  # sha256, path, seconds, cached
 
 
-@dataclass(frozen=True)
+@value
 class Stack:
     """Sets run together: set i's answers are rows [i * m, i * m + n) of the stacked outputs (m: n padded)."""
     sets: tuple[CraftedSet, ...]

@@ -16,7 +16,7 @@ an int8-io model's inputs quantized by its runtime.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,6 +55,7 @@ from deploytool.study.report import write_study_report
 from deploytool.study.robust_report import report as sections
 from deploytool.study.robust_sets import CraftedSet, SetPlan, Stack, group_by_sets, pc_baseline
 from deploytool.targets import target_flags
+from deploytool.value import value
 from deploytool.workspace import Workspace, stable_hash
 
 HELP = ("adversarial robustness before and after migration: FGSM, PGD (L∞) and DeepFool crafted on each PC model, "
@@ -89,7 +90,7 @@ def add_cli(p: Any) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one combination may run (default: 600)")
 
 
-@dataclass
+@value(frozen=False)
 class RobustnessRequest:
     """What runs is migrate's request (model, matrix, data, threads, run id); what is attacked is this study's own."""
     migrate: MigrateRequest = field(default_factory=MigrateRequest)
@@ -106,7 +107,7 @@ class RobustnessRequest:
         return attack_grid(names, tuple(self.eps))
 
 
-@dataclass
+@value(frozen=False)
 class RobustnessOutcome:
     run_id: str
     report_paths: Any

@@ -17,7 +17,7 @@ import itertools
 import os
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,6 +43,7 @@ from deploytool.proc.quiet import WORKER_ENV
 from deploytool.study.sweep_worker import TF_FORMATS
 from deploytool.targets import Position, RunSettings, expand, get_target, target_flags
 from deploytool.train import train
+from deploytool.value import value
 from deploytool.workspace import Workspace
 
 HELP = ("what threads and batch size cost at inference on every runtime (p50/p90 per sample, throughput, "
@@ -58,7 +59,7 @@ PARTS = ("all", "infer", "train")
 WORKER_TIMEOUT_S = 900.0
 
 
-@dataclass(frozen=True)
+@value
 class Grid:
     threads: tuple[int, ...]
     batches: tuple[int, ...]
@@ -132,7 +133,7 @@ _MANIFEST_KEYS = ("threads", "batch", "train_batch", "train_threads", "lr", "opt
                   "train_samples", "target_accuracy")
 
 
-@dataclass(frozen=True)
+@value
 class Unit:
     """One runtime running one model file: the PC baseline's own model, or a converted artifact on a target."""
 
@@ -229,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- the study -----------------------------------------------------------------------------------------
-@dataclass
+@value(frozen=False)
 class SweepOutcome:
     run_id: str
     measured: int

@@ -12,15 +12,15 @@ Definitions (pinned by tests/unit/test_study_sweep.py):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from deploytool.data.feed import Feed
+from deploytool.value import value
 
 
-@dataclass(frozen=True)
+@value
 class PointBudget:
     """How long one grid point runs: until it has `min_batches` batches and `min_samples` samples, or (once it
     has at least `floor_batches`) `max_seconds` have passed — so a pathologically slow point stays cheap."""

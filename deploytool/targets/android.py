@@ -6,7 +6,6 @@ model and ABI, and the driver resolves the selectors from those facts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,11 @@ from deploytool.devices import selectors
 from deploytool.errors import DeviceError, DeviceNotFound, UnknownOption
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions
 from deploytool.targets.flags import DELEGATES, AndroidFlags
+from deploytool.value import value
 
 
 
-@dataclass(frozen=True)
+@value
 class AndroidOptions(TargetOptions):
     devices: tuple[str, ...] = ()  # selectors (devices/selectors.py); empty = $ANDROID_SERIAL or every ready device
     delegate: str = "cpu"

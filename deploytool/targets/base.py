@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, ContextManager, Generic, Iterable, TypeVar
 
 from deploytool.errors import UnknownOption
 from deploytool.runtimes import formats_on
 from deploytool.targets.flags import TargetFlags
+from deploytool.value import value
 
 
 class TargetOptions:
@@ -39,12 +40,12 @@ class TargetOptions:
         return dataclasses.asdict(self)
 
 
-@dataclass(frozen=True)
+@value
 class NoOptions(TargetOptions):
     pass
 
 
-@dataclass(frozen=True)
+@value
 class RunSettings:
     """Options every runtime takes, from the request."""
 
@@ -54,7 +55,7 @@ class RunSettings:
     timeout_s: float = 600.0
 
 
-@dataclass(frozen=True)
+@value
 class Position:
     """One point on a target's matrix axes (an Android serial x delegate; a web backend)."""
 
@@ -62,7 +63,7 @@ class Position:
     backend: str = ""
 
 
-@dataclass
+@value(frozen=False)
 class Preflight:
     """What a target found before anything runs: its devices and what identifies where its rows run."""
 

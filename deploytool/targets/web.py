@@ -11,7 +11,6 @@ fresh browser context."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from deploytool.devices.browser import chromium_build, find_chromium
@@ -20,6 +19,7 @@ from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label
 from deploytool.targets.base import Position, Preflight, RunSettings, Target, TargetOptions, expand
 from deploytool.targets.flags import WebFlags
+from deploytool.value import value
 
 # a backend word may name the library whose rows it widens: tfjs:<backend> (TF.js graphs), ort:<backend> (ONNX)
 LIBRARIES = {"tfjs": "tfjs_graph", "ort": "onnx"}
@@ -38,7 +38,7 @@ def backends_for(backends: tuple[str, ...], artifact_format: str) -> list[str]:
     return list(dict.fromkeys(out)) or ["wasm"]
 
 
-@dataclass(frozen=True)
+@value
 class WebOptions(TargetOptions):
     backends: tuple[str, ...] = ("wasm",)
 

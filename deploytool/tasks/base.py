@@ -6,10 +6,12 @@ Pure values and numpy: it reads no file, and the report turns its column declara
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
 
 import numpy as np
+
+from deploytool.value import value
 
 Limits = tuple[float, float]
 Tolerances = dict[str, dict[str, Limits]]  # group ("none", "quantized") -> metric -> (pass limit, fail limit)
@@ -19,7 +21,7 @@ Tolerances = dict[str, dict[str, Limits]]  # group ("none", "quantized") -> metr
 FORMATS = ("pct", "points", "count", "float", "cosine", "g", "signed_pct", "e")
 
 
-@dataclass(frozen=True)
+@value
 class Flip:
     """A sample whose top-1 class differs from the baseline's (true_label -1: the test set has no labels)."""
 
@@ -29,7 +31,7 @@ class Flip:
     target_pred: int
 
 
-@dataclass(frozen=True)
+@value
 class Column:
     head: str
     attr: str  # the metric it shows: a Comparison field (accuracy, rmse, ...) or one of the task's own metrics
@@ -43,7 +45,7 @@ class Column:
             raise ValueError(f"column {self.head!r}: format {self.fmt!r} is not one of {', '.join(FORMATS)}")
 
 
-@dataclass(frozen=True)
+@value
 class TaskView:
     """What the report shows of a run of one task."""
 
@@ -65,7 +67,7 @@ class TaskView:
         return "; ".join(f"{c.head} = {c.title}" for c in self.columns if c.title)
 
 
-@dataclass(frozen=True)
+@value
 class Scores:
     """A task's numbers for one row's scored output. `fields` are the Comparison's own (accuracy, agreement, mae,
     ...); `metrics` are the task's own metrics (a task added later: they travel in Comparison.task_metrics)."""

@@ -12,7 +12,7 @@ It never converts, compares or reports.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from deploytool.proc.threads import cpu_percent
 from deploytool.provenance import host_facts, package_version
 from deploytool.spec import FRAMEWORKS, ModelSpec
 from deploytool.train.worker import TrainWorker
+from deploytool.value import value
 from deploytool.workspace import Workspace, fresh_dir, stable_hash
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ FRAMEWORK_PACKAGES = {"keras": ("tensorflow", "keras"), "torch": ("torch",)}
 FILE_NAMES = {"keras": "model.keras", "torch": "model.pt2"}
 
 
-@dataclass
+@value(frozen=False)
 class TrainResult:
     model: str
     framework: str

@@ -4,11 +4,11 @@ same layers and parameter counts. Plans and their shape checks only: nothing her
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from deploytool.errors import ShapeError, SpecError, UnknownModel
 from deploytool.registry import Registry
+from deploytool.value import value
 
 # One BatchNorm setting for both frameworks: the defaults differ (Keras eps 1e-3,
 # torch 1e-5) and a silent mismatch shifts every normalised activation.
@@ -24,7 +24,7 @@ BN_MOMENTUM_KERAS = 0.9
 # thing (stride 1, odd kernel) and into ZeroPadding2D + "valid" otherwise.
 
 
-@dataclass(frozen=True)
+@value
 class Conv:
     name: str
     filters: int
@@ -35,40 +35,40 @@ class Conv:
     init: str = "glorot_uniform"
 
 
-@dataclass(frozen=True)
+@value
 class BatchNorm:
     name: str
 
 
-@dataclass(frozen=True)
+@value
 class ReLU:
     name: str
 
 
-@dataclass(frozen=True)
+@value
 class MaxPool:
     name: str
     size: int = 2
 
 
-@dataclass(frozen=True)
+@value
 class Flatten:
     name: str
 
 
-@dataclass(frozen=True)
+@value
 class GlobalAvgPool:
     name: str
 
 
-@dataclass(frozen=True)
+@value
 class Dense:
     name: str
     units: int
     init: str = "glorot_uniform"
 
 
-@dataclass(frozen=True)
+@value
 class BasicBlock:
     """He et al. basic block: conv3x3-BN-ReLU-conv3x3-BN, add shortcut, ReLU.
 
@@ -81,7 +81,7 @@ class BasicBlock:
     stride: int = 1
 
 
-@dataclass(frozen=True)
+@value
 class LSTM:
     """An LSTM over (steps, features), giving its last hidden state. Without biases: Keras keeps one bias per
     gate, PyTorch two (input and recurrent), so with them the twins could not have equal parameter counts."""
@@ -90,7 +90,7 @@ class LSTM:
     units: int
 
 
-@dataclass(frozen=True)
+@value
 class GRU:
     """A GRU over (steps, features), giving its last hidden state: Keras's reset_after=True form (PyTorch's,
     with an input and a recurrent bias each)."""
