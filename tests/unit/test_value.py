@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import FrozenInstanceError, dataclass, field, fields, replace
+from typing import Any
 
 import pytest
 
@@ -25,8 +26,8 @@ def twins(frozen: bool) -> tuple[type, type]:
 
         return Point
 
-    std = dataclass(frozen=frozen)(body())
-    ours = value(frozen=frozen)(body())
+    std: type = dataclass(frozen=frozen)(body())
+    ours: type = value(frozen=frozen)(body())
     return std, ours
 
 
@@ -50,9 +51,9 @@ def test_a_value_compares_shows_and_hashes_as_a_dataclass(frozen):
             assert hash(cls(1, note="x")) == hash(cls(1, note="y"))
             assert len({cls(1), cls(1), cls(2)}) == 2
             with pytest.raises(FrozenInstanceError):
-                cls(1).x = 2  # type: ignore[misc]
+                cls(1).x = 2
             with pytest.raises(FrozenInstanceError):
-                del cls(1).x  # type: ignore[misc]
+                del cls(1).x
         else:
             assert cls.__hash__ is None  # mutable and compared: unhashable
             with pytest.raises(TypeError):
@@ -106,3 +107,123 @@ def test_a_recursive_value_shows_dots_and_a_subclass_compares_apart():
     assert Base(1) != Sub(1) and Sub(1, 2) == Sub(1, 2) and Sub(1, 2) != Sub(1, 3)
     assert repr(Sub(1, 2)).endswith("Sub(a=1, b=2)")
     assert Sub.__eq__.__qualname__.endswith("Sub.__eq__")
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_a_value_binds_its_arguments_as_a_dataclass_does(frozen):
+    std, ours = twins(frozen)
+    for cls in (std, ours):
+        assert cls(1).tags == () and cls(x=1, y=2.0).y == 2.0 and cls(1, 2.0, ("a",)).tags == ("a",)
+        for args, kwargs in (((), {}), ((1, 2.0, (), "n", 1.0, "extra"), {}), ((1,), {"x": 2}),
+                             ((1,), {"nope": 2}), ((), {"y": 2.0})):
+            with pytest.raises(TypeError):
+                cls(*args, **kwargs)
+
+    calls = []
+
+    def body() -> type:
+        class Made:
+            a: int
+            seen: list = field(default_factory=list)
+
+            def __post_init__(self) -> None:
+                calls.append(type(self).__name__)
+
+        return Made
+
+    for make in (dataclass(frozen=frozen), value(frozen=frozen)):
+        made: Any = make(body())
+        one, two = made(1), made(2)
+        assert one.seen == [] and one.seen is not two.seen  # a factory per instance
+    assert calls == ["Made"] * 4  # __post_init__ after every __init__, both ways
+
+
+def test_a_frozen_value_guards_its_fields_as_a_frozen_dataclass_does():
+    std, ours = twins(True)
+    for cls in (std, ours):
+        # a subclass that is no dataclass: its own attributes may be set, the fields not
+        class Plain(cls):  # type: ignore[valid-type, misc]
+            pass
+
+        p = Plain(1)
+        p.extra = 1
+        with pytest.raises(FrozenInstanceError):
+            p.x = 2
+        with pytest.raises(FrozenInstanceError):
+            cls(1).extra = 1  # the class itself: nothing may be set
+        obj = cls(1)
+        object.__setattr__(obj, "x", 5)  # what a __post_init__ does to fill a derived field
+        assert obj.x == 5
+
+
+def test_value_refuses_what_it_does_not_implement_and_what_dataclass_refuses():
+    with pytest.raises(TypeError, match="use @dataclass"):
+        @value
+        class KwOnly:
+            a: int = field(kw_only=True)
+    with pytest.raises(TypeError, match="use @dataclass"):
+        @value
+        class NoInit:
+            a: int = field(init=False, default=0)
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        @value
+        class Order:
+            a: int = 0
+            b: int  # type: ignore[misc]
+    with pytest.raises(ValueError, match="mutable default"):
+        @value
+        class Mutable:
+            a: list = []
+    with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
+        @value
+        class Own:
+            a: int
+
+            def __setattr__(self, name: str, v: object) -> None:
+                pass
+
+    @value
+    class Frozen:
+        a: int
+
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        @value(frozen=False)
+        class Thawed(Frozen):  # type: ignore[misc]
+            b: int = 0
+    with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
+        @value
+        class Refrozen(dataclass(type("Base", (), {"__annotations__": {"a": "int"}}))):  # type: ignore[misc]
+            b: int = 0
+
+    @value(frozen=False)
+    class OwnInit:
+        a: int
+
+        def __init__(self, text: str) -> None:
+            self.a = int(text)
+
+    assert OwnInit("3").a == 3
+
+
+def test_values_and_frozen_dataclasses_subclass_each_other():
+    """A plugin's options: @dataclass(frozen=True) over a deploytool value, and the other way round."""
+
+    @value
+    class Options:
+        threads: int = 1
+
+    @dataclass(frozen=True)
+    class PluginOptions(Options):
+        delegate: str = "cpu"
+
+    @value
+    class MoreOptions(PluginOptions):
+        extra: int = 0
+
+    assert dataclasses.fields(Options)[0].name == "threads" and Options.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    for cls in (PluginOptions, MoreOptions):
+        o = cls(2, "gpu")
+        assert (o.threads, o.delegate) == (2, "gpu") and o == cls(2, "gpu") and hash(o) == hash(cls(2, "gpu"))
+        with pytest.raises(FrozenInstanceError):
+            o.threads = 3  # type: ignore[misc]
+    assert repr(MoreOptions()).endswith("MoreOptions(threads=1, delegate='cpu', extra=0)")
