@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-import sysconfig
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +174,16 @@ class Frame:
 
 
 _OWN = Path(__file__).resolve().parent  # deploytool/
-_STDLIB = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<top>[^/\\]+)")
 _REMOTE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$', re.M)
+
+
+@lru_cache(maxsize=1)
+def _stdlib() -> tuple[str, ...]:
+    """The standard library's folders (read when a traceback is classified, not at every command's start)."""
+    import sysconfig
+
+    return tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])})
 
 
 def package_of(file: str) -> str:
@@ -191,7 +198,7 @@ def package_of(file: str) -> str:
     if m:
         top = m.group("top")
         return top.removesuffix(".py").split(".")[0] if not top.endswith(".so") else top.split(".")[0]
-    if str(path).startswith(_STDLIB) or file.startswith("<frozen"):
+    if str(path).startswith(_stdlib()) or file.startswith("<frozen"):
         return "python"
     return ""
 

@@ -3,7 +3,6 @@ IDX files when the user points at them with --data-dir."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 from pathlib import Path
 
@@ -43,6 +42,8 @@ def load_bundled() -> RawData:
 
 
 def read_idx(path: Path) -> np.ndarray:
+    import gzip  # the MNIST files a user points at, never the bundled set: not loaded for every command
+
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = f.read()

@@ -10,7 +10,6 @@ refused instead of exhausting memory."""
 
 from __future__ import annotations
 
-import difflib
 import zipfile
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -148,7 +147,7 @@ def read_inputs(path: Path, inputs: tuple[str, ...], describe: Callable[[str], s
                             "store its samples as x (a single input), or export the model with another input name")
         if member not in names:
             held = sorted(n for n in names if n not in LABELS and not n.endswith("_train"))
-            near = difflib.get_close_matches(name, held, n=1, cutoff=0.5)
+            near = _nearest(name, held)
             hint = f" (is {near[0]!r} meant for it?)" if near else ""
             raise DataError(f"{path}: no array for input {describe(name)}{hint}; it holds {sorted(names) or 'nothing'}; "
                             f"{how}")
@@ -158,7 +157,7 @@ def read_inputs(path: Path, inputs: tuple[str, ...], describe: Callable[[str], s
     extra = sorted(names - known)
     if extra:
         near = (["y"] if extra[0].lower() in ("labels", "label", "targets", "target") else
-                difflib.get_close_matches(extra[0], sorted(known), n=1, cutoff=0.5))
+                _nearest(extra[0], sorted(known)))
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise DataError(f"{path}: array {extra[0]!r}{hint} is none of the model's inputs, their _train splits or the "
                         f"labels y/y_train; {how}")
@@ -215,3 +214,10 @@ def load(path: Path, input_name: str = "") -> RawData:
     y = labels(read.y, "y", len(x), path)
     y_train = labels(read.y_train, "y_train", len(x_train), path) if read.train is not None else y[:0]
     return RawData(x_train, y_train, x, y, f"user test set {path}")
+
+
+def _nearest(name: str, names: list[str]) -> list[str]:
+    """The name in `names` closest to `name`, if any is close: only a refusal needs it (difflib loads then)."""
+    import difflib
+
+    return difflib.get_close_matches(name, names, n=1, cutoff=0.5)

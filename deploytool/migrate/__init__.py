@@ -11,7 +11,7 @@ judging, storing and reporting each live in their own module.
 from __future__ import annotations
 
 import datetime as dt
-import secrets
+import os
 import shutil
 import sys
 import time
@@ -178,7 +178,7 @@ def run_id_for(ctx: RunContext, host_id: str) -> str:
         return check_name(req.run_id, "--run-id")
     name = ctx.spec.name[:RUN_NAME_CHARS]
     if req.fresh:  # unique even for two runs started in the same second on the same host
-        return f"{name}-{dt.datetime.now():%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
+        return f"{name}-{dt.datetime.now():%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
     request = req.to_json()
     for k in ("fresh", "run_id", "model", "test_npz", "data_dir", "localize"):
         request.pop(k, None)  # the inputs enter by content below, not by path
