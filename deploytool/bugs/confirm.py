@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -89,6 +88,8 @@ def bundle_key(bundle: Path) -> str:
 
 def confirm(bundle: Path, timeout_s: float = TIMEOUT_S) -> Confirmation:
     """Run the bundle's reproducer in a fresh process that cannot import deploytool and read its verdict."""
+    import subprocess  # only a run with an upstream candidate gets here: not loaded for every migrate
+
     bundle = Path(bundle)
     at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     key = bundle_key(bundle) if bundle.is_dir() else ""
