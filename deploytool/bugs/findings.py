@@ -18,11 +18,12 @@ import re
 import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from deploytool.bugs.bundle import (FALLBACK_KEY, bundle_row, failing_step, fallback_of, runtime_class_of, slug,
                                     steps_of)
-from deploytool.bugs.triage import Environment, installed_environment, tool_words, triage
+from deploytool.bugs.triage import (EXPECTED, QUANTIZED_RANDOM_WEIGHTS, UPSTREAM, Environment, installed_environment,
+                                     peer_outliers, tool_words, triage)
 from deploytool.convert.registry import STEPS
 from deploytool.devices.web_harness import harness_dir, library_versions
 from deploytool.errors import Raised, UnknownOption, WorkspaceError, first_line_of
@@ -431,3 +432,31 @@ def settle_row(ctx: "RunContext", result: Result, run_id: str, env: Environment 
                 f"{result.traceback or result.reason}\n")
     result.reason = (f"deploytool bug, not the model's nor a converter's: {result.triage.why}; its traceback is in "
                      f"{log} (please report it to deploytool's maintainers)")
+
+
+def mark_peer_outliers(results: list[Result], context_of: Callable[[Result], "RunContext | None"],
+                       run_id: str) -> list[Result]:
+    """A random-weight run's quantized rows triaged `expected` whose route rounds far worse than the other routes
+    in its mode (triage.peer_outliers) become upstream candidates, each with its bug bundle, whose reproducer holds
+    the file to its peers' bound. Returns the rows changed, for the caller to store again. `context_of(row)`: the
+    RunContext that measured it (a migrate's one, a lab cell's), or None to leave the row as it was measured."""
+    outliers = peer_outliers(results)
+    changed = []
+    for r in results:
+        outlier, t = outliers.get(r.combo_key), r.triage
+        if outlier is None or t is None or t.klass != EXPECTED:
+            continue
+        ctx = context_of(r)
+        try:
+            if ctx is None:
+                continue
+            ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
+        except Exception:  # a baseline that cannot load now: the row stays as it was measured
+            continue
+        r.triage = Triage(UPSTREAM, f"candidate: {outlier.why}", packages=t.packages)
+        r.notes = [n for n in r.notes if QUANTIZED_RANDOM_WEIGHTS not in n]
+        r.notes.append(f"not what quantizing random weights does: {outlier.why}")
+        r.reason = r.reason or f"the model's weights are random, but {outlier.why}"  # what its issue.md says happens
+        bundle_row(ctx, r, run_id, pass_limits={"mean_abs_error": outlier.bound})  # the gap, reproduced
+        changed.append(r)
+    return changed

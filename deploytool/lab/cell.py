@@ -23,8 +23,9 @@ _CACHE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _context(request: dict[str, Any], workspace: str, target: str, device: str) -> Any:
-    """The run's context on this worker, for the cell's own device only: the lab's other phones are elsewhere."""
+def cell_context(request: dict[str, Any], workspace: str, target: str, device: str) -> Any:
+    """The run's context in this process (a worker's, or the driver's for a row's bug bundle), for the cell's own
+    device only: the lab's other phones are elsewhere."""
 
     options = {**(request.get("target_options") or {})}
     options[target] = get_target(target).cell_options(dict(options.get(target) or {}), device)
@@ -49,7 +50,7 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
     with _LOCK:  # one cell at a time per worker process: the cores are the measurement's
         combo = Combo(**cell["combo"])
-        ctx = _context(cell["request"], cell["workspace"], combo.target, combo.device)
+        ctx = cell_context(cell["request"], cell["workspace"], combo.target, combo.device)
         # the cell's identity too: cells that differ only in threads or repeat are different rows of the night
         key = stable_hash({"combo": ctx.combo_key(combo, host_identity()), "cell": cell["cell"]}, 16)
         # measured again tonight (`attempt`): this process's files beside the others', not over them

@@ -34,6 +34,9 @@ class LabModel:
     layout: str | None = None
     architecture: str = ""  # an atlas architecture (`deploytool atlas --list`), built before the night plans
     tier: str = "quick"  # its size: quick or full
+    # migrate's --random-weights: quantized rows drifting from the baseline are expected, a route far off its peers
+    # is an upstream candidate (default: an atlas architecture's weights are random, any other model's trained)
+    random_weights: bool = False
 
 
 @value
@@ -75,7 +78,8 @@ class Lab:
 
 LAB_KEYS = ("name", "repeats", "latency_samples", "test_samples", "browsers_per_host", "report_nights", "max_cells")
 MATRIX_KEYS = ("formats", "quantize", "targets", "threads", "runtimes")
-MODEL_KEYS = ("name", "file", "architecture", "tier", "frameworks", "data", "scale", "mean", "std", "layout")
+MODEL_KEYS = ("name", "file", "architecture", "tier", "frameworks", "data", "scale", "mean", "std", "layout",
+              "random_weights")
 
 
 def _refuse_unknown(r: _Reader, section: str, table: Any, allowed: tuple[str, ...]) -> None:
@@ -114,9 +118,11 @@ def _lab_models(r: _Reader, path: Path) -> tuple[LabModel, ...]:
         name = mr.get("name", str, "") or mr.get("file", str, "") or architecture
         if not name:
             raise r.fail(f"models[{i}].name", "is missing (a zoo name, `file` for a model file, or `architecture`)")
-        models.append(LabModel(name=name, architecture=architecture, tier=tier, frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
+        models.append(LabModel(name=name, architecture=architecture, tier=tier,
+                               frameworks=_strings(mr, "frameworks", ("all",)), data=mr.get("data", str, None),
                                scale=mr.get("scale", float, 1.0), mean=tuple(mr.numbers("mean", None, (0.0,))),
-                               std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None)))
+                               std=tuple(mr.numbers("std", None, (1.0,))), layout=mr.get("layout", str, None),
+                               random_weights=mr.get("random_weights", bool, bool(architecture))))
     return tuple(models)
 
 

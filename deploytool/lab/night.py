@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from deploytool.bugs.findings import mark_peer_outliers
+from deploytool.bugs.upstream import record_and_write
 from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.lab import engine, regress
-from deploytool.lab.cell import run_cell
+from deploytool.lab.cell import cell_context, run_cell
 from deploytool.lab.history import lab_nights
 from deploytool.lab.labfile import Lab, describe, with_built_architectures
 from deploytool.lab.outputs import write_night
@@ -87,7 +89,7 @@ def model_request(lab: Lab, m: Any, threads: int) -> Any:
                           runtimes=lab.runtimes, threads=threads, latency_samples=lab.latency_samples,
                           limit_test=lab.test_samples, tolerances=dict(lab.tolerances),
                           test_npz=Path(m.data) if m.data else None, scale=m.scale, mean=m.mean, std=m.std,
-                          layout=m.layout, random_weights=bool(m.architecture))
+                          layout=m.layout, random_weights=m.random_weights)
 
 
 def plan_cells(lab: Lab, ws: Workspace, resources: dict[str, dict[str, str]],
@@ -171,6 +173,7 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
                                                lambda again, attempt: _run_cells(c, again, ws, store, run_id,
                                                                                  as_completed, progress, attempt),
                                                log, night)
+            _fold_findings(ws, store, run_id, cells, [j.result for j in judged], log)
         except (KeyboardInterrupt, DeploytoolError):
             _interrupted(store, run_id)
             raise
@@ -179,6 +182,35 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
 
     out.paths = write_night(lab, out, ws, store, cells, log)
     return out
+
+
+def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell], rows: list[Result],
+                   log: Callable[[str], None]) -> None:
+    """What a migrate does once its rows are measured, for the night's: a random-weight model's quantized route far
+    off its peers becomes an upstream candidate with its bug bundle (its cells ran apart; only here are its peers
+    side by side), then the rows fold into the store's findings (each upstream candidate confirmed by its bare
+    reproducer). A fault here is logged: the night's rows are stored already."""
+    by_id = {c.id: c for c in cells}
+
+    def cell_of(r: Result) -> Cell | None:
+        return by_id.get(r.lab.cell) if r.lab is not None else None
+
+    def context_of(r: Result) -> Any:
+        c = cell_of(r)
+        return None if c is None else cell_context(c.request, str(ws.root), c.combo.target, c.combo.device)
+
+    try:
+        random = [r for r in rows if (c := cell_of(r)) is not None and c.request.get("random_weights")]
+        for r in mark_peer_outliers(random, context_of, run_id):
+            stored.save(store, ws, r)
+        touched = record_and_write(store, ws, run_id, rows)
+    except DeploytoolError:
+        raise
+    except Exception as e:
+        log(f"findings: not updated ({type(e).__name__}: {e})")
+        return
+    if touched:
+        log(f"findings: {len(touched)} distinct bug(s) tonight; `deploytool findings` lists them")
 
 
 def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: ResultStore, run_id: str, as_completed: Any,

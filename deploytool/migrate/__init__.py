@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deploytool import convert
-from deploytool.bugs.bundle import bundle_row, fallback_of
-from deploytool.bugs.findings import settle_row
-from deploytool.bugs.triage import EXPECTED, QUANTIZED_RANDOM_WEIGHTS, UPSTREAM, installed_environment, peer_outliers
+from deploytool.bugs.bundle import fallback_of
+from deploytool.bugs.findings import mark_peer_outliers, settle_row
+from deploytool.bugs.triage import installed_environment
 from deploytool.bugs.upstream import record_and_write
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.modelfiles.signature import Signature
 from deploytool.provenance import host_facts, host_identity
 from deploytool.report.pairs import backend_pairs, row_of
-from deploytool.result import Combo, Result, Status, Triage
+from deploytool.result import Combo, Result, Status
 from deploytool.run import stored
 from deploytool.run.context import RunContext
 from deploytool.run.request import MigrateRequest
@@ -359,25 +359,10 @@ class _Run:
         """A random-weight run's quantized rows triaged `expected` whose route rounds far worse than the other routes
         in its mode (triage.peer_outliers) are upstream candidates: each gets its bug bundle and is stored again.
         Returns their keys (also rows measured before, in a resumed run: they are new sightings)."""
-        outliers = peer_outliers(results)
-        changed: set[str] = set()
-        for r in results:
-            outlier, t = outliers.get(r.combo_key), r.triage
-            if outlier is None or t is None or t.klass != EXPECTED:
-                continue
-            why = outlier.why
-            try:
-                self.ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
-            except Exception:  # a baseline that cannot load now: the row stays as it was measured
-                continue
-            r.triage = Triage(UPSTREAM, f"candidate: {why}", packages=t.packages)
-            r.notes = [n for n in r.notes if QUANTIZED_RANDOM_WEIGHTS not in n]
-            r.notes.append(f"not what quantizing random weights does: {why}")
-            r.reason = r.reason or f"the model's weights are random, but {why}"  # what its issue.md says happens
-            bundle_row(self.ctx, r, run_id, pass_limits={"mean_abs_error": outlier.bound})  # the gap, reproduced
+        changed = mark_peer_outliers(results, lambda r: self.ctx, run_id)
+        for r in changed:
             stored.save(self.store, self.ctx.ws, r)
-            changed.add(r.combo_key)
-        return changed
+        return {r.combo_key for r in changed}
 
     def _findings(self, run_id: str, results: list[Result]) -> None:
         """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""

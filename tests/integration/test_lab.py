@@ -168,31 +168,55 @@ def test_a_cell_no_worker_can_take_is_no_worker_within_the_wait(lenet5_workspace
         fake_target.unregister()
 
 
-def test_a_converter_registered_by_one_module_runs_in_a_lab_night(lenet5_workspace, tmp_path, monkeypatch):
+def test_a_converter_registered_by_one_module_runs_in_a_lab_night_and_its_gap_becomes_a_finding(
+        lenet5_workspace, tmp_path, monkeypatch):
     """A cell converts in its lab worker's conversion process: a converter that is one module
     (tests/fake_converter.py, named in $DEPLOYTOOL_PLUGINS for the processes the night starts) is a cell like any
-    other, and its row says which converter made it."""
+    other, and its row says which converter made it. The night then does what a migrate does with its rows: the
+    model's weights are said to be random, so the int8 rows' drift is expected, but the fake int8 route (100 added to
+    output 0) is far off the real TFLite and onnxruntime int8 routes given the same weights: an upstream candidate
+    with a bug bundle, though its cell ran apart from theirs; and the night's rows fold into the store's findings."""
     from deploytool.lab.labfile import load_lab
     from deploytool.store import SqlAlchemyStore
     from deploytool.workspace import Workspace
     from tests import fake_converter
+    from tests.kept import keep_conversions_of, kept_lenet5_conversions, seed_conversions
 
     shared, *_ = lenet5_workspace
     ws = Workspace.open(tmp_path / "ws")  # its own: a lab worker keeps one conversion process per workspace
     shutil.copytree(shared.root / "models", ws.root / "models", dirs_exist_ok=True)  # trained already
+    seed_conversions(ws, kept_lenet5_conversions())  # the real int8 files, converted by an earlier session
     fake_converter.register()
     monkeypatch.setenv("DEPLOYTOOL_PLUGINS", "tests.fake_converter")
     try:
-        (tmp_path / "lab.toml").write_text(LAB.replace('formats = ["tflite"]', 'formats = ["onnx-fake"]')
-                                           .replace("latency_samples = 200", "latency_samples = 5")
-                                           .replace('runtimes = ["lab-double"]', ""))
+        (tmp_path / "lab.toml").write_text(
+            LAB.replace('formats = ["tflite"]', 'formats = ["tflite", "onnx", "onnx-fake"]')
+            .replace('quantize = ["none"]', 'quantize = ["int8"]')
+            .replace('frameworks = ["keras"]', 'frameworks = ["keras"]\nrandom_weights = true')
+            .replace("latency_samples = 200", "latency_samples = 5")
+            .replace('runtimes = ["lab-double"]', ""))
         lab = load_lab(tmp_path / "lab.toml")
+        assert lab.models[0].random_weights
         store = SqlAlchemyStore(f"sqlite:///{tmp_path / 'lab.db'}")
         out = _night(lab, ws, store, "n1")
-        (j,) = out.judged
-        r = j.result
-        assert (r.combo.format, r.combo.target) == ("onnx-fake", "host") and r.verdict == "fail", r
+        keep_conversions_of(ws)
+        rows = {j.result.combo.format: j.result for j in out.judged}
+        assert set(rows) == {"tflite", "onnx", "onnx-fake"}, rows
+        r = rows["onnx-fake"]
+        assert r.combo.target == "host" and r.verdict == "fail", r
         assert r.plan.steps == ("onnx_tf", "fake_onnx") and r.artifact.converter == "tf2onnx + fake-onnx"
+        stored = {x.combo.format: x for x in store.results_for(out.run_id)}
+        t = stored["onnx-fake"].triage
+        assert t is not None and t.klass == "upstream" and "the median of the 2 other int8 routes" in t.why, t
+        limits = json.loads((ws.root / stored["onnx-fake"].bundle / "bundle.json").read_text())["pass_limits"]
+        assert set(limits) == {"mean_abs_error"}, limits
+        for fmt in ("tflite", "onnx"):  # the real routes: within tolerance, or expected drift, never a finding
+            real = stored[fmt].triage
+            assert real is None or real.klass == "expected", (fmt, real)
+        (finding,) = [f for f in store.findings() if f.klass == "upstream"]
+        assert out.run_id in finding.runs and any("onnx-fake" in e for e in finding.examples), finding
+        assert finding.confirmation.get("state") == "confirmed", finding.confirmation  # by its bare reproducer
+        assert (ws.finding_dir(finding.id) / "finding.md").is_file()
     finally:
         fake_converter.unregister()
 
