@@ -161,6 +161,8 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
         cells = plan_cells(lab, ws, {"host": {}, **engine.cluster_resources(c)}, engine.cluster_cpus(c))
         done = {r.lab.cell for r in store.results_for(run_id) if r.status.final}
         todo = [cell for cell in cells if cell.id not in done]
+        before = store.get_run(run_id)  # a night that completed before had its rows folded into the findings then
+        folded_before = before is not None and before.run_id == run_id and before.status == "complete"
         try:  # from the moment the night is recorded, an interruption marks it so
             store.start_run(run_id, f"lab:{lab.name}", {"kind": "lab", "lab": describe(lab), "night": night,
                                                           "cells": len(cells)})
@@ -173,7 +175,9 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
                                                lambda again, attempt: _run_cells(c, again, ws, store, run_id,
                                                                                  as_completed, progress, attempt),
                                                log, night)
-            _fold_findings(ws, store, run_id, cells, [j.result for j in judged], log)
+            now = {cell.id for cell in todo}  # only rows measured now are new sightings of a night folded before
+            _fold_findings(ws, store, run_id, cells, judged, lambda j: not folded_before or j.measured_again or (
+                j.result.lab is not None and j.result.lab.cell in now), log)
         except (KeyboardInterrupt, DeploytoolError):
             _interrupted(store, run_id)
             raise
@@ -184,12 +188,14 @@ def run_night(lab: Lab, ws: Workspace, store: ResultStore, night: str | None = N
     return out
 
 
-def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell], rows: list[Result],
-                   log: Callable[[str], None]) -> None:
+def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[Cell], judged: list[Judged],
+                   new: Callable[[Judged], bool], log: Callable[[str], None]) -> None:
     """What a migrate does once its rows are measured, for the night's: a random-weight model's quantized route far
     off its peers becomes an upstream candidate with its bug bundle (its cells ran apart; only here are its peers
-    side by side), then the rows fold into the store's findings (each upstream candidate confirmed by its bare
-    reproducer). A fault here is logged: the night's rows are stored already."""
+    side by side), then the rows `new` says are new sightings, and those just made candidates, fold into the
+    store's findings (each upstream candidate confirmed by its bare reproducer). A fault here is logged: the
+    night's rows are stored already."""
+    rows = [j.result for j in judged]
     by_id = {c.id: c for c in cells}
 
     def cell_of(r: Result) -> Cell | None:
@@ -201,9 +207,11 @@ def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[C
 
     try:
         random = [r for r in rows if (c := cell_of(r)) is not None and c.request.get("random_weights")]
-        for r in mark_peer_outliers(random, context_of, run_id):
+        marked = mark_peer_outliers(random, context_of, run_id)
+        for r in marked:
             stored.save(store, ws, r)
-        touched = record_and_write(store, ws, run_id, rows)
+        made = {id(r) for r in marked}
+        touched = record_and_write(store, ws, run_id, [j.result for j in judged if new(j) or id(j.result) in made])
     except DeploytoolError:
         raise
     except Exception as e:

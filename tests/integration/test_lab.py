@@ -217,6 +217,9 @@ def test_a_converter_registered_by_one_module_runs_in_a_lab_night_and_its_gap_be
         assert out.run_id in finding.runs and any("onnx-fake" in e for e in finding.examples), finding
         assert finding.confirmation.get("state") == "confirmed", finding.confirmation  # by its bare reproducer
         assert (ws.finding_dir(finding.id) / "finding.md").is_file()
+        _night(lab, ws, store, "n1")  # the same night again: every cell measured already, nothing seen anew
+        (again,) = [f for f in store.findings() if f.klass == "upstream"]
+        assert again.occurrences == finding.occurrences == 1, (finding, again)
     finally:
         fake_converter.unregister()
 
