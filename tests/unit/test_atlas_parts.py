@@ -174,6 +174,23 @@ def test_a_lab_file_names_an_atlas_architecture_and_a_wrong_one_is_one_line(tmp_
         load_lab(lab)
 
 
+def test_a_lab_models_weights_are_random_for_an_architecture_unless_it_says_otherwise(tmp_path):
+    """`random_weights` (migrate's --random-weights, for the night's triage and peer rule): an atlas architecture's
+    weights are random by default, a zoo model's trained; either says otherwise; a non-bool is one line."""
+    from deploytool.lab.night import model_request
+
+    lab = tmp_path / "lab.toml"
+    lab.write_text('[[models]]\narchitecture = "keras/mobilenet_v2"\n[[models]]\nname = "lenet5"\n'
+                   '[[models]]\nname = "lenet1"\nrandom_weights = true\n'
+                   '[[models]]\narchitecture = "keras/mobilenet_v1"\nrandom_weights = false\n')
+    loaded = load_lab(lab)
+    assert [m.random_weights for m in loaded.models] == [True, False, True, False]
+    assert [model_request(loaded, m, 1).random_weights for m in loaded.models] == [True, False, True, False]
+    lab.write_text('[[models]]\nname = "lenet5"\nrandom_weights = "yes"\n')
+    with pytest.raises(SpecError, match="random_weights' must be bool"):
+        load_lab(lab)
+
+
 def test_the_example_atlas_lab_file_loads():
     from pathlib import Path
 
