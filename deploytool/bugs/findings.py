@@ -446,12 +446,13 @@ def mark_peer_outliers(results: list[Result], context_of: Callable[[Result], "Ru
         outlier, t = outliers.get(r.combo_key), r.triage
         if outlier is None or t is None or t.klass != EXPECTED:
             continue
-        ctx = context_of(r)
         try:
-            if ctx is None:
-                continue
-            ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
-        except Exception:  # a baseline that cannot load now: the row stays as it was measured
+            ctx = context_of(r)
+            if ctx is not None:
+                ctx.source(r.combo.framework)  # the baseline its bundle carries (loaded here on a resumed run)
+        except Exception:  # a context or baseline that cannot be had now: the row stays as it was measured
+            ctx = None
+        if ctx is None:
             continue
         r.triage = Triage(UPSTREAM, f"candidate: {outlier.why}", packages=t.packages)
         r.notes = [n for n in r.notes if QUANTIZED_RANDOM_WEIGHTS not in n]
