@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 from dataclasses import FrozenInstanceError, dataclass, field, fields, replace
 from typing import Any
 
@@ -39,6 +40,8 @@ def test_a_value_compares_shows_and_hashes_as_a_dataclass(frozen):
         assert repr(a) == repr(b)  # the class's qualname, then every field with repr=True, in order
         assert dataclasses.asdict(a) == dataclasses.asdict(b)
     assert [f.name for f in fields(ours)] == [f.name for f in fields(std)]
+    assert str(inspect.signature(ours)) == str(inspect.signature(std))  # what help() shows, defaults and factories
+    assert ours.__doc__ == std.__doc__ == "Point(x: 'int', y: 'float' = 0.5, tags: 'tuple[str, ...]' = (), note: 'str' = '', weight: 'float' = 1.0)"
     for cls in (std, ours):
         assert cls(1, note="x") == cls(1, note="y")  # compare=False is left out
         assert cls(1) != cls(1, 0.25)
