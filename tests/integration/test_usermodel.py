@@ -110,15 +110,17 @@ def test_user_onnx_migrates_to_tflite_and_tfjs_through_onnx2tf(tmp_path):
     import json
 
     from tests.conftest import run_cli
+    from tests.kept import conversions_kept
 
     (tmp_path / "user").mkdir()
     model = onnx_model(tmp_path / "user" / "my.onnx", [None, 8, 8, 1], external=True)
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "test.npz", x=rng.random((64, 8, 8, 1), dtype=np.float32), y=rng.integers(0, 10, 64))
     ws = tmp_path / "ws"
-    r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "tflite,tfjs",
-                "--quantize", "none,int8", "--target", "host,web", "--workspace", str(ws), "--quiet",
-                "--latency-samples", "5", timeout=900)
+    with conversions_kept(ws, "user-onnx2tf"):  # onnx2tf's four files, kept between sessions (tests/kept.py)
+        r = run_cli("migrate", "--model", str(model), "--data", str(tmp_path / "test.npz"), "--format", "tflite,tfjs",
+                    "--quantize", "none,int8", "--target", "host,web", "--workspace", str(ws), "--quiet",
+                    "--latency-samples", "5", timeout=900)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     run_id = r.stdout.strip().splitlines()[-1].split()[1].rstrip(":")
     rows = json.loads((ws / "reports" / run_id / "report.json").read_text())["results"]
