@@ -80,11 +80,12 @@ lint: python
 # Three workers (pytest-xdist) on the two cores: the tests leave about half the CPU time idle, waiting on browsers,
 # the simulated phones and the processes they start (a warm clean clone: 584 s of pytest with two workers, 524 s with
 # three, 562 s with four); tests of the one adb server share a worker (tests/conftest.py).
+# The longest test files start first (tests/conftest.py's LONGEST_FIRST; xdist's own order is by number of tests).
 # The lint runs beside the tests (they leave ~25% of the CPUs idle, waiting on browsers and processes); its output
 # follows theirs, and a lint failure fails `make test` whatever the tests said.
 test: setup bytecode
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
-	$(BIN)/python -m pytest -n 3 --dist loadgroup --durations=30 tests; rc=$$?; \
+	$(BIN)/python -m pytest -n 3 --dist loadgroup --no-loadscope-reorder --durations=30 tests; rc=$$?; \
 	wait $$lint; lint_rc=$$?; echo "--- make lint:"; cat $(VENV)/lint.log; \
 	if [ $$lint_rc -ne 0 ]; then echo "make test: the lint failed (above)"; exit 1; fi; exit $$rc
 

@@ -27,12 +27,35 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 900, cwd: Path
                           env=e, timeout=timeout, cwd=cwd or ROOT)
 
 
+# The groups that take longest (seconds of one worker in a cold `make test`, stop 57: the phone group 441, then
+# these 180-80), handed out first: `make test` passes --no-loadscope-reorder, so xdist sends the groups in this
+# order and the many short unit files fill the workers' ends. Its own order, by number of tests, sent a file of one
+# three-minute test after hundreds of millisecond ones, and a worker ran it alone at the end. Only the order: a file
+# missing here runs after them.
+LONGEST_FIRST = ("android", "tests/integration/test_findings_triage.py", "tests/integration/test_migrate_host.py",
+                 "tests/integration/test_migrate_web.py", "tests/integration/test_hostile_inputs.py",
+                 "tests/integration/test_lab.py", "tests/integration/test_web.py", "tests/integration/test_convert.py",
+                 "tests/contract/test_contract_converters.py", "tests/integration/test_usermodel.py",
+                 "tests/integration/test_web_session.py", "tests/integration/test_model_files.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
     """Groups for pytest-xdist (`make test` runs `-n 3 --dist loadgroup`): a test file's tests share a worker, so
     its module fixtures (a whole migrate run) are made once; tests that drive the one adb server (port 5037) and
     its simulated phones share one group, one after another: another worker's phones would show up in
-    `adb devices` mid-test."""
+    `adb devices` mid-test. The longest groups first (LONGEST_FIRST), then the other integration files, then the
+    rest, each in collection order."""
+    groups = {}
     for item in items:
         group = "android" if item.get_closest_marker("android") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+
+    def rank(item) -> int:
+        group = groups[item.nodeid]
+        if group in LONGEST_FIRST:
+            return LONGEST_FIRST.index(group)
+        return len(LONGEST_FIRST) + (0 if group.startswith("tests/integration/") else 1)
+
+    items.sort(key=rank)
