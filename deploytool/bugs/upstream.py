@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import replace
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from deploytool.bugs.bundle import pip_line
 from deploytool.bugs.confirm import bundle_key, confirm
-from deploytool.errors import Frame
 from deploytool.bugs.findings import Signature, record_run
+from deploytool.errors import DeploytoolError, Frame
 from deploytool.provenance import host_facts, os_platform
 from deploytool.report.markdown import code, fence, prose
 from deploytool.store import Finding, ResultStore
@@ -231,6 +231,23 @@ def _reproduction(meta: dict[str, Any], files: list[str]) -> list[str]:
 
 def _pct(v: Any) -> str:
     return f"{100 * float(v):.2f}%" if isinstance(v, (int, float)) else "n/a"
+
+
+def fold_findings(store: ResultStore, ws: Any, run_id: str, results: list[Any], log: Callable[[str], None],
+                  where: str = "in this run") -> None:
+    """The end of a migrate or a lab night: its rows folded into the findings (`record_and_write`). A fault here is
+    logged, not raised: the rows are stored already (a user's mistake, a DeploytoolError, still ends the command)."""
+    if not results:  # nothing measured now on a run folded before: no sighting, and nothing ran without one
+        return
+    try:
+        touched = record_and_write(store, ws, run_id, results)
+    except DeploytoolError:
+        raise
+    except Exception as e:
+        log(f"findings: not updated ({type(e).__name__}: {e})")
+        return
+    if touched:
+        log(f"findings: {len(touched)} distinct bug(s) {where}; `deploytool findings` lists them")
 
 
 def record_and_write(store: ResultStore, ws: Any, run_id: str, results: list[Any],

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from deploytool.bugs.findings import mark_peer_outliers
-from deploytool.bugs.upstream import record_and_write
+from deploytool.bugs.upstream import fold_findings
 from deploytool.errors import DeploytoolError, UnknownOption
 from deploytool.lab import engine, regress
 from deploytool.lab.cell import cell_context, run_cell
@@ -193,9 +193,7 @@ def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[C
     """What a migrate does once its rows are measured, for the night's: a random-weight model's quantized route far
     off its peers becomes an upstream candidate with its bug bundle (its cells ran apart; only here are its peers
     side by side), then the rows `new` says are new sightings, and those just made candidates, fold into the
-    store's findings (each upstream candidate confirmed by its bare reproducer). A fault here is logged: the
-    night's rows are stored already."""
-    rows = [j.result for j in judged]
+    store's findings (each upstream candidate confirmed by its bare reproducer)."""
     by_id = {c.id: c for c in cells}
 
     def cell_of(r: Result) -> Cell | None:
@@ -205,20 +203,12 @@ def _fold_findings(ws: Workspace, store: ResultStore, run_id: str, cells: list[C
         c = cell_of(r)
         return None if c is None else cell_context(c.request, str(ws.root), c.combo.target, c.combo.device)
 
-    try:
-        random = [r for r in rows if (c := cell_of(r)) is not None and c.request.get("random_weights")]
-        marked = mark_peer_outliers(random, context_of, run_id)
-        for r in marked:
-            stored.save(store, ws, r)
-        made = {id(r) for r in marked}
-        touched = record_and_write(store, ws, run_id, [j.result for j in judged if new(j) or id(j.result) in made])
-    except DeploytoolError:
-        raise
-    except Exception as e:
-        log(f"findings: not updated ({type(e).__name__}: {e})")
-        return
-    if touched:
-        log(f"findings: {len(touched)} distinct bug(s) tonight; `deploytool findings` lists them")
+    random = [j.result for j in judged if (c := cell_of(j.result)) is not None and c.request.get("random_weights")]
+    marked = mark_peer_outliers(random, context_of, run_id)
+    for r in marked:
+        stored.save(store, ws, r)
+    made = {id(r) for r in marked}
+    fold_findings(store, ws, run_id, [j.result for j in judged if new(j) or id(j.result) in made], log, "tonight")
 
 
 def _run_cells(c: Any, cells: list[Cell], ws: Workspace, store: ResultStore, run_id: str, as_completed: Any,

@@ -24,7 +24,7 @@ from deploytool import convert
 from deploytool.bugs.bundle import fallback_of
 from deploytool.bugs.findings import mark_peer_outliers, settle_row
 from deploytool.bugs.triage import installed_environment
-from deploytool.bugs.upstream import record_and_write
+from deploytool.bugs.upstream import fold_findings
 from deploytool.convert.lanes import ConversionLanes
 from deploytool.errors import DeploytoolError, StageFailed, UnknownOption, WorkspaceError
 from deploytool.modelfiles.signature import Signature
@@ -260,7 +260,8 @@ class _Run:
         measured_now = {keys[c] for c in todo}
         if ctx.req.random_weights:  # now that every route of the run is measured: a route far off its peers
             measured_now |= self._peer_outliers(run_id, results)
-        self._findings(run_id, [r for r in results if not folded_before or r.combo_key in measured_now])
+        fold_findings(store, ctx.ws, run_id, [r for r in results if not folded_before or r.combo_key in measured_now],
+                      self.log)
         t = time.perf_counter()
         paths = stored.write_report(ctx, store, run_id, results)
         t_report = time.perf_counter() - t
@@ -363,21 +364,6 @@ class _Run:
         for r in changed:
             stored.save(self.store, self.ctx.ws, r)
         return {r.combo_key for r in changed}
-
-    def _findings(self, run_id: str, results: list[Result]) -> None:
-        """Fold the failing rows into the store's findings (one per distinct bug, with its upstream issue.md)."""
-        if not results:  # nothing measured now on a run folded before: no sighting, and nothing ran without one
-            return
-
-        try:
-            touched = record_and_write(self.store, self.ctx.ws, run_id, results)
-        except DeploytoolError:
-            raise
-        except Exception as e:  # the run's rows are stored; a findings fault must not cost them
-            self.log(f"findings: not updated ({type(e).__name__}: {e})")
-            return
-        if touched:
-            self.log(f"findings: {len(touched)} distinct bug(s) in this run; `deploytool findings` lists them")
 
     def _interrupted(self, run_id: str) -> None:
         """Mark the run interrupted when the store still answers; a store that fails says so itself."""
