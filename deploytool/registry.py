@@ -119,6 +119,11 @@ class Registry(Mapping[str, T], Generic[T]):
     def names(self) -> tuple[str, ...]:
         return tuple(self)
 
+    def registered_so_far(self, name: str) -> bool:
+        """`name` is registered already, the plugins left unimported: for a check made while modules are still
+        registering (a lookup would import the plugins, which may import the module that is registering)."""
+        return name in self._entries
+
     def __repr__(self) -> str:
         return f"Registry({self.what!r}: {', '.join(self._entries)})"
 

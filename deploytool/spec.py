@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploytool.errors import SpecError, UnknownModel, WorkspaceError
+from deploytool.kinds import get_kind
 from deploytool.modelfiles.signature import Signature
 from deploytool.tolerances import DEFAULT_TOLERANCES, TOLERANCE_GROUPS, TOLERANCE_METRICS, tolerance_problem
 from deploytool.value import value
@@ -70,8 +71,8 @@ class ModelSpec:
     signature: Signature | None = None
     scored_output: str = ""  # the output a classifier is scored on ("": its first, or the only one)
     input_name: str = ""  # an image classifier file's input name: its test images may be stored under it
-    # what the model reads: image, sequence or features. Set where the spec is made: a zoo architecture's own kind
-    # (deploytool.zoo.plans.INPUT_KINDS), an image for a user's image classifier; derived, so not in the hash
+    # the input kind (deploytool.kinds) the model reads. Set where the spec is made: a zoo architecture's own
+    # (deploytool.zoo.register_architecture), an image for a user's image classifier; derived, so not in the hash
     input_kind: str = "image"
 
     @property
@@ -88,13 +89,11 @@ class ModelSpec:
 
     @property
     def model_input_shape(self) -> tuple[int, ...]:
-        """One sample as the model takes it: the image (H, W, C), or its rows as a sequence, or its values."""
-        if not self.input_shape or self.input_kind == "image":
+        """One sample as the model takes it: the image (H, W, C), or its rows as a sequence, or its values (the
+        input kind's rule)."""
+        if not self.input_shape:
             return self.input_shape
-        # the zoo's rule for its sequence and feature models (imported here: a user's model never needs the zoo)
-        from deploytool.zoo.plans import input_shape_of
-
-        return input_shape_of(self.input_kind, self.input_shape)
+        return get_kind(self.input_kind).from_hwc(self.input_shape)
 
     def tolerance_for(self, quantize: str) -> dict[str, tuple[float, float]]:
         return self.tolerances["none" if quantize == "none" else "quantized"]
@@ -197,7 +196,7 @@ def parse_spec(path: Path) -> ModelSpec:
         raise r.fail("model.name", f"is {name!r}; use 1-64 letters, digits, '.', '_' or '-' starting with a "
                                    "letter or digit (it names folders and runs)") from None
     arch = r.get("model.architecture", str)
-    from deploytool.zoo.plans import ARCHITECTURES, INPUT_KINDS  # a manifest names a zoo architecture
+    from deploytool.zoo.plans import ARCHITECTURES, input_kind_of  # a manifest names a zoo architecture
 
     if arch not in ARCHITECTURES:
         raise r.fail("model.architecture", f"is {arch!r}; known architectures: {', '.join(ARCHITECTURES)}")
@@ -270,7 +269,7 @@ def parse_spec(path: Path) -> ModelSpec:
         tolerances=tolerances,
         description=r.get("model.description", str, ""),
         source=str(path),
-        input_kind=INPUT_KINDS.get(arch, "image"),
+        input_kind=input_kind_of(arch).name,
     )
 
 

@@ -18,7 +18,7 @@ CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / 
 
 def kept_models() -> Path:
     """The trained LeNet-5 twins kept between sessions (and clones), keyed by the code that makes them: the model
-    zoo, the trainer, the manifest. Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data
+    zoo, the input kinds, the trainer, the manifest. Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data
     loader that changes the bytes trains again; one that does not, does not), the epochs, the seed and the
     framework versions. lenet1's training test always trains for real."""
     import hashlib
@@ -27,20 +27,22 @@ def kept_models() -> Path:
     h = hashlib.sha256()
     for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
                      root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
-                     *(root / "deploytool" / "zoo").glob("*.py")]):
+                     *(root / "deploytool" / "zoo").glob("*.py"), *(root / "deploytool" / "kinds").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
     return CACHE_HOME / f"lenet5-trained-{h.hexdigest()[:16]}"
 
 
 def _converter_code_hash(h) -> None:
     """Add to `h` the code that converts and names artifacts: the converters, the artifact and model-file modules,
-    and of the runner what names and makes an artifact (not how rows are judged: an edit there converts nothing)."""
+    the input kinds a file's signature infers, and of the runner what names and makes an artifact (not how rows are
+    judged: an edit there converts nothing)."""
     import inspect
 
     from deploytool.run import runner
 
     root = Path(__file__).resolve().parents[1] / "deploytool"
-    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", *(root / "modelfiles").glob("*.py")]):
+    for f in sorted([*(root / "convert").glob("*.py"), root / "artifact.py", *(root / "modelfiles").glob("*.py"),
+                     *(root / "kinds").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
     h.update(f"{runner.ARTIFACT_SCHEME}{inspect.getsource(runner.artifact_dir)}"
              f"{inspect.getsource(runner.convert_cached)}".encode())

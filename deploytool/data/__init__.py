@@ -26,6 +26,7 @@ from deploytool.data.feed import Feed
 from deploytool.data.named import load_feeds
 from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
+from deploytool.kinds import get_kind
 from deploytool.spec import ModelSpec, Preprocess
 from deploytool.value import value
 
@@ -205,8 +206,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
             raise DataError(f"{where}: the {part} samples are not finite after preprocessing "
                             f"(scale {spec.preprocess.scale:g}, mean {spec.preprocess.mean}, std {spec.preprocess.std}); "
                             "check --scale/--mean/--std")
-    if spec.input_kind != "image":  # the images as the architecture reads them: rows as steps, or flat
-        xtr, xte = (x.reshape(len(x), *spec.model_input_shape) for x in (xtr, xte))
+    kind = get_kind(spec.input_kind)  # the images as the architecture reads them: as they are, rows as steps, flat
+    xtr, xte = kind.from_images(xtr), kind.from_images(xte)
     return Dataset(name=name, x_train=xtr, y_train=y_train, x_test=xte, y_test=y_test,
                    labels=spec.labels, preprocess=spec.preprocess, origin=origin,
                    sha256=_checksum(xte, y_test, xtr, y_train), train_sha256=_checksum(xtr, y_train),

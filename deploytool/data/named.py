@@ -16,6 +16,7 @@ import numpy as np
 from deploytool.data.feed import Feed
 from deploytool.data.npz import labels, read_inputs
 from deploytool.errors import DataError, ShapeError
+from deploytool.kinds import KINDS
 from deploytool.modelfiles.signature import Signature, TensorSpec
 from deploytool.spec import Preprocess
 
@@ -61,8 +62,9 @@ def _checked(a: np.ndarray, t: TensorSpec, path: Path, member: str) -> np.ndarra
 
 
 def _preprocessed(a: np.ndarray, t: TensorSpec, p: Preprocess) -> np.ndarray:
-    """Images get --scale/--mean/--std (per channel on the last axis); every other input is fed as stored."""
-    if t.kind != "image" or p == Preprocess():
+    """An input of a kind the images' preprocessing applies to (deploytool.kinds: an image) gets --scale/--mean/--std
+    (per channel on the last axis); every other input is fed as stored."""
+    if not (t.kind in KINDS and KINDS[t.kind].preprocessed) or p == Preprocess():
         return a
     out = a.astype(np.float32, copy=True)
     out *= np.float32(p.scale)

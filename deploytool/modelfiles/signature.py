@@ -1,8 +1,8 @@
 """A model's I/O signature as a value: its named inputs (dtype, shape with unknown dims, and what kind of data
-each one takes: image, sequence, tokens or features) and its named outputs (dtype, shape). Every stage takes
-the signature instead of assuming "one 4-D float input, one logits output". This module holds the value and
-the rules that infer an input's kind; reading it out of a model file is deploytool.modelfiles.read_signature's.
-It never loads a framework."""
+each one takes: image, sequence, tokens or features, as deploytool.kinds infers it) and its named outputs (dtype,
+shape). Every stage takes the signature instead of assuming "one 4-D float input, one logits output". This module
+holds the value; reading it out of a model file is deploytool.modelfiles.read_signature's. It never loads a
+framework."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from deploytool.kinds import infer_kind
+from deploytool.kinds.base import FLOAT_DTYPES
 from deploytool.value import value
 
 _DECORATED = re.compile(r"^(?:serving_default_)?(?P<name>.+?)(?::\d+)?$")
-KINDS = ("image", "sequence", "tokens", "features")
-# numpy dtype names an input may have (what the runtimes and converters here can feed)
-FLOAT_DTYPES = ("float32", "float16", "float64")
+# numpy dtype names an input may have (what the runtimes and converters here can feed): FLOAT_DTYPES and these
 INT_DTYPES = ("int64", "int32", "int8", "uint8", "int16", "bool")
 
 Dims = tuple[int | None, ...]
@@ -152,26 +152,13 @@ def dtype_name(dtype: Any) -> str:
         return name
 
 
-def infer_kind(name: str, dtype: str, shape: Dims, quantized: bool = False) -> str:
-    """What kind of data an input takes, from its dtype, rank and name: integer ids are tokens (and masks), a
-    4-D float tensor is an image, 3-D a sequence (N, steps, features), 2-D features (N, F); a quantized integer
-    tensor (scale and zero point) takes floats, so its rank says it as a float's does."""
-    if dtype not in FLOAT_DTYPES and not quantized:
-        return "tokens"
-    if len(shape) == 4:
-        return "image"
-    if len(shape) == 3:
-        return "sequence"
-    return "features"
-
-
 def spec_of(name: str, dtype: Any, shape: Any, kind: str | None = None,
             quantization: tuple[float, int] | None = None) -> TensorSpec:
     """A TensorSpec from a reader's raw facts: dims 0 or negative (ONNX's symbolic, TFLite's -1) are unknown."""
     dims: Dims = tuple(None if d is None or int(d) <= 0 else int(d) for d in shape)
     dt = dtype_name(dtype)
     q = quantization if quantization and quantization[0] and dt in ("int8", "uint8", "int16") else None
-    return TensorSpec(name, dt, dims, kind if kind is not None else infer_kind(name, dt, dims, q is not None), q)
+    return TensorSpec(name, dt, dims, kind if kind is not None else infer_kind(dt, dims, q is not None), q)
 
 
 def output_spec(name: str, dtype: Any, shape: Any, quantization: tuple[float, int] | None = None) -> TensorSpec:

@@ -16,7 +16,8 @@ from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, StageFailed, first_line_of
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import FRAMEWORK_READS, KeptSignature, read_signature
-from deploytool.modelfiles.signature import FLOAT_DTYPES, INT_DTYPES, Signature
+from deploytool.kinds.base import FLOAT_DTYPES
+from deploytool.modelfiles.signature import INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.isolated import open_workers

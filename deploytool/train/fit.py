@@ -14,6 +14,7 @@ import numpy as np
 
 from deploytool import zoo
 from deploytool.data import Dataset
+from deploytool.kinds import get_kind
 from deploytool.proc.quiet import import_tensorflow
 from deploytool.proc.threads import busy_threads, thread_cpu_seconds
 from deploytool.runtimes.measure import PeakRss
@@ -110,7 +111,7 @@ def fit_torch(spec: ModelSpec, ds: Dataset, epochs: int, path: Path, progress: b
     model = zoo.build_torch(spec.architecture, spec.hwc, spec.num_classes)
     opt = (torch.optim.Adam(model.parameters(), lr=spec.train.learning_rate) if spec.train.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=spec.train.learning_rate, momentum=0.9))
-    layout = "NCHW" if spec.input_kind == "image" else "NHWC"  # a sequence or features are fed as stored
+    layout = get_kind(spec.input_kind).torch_layout  # an image channels first; a sequence or features as stored
     x = torch.from_numpy(ds.in_layout(ds.x_train, layout).first)
     y = torch.from_numpy(ds.y_train)
     gen = torch.Generator().manual_seed(spec.train.seed)

@@ -14,7 +14,6 @@ from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
     GRU,
-    INPUT_KINDS,
     LSTM,
     BasicBlock,
     BatchNorm,
@@ -67,7 +66,7 @@ def _basic_block(x: Any, block: BasicBlock) -> Any:
 
 
 def build(arch: str, plan: Any, input_hwc: tuple[int, int, int]) -> keras.Model:
-    inputs = keras.Input(shape=input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc), dtype="float32",
+    inputs = keras.Input(shape=input_shape_of(arch, input_hwc), dtype="float32",
                          name="input")
     x = inputs
     for op in plan:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Union
 
-from deploytool.errors import ShapeError, SpecError, UnknownModel
+from deploytool.errors import ShapeError, SpecError, UnknownModel, UnknownOption
+from deploytool.kinds import KINDS, InputKind, get_kind
 from deploytool.registry import Registry
 from deploytool.value import value
 
@@ -101,18 +102,37 @@ class GRU:
 
 Op = Union[Conv, BatchNorm, ReLU, MaxPool, Flatten, GlobalAvgPool, Dense, BasicBlock, LSTM, GRU]
 
-# What a zoo architecture reads: an image (H, W, C), a sequence (steps = H rows, W*C features per step) or
-# features (H*W*C values): the dataset's images are reshaped once, after preprocessing (deploytool.data).
+PlanFn = Callable[[int], tuple[Op, ...]]
+# architecture name -> its plan function (num_classes -> ops), registered below with @register_architecture
+ARCHITECTURES: Registry[PlanFn] = Registry("architecture")
+# architecture name -> the input kind it reads (deploytool.kinds): the dataset's images become its samples once,
+# after preprocessing (an image as it is, a sequence of its rows, its values flat; deploytool.data)
 INPUT_KINDS: dict[str, str] = {}
 
 
-def input_shape_of(kind: str, hwc: tuple[int, int, int]) -> tuple[int, ...]:
-    h, w, c = hwc
-    return {"image": (h, w, c), "sequence": (h, w * c), "features": (h * w * c,)}[kind]
+def register_architecture(name: str, reads: str = "image") -> Callable[[PlanFn], PlanFn]:
+    """The decorator: `@register_architecture(name)` above a plan function (num_classes -> ops), returned unchanged;
+    `reads`: the input kind its first layer takes, registered before it (an unknown one is refused here)."""
+    if not KINDS.registered_so_far(reads):  # a lookup would import the plugins, which may import this module
+        raise UnknownOption(f"architecture {name!r} reads an unknown input kind {reads!r}; input kinds are "
+                            f"{', '.join(KINDS.names())}")
 
-# architecture name -> its plan function (num_classes -> ops), registered below with @register_architecture
-ARCHITECTURES: Registry[Callable[[int], tuple[Op, ...]]] = Registry("architecture")
-register_architecture = ARCHITECTURES.register
+    def decorate(plan: PlanFn) -> PlanFn:
+        ARCHITECTURES.add(name, plan)
+        INPUT_KINDS[name] = reads
+        return plan
+
+    return decorate
+
+
+def input_kind_of(arch: str) -> InputKind:
+    """The input kind a registered architecture reads."""
+    return get_kind(INPUT_KINDS.get(arch, "image"))
+
+
+def input_shape_of(arch: str, hwc: tuple[int, int, int]) -> tuple[int, ...]:
+    """One sample as `arch` takes it from an image of `hwc`: the image, its rows as steps, or its values."""
+    return input_kind_of(arch).from_hwc(hwc)
 
 
 @register_architecture("lenet1")
@@ -173,24 +193,22 @@ def _vgg_small(num_classes: int) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-@register_architecture("mlp")
+@register_architecture("mlp", reads="features")
 def _mlp(num_classes: int) -> tuple[Op, ...]:
     # Seed 002's fully connected network: the 784 flattened pixels through two hidden layers.
     return (Dense("fc1", 256), ReLU("relu1"), Dense("fc2", 128), ReLU("relu2"), Dense("fc3", num_classes))
 
 
-@register_architecture("lstm")
+@register_architecture("lstm", reads="sequence")
 def _lstm(num_classes: int) -> tuple[Op, ...]:
     # Seed 002's recurrent family on sequential MNIST: a digit read as 28 rows of 28 pixels.
     return (LSTM("lstm", 64), Dense("fc", num_classes))
 
 
-@register_architecture("gru")
+@register_architecture("gru", reads="sequence")
 def _gru(num_classes: int) -> tuple[Op, ...]:
     return (GRU("gru", 64), Dense("fc", num_classes))
 
-
-INPUT_KINDS.update(mlp="features", lstm="sequence", gru="sequence")
 
 
 def layer_plan(arch: str, num_classes: int) -> tuple[Op, ...]:
@@ -222,7 +240,7 @@ def trace_shapes(arch: str, plan: tuple[Op, ...], input_hwc: Any) -> list[tuple[
             f"input shape {input_hwc!r} for {arch} is not (height, width, channels) of "
             "positive integers: fix the manifest's input shape"
         )
-    shape: tuple[int, ...] = input_shape_of(INPUT_KINDS.get(arch, "image"), tuple(input_hwc))
+    shape: tuple[int, ...] = input_shape_of(arch, tuple(input_hwc))
     shapes = []
     for op in plan:
         if isinstance(op, (Conv, MaxPool, BasicBlock)):

@@ -19,7 +19,6 @@ from deploytool.zoo.plans import (
     BN_EPSILON,
     BN_MOMENTUM_KERAS,
     GRU,
-    INPUT_KINDS,
     LSTM,
     BasicBlock,
     BatchNorm,
@@ -123,7 +122,7 @@ class ZooNet(nn.Sequential):
 def build(arch: str, plan: Any, input_hwc: tuple[int, int, int]) -> ZooNet:
     shapes = trace_shapes(arch, plan, input_hwc)
     layers: OrderedDict[str, nn.Module] = OrderedDict()
-    in_shape: tuple[int, ...] = input_shape_of(INPUT_KINDS.get(arch, "image"), input_hwc)
+    in_shape: tuple[int, ...] = input_shape_of(arch, input_hwc)
     for op, out_shape in zip(plan, shapes):
         if isinstance(op, Conv):
             layers[op.name] = _conv(in_shape[2], op.filters, op.kernel, op.stride, op.pad, op.bias, op.init)

@@ -11,7 +11,7 @@ import torch
 
 from deploytool import zoo
 from deploytool.errors import BadModelFile, UnknownModel
-from deploytool.zoo.plans import INPUT_KINDS, input_shape_of
+from deploytool.zoo.plans import INPUT_KINDS
 
 pytestmark = pytest.mark.slow
 
@@ -85,9 +85,11 @@ def _inputs_nhwc(hwc, n=48, seed=0):
 
 def _as_read(arch, x_nhwc, torch_side=False):
     """The images as `arch` reads them: NHWC (NCHW for PyTorch), or rows as steps, or flat features."""
-    kind = INPUT_KINDS.get(arch, "image")
-    if kind != "image":
-        return np.ascontiguousarray(x_nhwc.reshape(len(x_nhwc), *input_shape_of(kind, x_nhwc.shape[1:])))
+    kind, (n, h, w, c) = INPUT_KINDS[arch], x_nhwc.shape
+    if kind == "sequence":
+        return np.ascontiguousarray(x_nhwc.reshape(n, h, w * c))
+    if kind == "features":
+        return np.ascontiguousarray(x_nhwc.reshape(n, h * w * c))
     return np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2)) if torch_side else x_nhwc
 
 
@@ -292,3 +294,29 @@ def test_unknown_architecture_raises_with_the_known_names():
 def test_count_params_rejects_what_is_not_a_model():
     with pytest.raises(TypeError, match="keras.Model or torch.nn.Module"):
         zoo.count_params(object())
+
+
+def test_an_architecture_reading_a_kind_of_its_own_has_twins_that_agree():
+    """tests/columns_kind.py's `gru_columns` reads an image column by column: both builders take the kind's sample
+    shape (width steps of height x channels), and the twins give the same logits on the kind's samples."""
+    import importlib
+
+    import tests.columns_kind as module
+
+    importlib.reload(module)
+    try:
+        hwc = (6, 5, 2)  # not square: a column is not a row
+        kmodel, tmodel = zoo.build_keras(module.ARCH, hwc, 4), zoo.build_torch(module.ARCH, hwc, 4)
+        assert tuple(kmodel.input_shape) == (None, 5, 12)
+        zoo.keras_to_torch(kmodel, tmodel)
+        x = module.Columns().from_images(_inputs_nhwc(hwc, 8))
+        tmodel.eval()
+        with torch.no_grad():
+            torch_logits = tmodel(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(np.asarray(kmodel(x, training=False)), torch_logits, atol=1e-5)
+    finally:
+        from deploytool.kinds import KINDS
+
+        KINDS.unregister(module.NAME)
+        zoo.ARCHITECTURES.unregister(module.ARCH)
+        INPUT_KINDS.pop(module.ARCH, None)

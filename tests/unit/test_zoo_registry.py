@@ -54,9 +54,12 @@ def test_bad_names_and_shapes_fail_before_any_framework_import():
 
 def test_registry_lists_the_architectures_and_what_each_reads():
     assert tuple(zoo.ARCHITECTURES) == ("lenet1", "lenet5", "resnet20", "vgg_small", "mlp", "lstm", "gru")
-    assert plans.INPUT_KINDS == {"mlp": "features", "lstm": "sequence", "gru": "sequence"}
-    assert plans.input_shape_of("sequence", (28, 28, 1)) == (28, 28)
-    assert plans.input_shape_of("features", (28, 28, 1)) == (784,)
+    assert {a: k for a, k in plans.INPUT_KINDS.items() if k != "image"} == {
+        "mlp": "features", "lstm": "sequence", "gru": "sequence"}
+    assert set(plans.INPUT_KINDS) == set(zoo.ARCHITECTURES)
+    assert plans.input_shape_of("lstm", (28, 28, 1)) == (28, 28)
+    assert plans.input_shape_of("mlp", (28, 28, 1)) == (784,)
+    assert plans.input_shape_of("lenet5", (28, 28, 1)) == (28, 28, 1)
     assert zoo.trace_shapes("lstm", zoo.layer_plan("lstm", 10), (28, 28, 1)) == [(64,), (10,)]
     assert zoo.trace_shapes("mlp", zoo.layer_plan("mlp", 10), (28, 28, 1))[-1] == (10,)
 
