@@ -48,8 +48,10 @@ class Cluster:
         self.log = log
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        # its HTTP routes (served even with --no-dashboard) on a free port of 127.0.0.1: at Dask's default, every
+        # interface's 8787, they took the port test_lab.py's two-labs test binds when both ran at once
         self._start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                                  "--no-dashboard", "--no-show"])
+                                  "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--no-show"])
 
     def _start(self, name: str, argv: list[str], knobs: dict | None = None) -> None:
         env = {**self.env, "LAB_DOUBLE_KNOBS": json.dumps({"log": str(self.log), **(knobs or {})})}
