@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from deploytool.artifact import Artifact, content_hash, size_on_disk
 from deploytool.errors import BadModelFile, DataError, Raised, ShapeError, StageFailed, first_line_of
+from deploytool.kinds.base import FLOAT_DTYPES
 from deploytool.modelfiles import onnx_external
 from deploytool.modelfiles.reader import FRAMEWORK_READS, KeptSignature, read_signature
-from deploytool.kinds.base import FLOAT_DTYPES
 from deploytool.modelfiles.signature import INT_DTYPES, Signature
 from deploytool.modelfiles.tf_graph import check_saved_model
 from deploytool.runtimes import runtime_class
