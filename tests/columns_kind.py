@@ -1,8 +1,9 @@
 """An input kind added from outside deploytool, in one module: an image read column by column (steps = its
 width, each step the column's height x channels values), the transpose of the built-in `sequence` (rows as steps).
 With it, a zoo architecture of its own, `gru_columns`, a GRU reading that kind. Registered when imported: naming
-this module in $DEPLOYTOOL_PLUGINS offers both to migrate; tests/unit/test_kind_registry.py and
-tests/integration/test_zoo.py show them flowing through a manifest, the data and both frameworks' twins."""
+this module in $DEPLOYTOOL_PLUGINS offers both to migrate (tests/integration/test_kind_plugin.py);
+tests/unit/test_kind_registry.py and tests/integration/test_zoo.py show them flowing through a manifest, the data
+and both frameworks' twins."""
 
 from __future__ import annotations
 
