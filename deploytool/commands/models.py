@@ -20,9 +20,10 @@ def models(args: argparse.Namespace) -> int:
     for path in manifest_paths():
         s = parse_spec(path)
         lo = s.expected_accuracy[0]
-        rows.append((s.name, s.architecture, s.dataset, "x".join(map(str, s.input_shape)), ",".join(s.frameworks),
-                     f">= {lo:.0%}", s.description))
-    print_table(("model", "architecture", "dataset", "input", "frameworks", "expected", "description"), rows)
+        reads = f"{s.input_kind} {'x'.join(map(str, s.model_input_shape))}"  # the images as its input kind reads them
+        rows.append((s.name, s.architecture, s.dataset, "x".join(map(str, s.input_shape)), reads,
+                     ",".join(s.frameworks), f">= {lo:.0%}", s.description))
+    print_table(("model", "architecture", "dataset", "images", "reads", "frameworks", "expected", "description"), rows)
     return 0
 
 

@@ -64,6 +64,11 @@ def test_models_lists_manifests(tmp_path):
     r = run_cli("models", cwd=tmp_path)
     assert r.returncode == 0
     assert "lenet5" in r.stdout and "resnet20" in r.stdout and "cifar10" in r.stdout
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[1:] if line.strip()}
+    # what each architecture's input kind makes of the 28x28x1 digits: the image, its rows as steps, its values
+    assert rows["lenet5"][3:6] == ["28x28x1", "image", "28x28x1"], rows["lenet5"]
+    assert rows["gru"][3:6] == ["28x28x1", "sequence", "28x28"], rows["gru"]
+    assert rows["mlp"][3:6] == ["28x28x1", "features", "784"], rows["mlp"]
 
 
 def test_study_parsers_are_built_only_for_the_study_command():
