@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploytool.kinds import InputKind, register_kind
+from deploytool.kinds import KINDS, InputKind, register_kind
 from deploytool.zoo import plans
 
 NAME = "columns"
@@ -35,3 +35,10 @@ register_kind(Columns())
 @plans.register_architecture(ARCH, reads=NAME)
 def _gru_columns(num_classes: int) -> tuple[plans.Op, ...]:
     return (plans.GRU("gru", 16), plans.Dense("fc", num_classes))
+
+
+def unregister() -> None:
+    """Forget the kind and the architecture again (a test that imported this module in its own process)."""
+    KINDS.unregister(NAME)
+    plans.ARCHITECTURES.unregister(ARCH)
+    plans.INPUT_KINDS.pop(ARCH, None)

@@ -315,8 +315,4 @@ def test_an_architecture_reading_a_kind_of_its_own_has_twins_that_agree():
             torch_logits = tmodel(torch.from_numpy(x)).numpy()
         np.testing.assert_allclose(np.asarray(kmodel(x, training=False)), torch_logits, atol=1e-5)
     finally:
-        from deploytool.kinds import KINDS
-
-        KINDS.unregister(module.NAME)
-        zoo.ARCHITECTURES.unregister(module.ARCH)
-        INPUT_KINDS.pop(module.ARCH, None)
+        module.unregister()

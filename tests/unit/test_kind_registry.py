@@ -27,9 +27,7 @@ def columns():
 
     importlib.reload(module)  # registers them (again, if another test imported it)
     yield module
-    KINDS.unregister(module.NAME)
-    zoo.ARCHITECTURES.unregister(module.ARCH)
-    plans.INPUT_KINDS.pop(module.ARCH, None)
+    module.unregister()
 
 
 @pytest.mark.parametrize("dtype, shape, quantized, kind", [
