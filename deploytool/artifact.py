@@ -20,9 +20,22 @@ from deploytool.value import value
 FORMATS = ("keras", "torch", "tflite", "tfjs_graph", "tfjs_layers", "onnx", "saved_model")
 
 
-# the one input a single-array model's implied signature names (Artifact.io_signature): its test and calibration sets
-# are fed under it (data.Dataset.in_layout)
+# the one input and the one output a single-array model's signature names (implied_signature): its test and
+# calibration sets are fed under the input's name (data.Dataset.in_layout)
 IMPLIED_INPUT = "input"
+IMPLIED_OUTPUT = "output"
+
+
+def implied_signature(input_shape: tuple[int, ...], num_outputs: int) -> Signature:
+    """The signature of a model made from one array (a zoo model, one trained here): one float32 input of
+    `input_shape` per sample and one float32 output of `num_outputs` values, named by position (match_names pairs
+    them with a file's one input and one output whatever the file calls them)."""
+    return Signature((TensorSpec(IMPLIED_INPUT, "float32", (None, *input_shape)),),
+                     (TensorSpec(IMPLIED_OUTPUT, "float32", (None, num_outputs)),))
+
+
+# the signature an Artifact is made with when none is given: replaced by the one its fields imply (__post_init__)
+_IMPLIED = Signature((), ())
 
 @value
 class Artifact:
@@ -40,27 +53,22 @@ class Artifact:
     sha256: str = ""
     size_bytes: int = 0
     notes: tuple[str, ...] = ()  # e.g. what was done instead of an impossible mode
-    # every named input and output (None: a single image input and one output, described by the fields above)
-    signature: Signature | None = None
+    # every named input and output: the one thing a runtime binds a model file by. Every artifact has one: a model
+    # file's own (read where it enters, deploytool.modelfiles), or, left out, the one its fields imply
+    # (implied_signature: a model made here from one array)
+    signature: Signature = _IMPLIED
 
-    @property
-    def io_signature(self) -> Signature:
-        """Every artifact's named inputs and outputs, the one thing a runtime binds a model file by: its own
-        signature, or, for a single-array model (an image classifier, a zoo model), the one its fields imply: one
-        float32 input of `input_shape` and one float32 output of `num_outputs` values, named by position
-        (match_names pairs them with the file's one input and one output whatever the file calls them)."""
-        if self.signature is not None:
-            return self.signature
-        return Signature((TensorSpec(IMPLIED_INPUT, "float32", (None, *self.input_shape)),),
-                         (TensorSpec("output", "float32", (None, self.num_outputs)),))
+    def __post_init__(self) -> None:
+        if not self.signature.inputs:
+            object.__setattr__(self, "signature", implied_signature(tuple(self.input_shape), self.num_outputs))
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["path"] = str(self.path)
         d["input_shape"] = list(self.input_shape)
         d["notes"] = list(self.notes)
-        if self.signature is None:
-            d.pop("signature")  # artifact.json of a single-image model reads as it always did
+        if self.signature == implied_signature(tuple(self.input_shape), self.num_outputs):
+            d.pop("signature")  # the one its fields imply: artifact.json of a model made here reads as it always did
         else:
             d["signature"] = self.signature.to_json()
         return d
@@ -71,7 +79,7 @@ class Artifact:
         d["path"] = Path(d["path"])
         d["input_shape"] = tuple(d["input_shape"])
         d["notes"] = tuple(d.get("notes", ()))
-        d["signature"] = Signature.from_json(d["signature"]) if d.get("signature") else None
+        d["signature"] = Signature.from_json(d["signature"]) if d.get("signature") else _IMPLIED
         return cls(**d)
 
     def save(self, meta_path: Path) -> None:

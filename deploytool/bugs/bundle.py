@@ -143,7 +143,7 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: Feed, baseline_output
         if failed_conversion else Path(art["path"]) if art else Path(source.path)
     _copy_model(model_path, bundle / "model")
     idx = _pick(result, len(x_test))
-    inputs_file = save_samples(bundle, x_test[idx], one_array=source.signature is None)
+    inputs_file = save_samples(bundle, x_test[idx])
     np.save(bundle / "expected.npy", baseline_outputs[idx])
     converting = failed_conversion or step_input is not None  # the bundle reproduces a conversion, not a row
     if result.outputs_path and Path(result.outputs_path).exists() and not converting:
@@ -224,10 +224,10 @@ TOOL_ERRORS = ("Onnx2tfError", "NoConversion", "ToolFailed", "StageFailed")
 
 
 def _recipe_inputs(src: Artifact, calibration: Feed | None) -> list[dict[str, Any]]:
-    """The step input's model inputs (name, dtype, one sample's shape; Artifact.io_signature) as the recipe's INPUTS:
+    """The step input's model inputs (name, dtype, one sample's shape; Artifact.signature) as the recipe's INPUTS:
     a dimension the model leaves open takes the calibration data's (or 1)."""
     out = []
-    for t in src.io_signature.inputs:
+    for t in src.signature.inputs:
         data = calibration[t.name] if calibration is not None and t.name in calibration else None
         dims = [d if d is not None else (int(data.shape[i + 1]) if data is not None else 1)
                 for i, d in enumerate(t.sample_shape)]
@@ -240,7 +240,6 @@ def _web_io(art: Artifact, feed: Feed) -> tuple[list[dict[str, Any]], list[dict[
     model's own name (None: by position) in the dtype the page gives it (a quantized TFLite input quantized with
     its scale and zero point), each output with its quantization (scale 0: none)."""
     sig, path = art.signature, Path(art.path)
-    out_names: list[str | None] = list(sig.output_names) if sig is not None else [None]
     model_in: dict[str, str | None] = {n: None for n in feed.names}
     quant: dict[str, Any] = {}
     if art.format == "tflite":
@@ -248,17 +247,15 @@ def _web_io(art: Artifact, feed: Feed) -> tuple[list[dict[str, Any]], list[dict[
         pairs = match_names(list(feed.names), list(tensors.inputs))
         model_in = {src: tensors.inputs[m].name for src, m in pairs.items()}
         quant = {src: tensors.inputs[m] for src, m in pairs.items()}
-        wanted = [n for n in out_names if n is not None] or list(tensors.outputs)[:1]
-        outs = [tensors.outputs[m] for m in match_names(wanted, list(tensors.outputs)).values()]
+        outs = [tensors.outputs[m] for m in match_names(list(sig.output_names), list(tensors.outputs)).values()]
         outputs = [{"name": q.name, "scale": q.scale if q.quantized else 0.0, "zero_point": q.zero_point}
                    for q in outs]
     else:
         ins, outs_avail = _page_names(art)
-        if sig is not None and ins:
+        if ins:
             model_in = dict(match_names(list(feed.names), ins))
-        named = match_names([n for n in out_names if n is not None], outs_avail) if sig is not None and outs_avail \
-            else {}
-        outputs = [{"name": named.get(n) if n is not None else None, "scale": 0.0, "zero_point": 0} for n in out_names]
+        named = match_names(list(sig.output_names), outs_avail) if outs_avail else {}
+        outputs = [{"name": named.get(n), "scale": 0.0, "zero_point": 0} for n in sig.output_names]
     inputs, arrays = [], []
     for k, (src, a) in enumerate(feed.items()):
         q = quant.get(src)
@@ -519,7 +516,7 @@ def step_input_of(ctx: "RunContext", result: Result) -> StepInput | None:
     given = Artifact.load(kept) if kept.is_file() and step is not steps_of(result)[0] else src.artifact
     calibration = None
     if result.combo.quantize in ("int8", "int8-io"):
-        calibration = calibration_subset(ctx.dataset.in_layout(ctx.calibration_set, given.layout), step.converter)
+        calibration = calibration_subset(ctx.dataset.feed_for(ctx.calibration_set, given), step.converter)
     return StepInput(step, given, calibration)
 
 
@@ -529,11 +526,11 @@ def bundle_row(ctx: "RunContext", result: Result, run_id: str, pass_limits: dict
     src = ctx.sources.get(result.combo.framework)
     if src is None:
         return
-    layout = result.artifact.layout if result.artifact is not None else src.artifact.layout
+    given = result.artifact if result.artifact is not None else src.artifact
 
     try:
         path = write_bundle(result, ctx.ws.report_dir(run_id) / "bugs",
-                            x_test=ctx.dataset.in_layout(ctx.dataset.x_test, layout),
+                            x_test=ctx.dataset.feed_for(ctx.dataset.x_test, given),
                             baseline_outputs=src.baseline.outputs(), source=src.artifact,
                             versions=host_facts()["versions"], command=shlex.join(reproduce_command(ctx, result.combo)),
                             step_input=step_input_of(ctx, result), pass_limits=pass_limits)

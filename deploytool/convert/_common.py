@@ -97,7 +97,7 @@ def torch_samples(source: Artifact, calibration: Any, batch: int) -> tuple[Any, 
 
     first = calibration[:1] if calibration is not None and len(calibration) else None
     out = []
-    for t in source.io_signature.inputs:  # a single-array model: one float32 input of its sample shape
+    for t in source.signature.inputs:
         dims = [d if d is not None else (first[t.name].shape[i + 1] if first is not None else 1)
                 for i, d in enumerate(t.sample_shape)]
         out.append(torch.zeros((batch, *dims), dtype=getattr(torch, t.dtype)))
@@ -111,10 +111,10 @@ def torch_calibration_batches(samples: Any, i: int) -> tuple[Any, ...]:
     return tuple(torch.from_numpy(np.ascontiguousarray(a[i : i + 1])) for a in samples.arrays())
 
 
-def refuse_integer_io_for_integer_inputs(sig: Signature | None, quantize: str) -> None:
+def refuse_integer_io_for_integer_inputs(sig: Signature, quantize: str) -> None:
     """int8-io makes every input an int8 tensor: meaningless for inputs that take integers already (the planner
     refuses such a request in one line; a converter called on its own says so too)."""
-    if quantize == "int8-io" and sig is not None and not sig.all_float_inputs:
+    if quantize == "int8-io" and not sig.all_float_inputs:
         raise StageFailed("unsupported", "int8-io makes every input an int8 tensor, but "
                           + ", ".join(t.describe() for t in sig.inputs if not t.is_float)
                           + " takes integers already (ids, masks); use int8")

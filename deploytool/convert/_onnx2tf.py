@@ -51,6 +51,10 @@ DIST = "onnx2tf"
 TFLITE_SUFFIX = {"none": "float32", "fp16": "float16", "dynamic": "dynamic_range_quant",
                  "int8": "integer_quant", "int8-io": "full_integer_quant"}
 
+# onnx2tf's word for inputs it must not transpose: every input keeps the shape the source gives it (an image in
+# the source's layout, NCHW or NHWC; a sequence as stored), so one test set feeds the source and the file alike
+KEEP_INPUTS = "keep_nwc_or_nhwc_or_ndhwc_input_names"
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -78,12 +82,8 @@ def run(source: Artifact, out_dir: Path, calibration: Feed | None = None,
     # its external weight files, so the source — a user's file in the workspace, content-addressed — never changes.
     src = copy_with_external(Path(source.path), out_dir / "onnx2tf-input")
     names = onnx_input_names(src)
-    if source.signature is None and len(names) != 1:
-        raise ValueError(f"the model has {len(names)} inputs; deploytool handles one-input image models here")
-    keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" and source.signature is None else \
-        "keep_nwc_or_nhwc_or_ndhwc_input_names"
     # every input kept as fed: an image in the source's layout, a sequence (N, steps, features) as stored
-    kwargs: dict = {keep: names}
+    kwargs: dict = {KEEP_INPUTS: names}
     options: dict = {"keep_input_layout": source.layout, "onnxsim": False, "signaturedefs": True}
     if dynamic:
         kwargs["output_dynamic_range_quantized_tflite"] = True
@@ -125,7 +125,7 @@ def run(source: Artifact, out_dir: Path, calibration: Feed | None = None,
 def _paired(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]]) -> list[tuple[TensorSpec, Dims]]:
     """Each output of the source's signature with its file output's shape (one sample), where the names pair."""
     sig = source.signature
-    if sig is None or not file_shapes:
+    if not file_shapes:
         return []
     try:
         pairs = match_names(list(sig.output_names), list(file_shapes))
@@ -150,8 +150,7 @@ def layout_notes(source: Artifact, file_shapes: dict[str, tuple[int | None, ...]
 
 def run_recipe(source: Artifact, integer: bool) -> str:
     """`run`'s onnx2tf.convert call as standalone Python (into the folder 'onnx2tf'; see convert._common.Recipe)."""
-    keep = "keep_ncw_or_nchw_or_ncdhw_input_names" if source.layout == "NCHW" and source.signature is None else \
-        "keep_nwc_or_nhwc_or_ndhwc_input_names"
+    keep = KEEP_INPUTS
     lines = ["import shutil", "import numpy as np", "import onnx", "import onnx2tf",
              "shutil.copyfile(SOURCE, 'input.onnx')  # onnx2tf writes into the file it is given",
              "graph = onnx.load('input.onnx', load_external_data=False).graph",

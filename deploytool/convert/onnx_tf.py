@@ -15,7 +15,7 @@ from deploytool.artifact import Artifact
 from deploytool.errors import WrongConversion
 from deploytool.convert._common import (Mode, Recipe, check_onnx, dist_version, fallback, fallback_note, finish,
                                         onnx_input_names, saved_model_recipe)
-from deploytool.convert._tf import saved_model_dir, serving_function
+from deploytool.convert._tf import saved_model_dir
 from deploytool.convert.registry import Route, register_converter
 from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names, serving_signature
@@ -56,37 +56,11 @@ def recipe(source: Artifact, quantize: str) -> Recipe:
                     routes=(Route("keras", "onnx", then="onnx_quant"), Route("saved_model", "onnx", then="onnx_quant")), owner="onnx/tensorflow-onnx",
                     recipe=recipe)
 def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | None) -> Artifact:
+    """Every input by its own name and dtype (open dimensions stay open), every output by the source's name."""
     import tensorflow as tf
 
     path = Path(out_dir) / "model.onnx"
-    if source.signature is not None:
-        return _convert_named(source, quantize, path)
-    spec = (tf.TensorSpec((None, *source.input_shape), tf.float32, name="input"),)
-    with tempfile.TemporaryDirectory(prefix="deploytool-onnx-") as tmp:
-        loaded, in_name, out_name, sig = serving_function(saved_model_dir(source, Path(tmp)))
-
-        @tf.function(input_signature=spec)
-        def serve(x: Any) -> Any:
-            # A dict output names the ONNX output "output" instead of "Identity:0".
-            return {"output": sig(**{in_name: x})[out_name]}
-
-        model_proto, options = _from_function(serve, spec, path)
-        del loaded
-    # from_function continues past ops it cannot convert, leaving TF ops behind that no
-    # ONNX runtime can run: that is a failed conversion, said now rather than at load.
-    check_onnx(model_proto)
-    return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
-                  {"opset": OPSET, "from": "saved_model serving_default", "input_name": "input",
-                   "output_name": "output", **options}, _notes(options))
-
-
-def _convert_named(source: Artifact, quantize: str, path: Path) -> Artifact:
-    """A model with a signature: every input by its own name and dtype (open dimensions stay open), every
-    output by the source's name."""
-    import tensorflow as tf
-
     sig = source.signature
-    assert sig is not None
     spec = tuple(tf.TensorSpec((None, *t.sample_shape), tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs)
     with tempfile.TemporaryDirectory(prefix="deploytool-onnx-") as tmp:
         loaded = tf.saved_model.load(str(saved_model_dir(source, Path(tmp))))

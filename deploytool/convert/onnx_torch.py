@@ -54,7 +54,7 @@ def _export(source: Artifact, path: Path, calibration: Any = None) -> None:
 
     program = load_program(source.path)
     sig = source.signature
-    inputs, outputs = (list(sig.input_names), list(sig.output_names)) if sig is not None else (["input"], ["output"])
+    inputs, outputs = list(sig.input_names), list(sig.output_names)
     torch.onnx.export(program, torch_samples(source, calibration, 2), str(path), dynamo=True, opset_version=OPSET,
                       input_names=inputs, output_names=outputs, external_data=False, verbose=False)
     check_onnx(path)
@@ -63,7 +63,7 @@ def _export(source: Artifact, path: Path, calibration: Any = None) -> None:
 def recipe(source: Artifact, quantize: str) -> Recipe:
     """torch.onnx.export of the ExportedProgram as `_export` calls it."""
     sig = source.signature
-    inputs, outputs = (list(sig.input_names), list(sig.output_names)) if sig is not None else (["input"], ["output"])
+    inputs, outputs = list(sig.input_names), list(sig.output_names)
     code = (TORCH_SAMPLES_RECIPE + f"torch.onnx.export(program, samples(2), OUT, dynamo=True, opset_version={OPSET}, "
             f"input_names={inputs!r}, output_names={outputs!r}, external_data=False, verbose=False)\n")
     return Recipe(code, ("torch", "onnx", "onnxscript"), "model.onnx")
@@ -88,4 +88,5 @@ def convert(source: Artifact, quantize: str, out_dir: Path, calibration: Feed | 
             print(f"torch.onnx: using this worker's export of {key[0][:12]}", flush=True)
             shutil.copyfile(made, path)
     return finish(source, path, "onnx", quantize, CONVERTER, dist_version(DIST),
-                  {"opset": OPSET, "dynamo": True, "input_name": "input", "output_name": "output"})
+                  {"opset": OPSET, "dynamo": True, "input_names": list(source.signature.input_names),
+                   "output_names": list(source.signature.output_names)})

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from deploytool.artifact import IMPLIED_INPUT
+from deploytool.artifact import IMPLIED_INPUT, Artifact
 from deploytool.data import cifar, mnist, npz, synthetic  # noqa: F401  (the loaders register themselves)
 from deploytool.data.check import preprocessing_warnings
 from deploytool.data.feed import Feed
@@ -45,19 +45,22 @@ class Dataset:
     train_sha256: str = ""  # of the preprocessed training bytes alone: what a trained model depends on
     warnings: tuple[str, ...] = ()  # where the raw test set does not fit the declared preprocessing (data/check.py)
 
-    def in_layout(self, x: np.ndarray | Feed, layout: str) -> Feed:
-        """What every runtime, converter and tracer is given: the model's named inputs. A model's own named inputs
-        (a Feed) as the user stored them (their layout is the model's own); an image or sequence set as the one
-        input a single-array model's implied signature names (`IMPLIED_INPUT`, Artifact.io_signature), fed NCHW
-        for PyTorch-born models: an explicit transpose, never a reshape, free (a view) when `x` is already stored
-        in that layout."""
+    def in_layout(self, x: np.ndarray | Feed, layout: str, name: str = IMPLIED_INPUT) -> Feed:
+        """A model's named inputs: its own (a Feed) as the user stored them (their layout is the model's own); an
+        image or sequence set as the one input `name`, fed NCHW for PyTorch-born models: an explicit transpose,
+        never a reshape, free (a view) when `x` is already stored in that layout."""
         if isinstance(x, Feed):
             return x
         if layout == "NCHW":
             x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         elif layout != "NHWC":
             raise ValueError(f"unknown layout {layout}")
-        return Feed.one(IMPLIED_INPUT, x)
+        return Feed.one(name, x)
+
+    def feed_for(self, x: np.ndarray | Feed, artifact: Artifact) -> Feed:
+        """What every runtime, converter and tracer is given for `artifact`: its named inputs (in_layout), an image
+        set under the name of the artifact's one input (Artifact.signature)."""
+        return self.in_layout(x, artifact.layout, artifact.signature.inputs[0].name)
 
     def images(self, x: Any) -> "Images | None":
         """Undo the preprocessing for display (gallery), one image at a time: values in [0, 1]. None for a

@@ -113,10 +113,10 @@ def as_feed(x: "Feed | np.ndarray") -> Feed:
     return x if isinstance(x, Feed) else Feed.one(IMPLIED_INPUT, x)
 
 
-def save_samples(folder: Path, x: Feed, one_array: bool) -> str:
-    """A few samples saved for a maintainer's reproducer; returns the file's name: a single-array model's as
-    inputs.npy (the one array it is fed), a model's named inputs as inputs.npz (one array per input, by name)."""
-    if one_array:
+def save_samples(folder: Path, x: Feed) -> str:
+    """A few samples saved for a maintainer's reproducer; returns the file's name: a model's one input as inputs.npy
+    (the one array it is fed), several named inputs as inputs.npz (one array per input, by name)."""
+    if len(x.names) == 1:
         np.save(folder / "inputs.npy", x.first)
         return "inputs.npy"
     np.savez(folder / "inputs.npz", **dict(x.items()))

@@ -199,11 +199,11 @@ def _cut_source(ctx: RunContext, framework: str, samples_x: Any) -> tuple[Any, A
     and the calibration set in its layout."""
     user = ctx.user_artifact
     if user is not None:
-        x = ctx.dataset.in_layout(samples_x, user.layout)
-        return FileSource(user, x), x, ctx.dataset.in_layout(ctx.calibration_set, user.layout)
+        x = ctx.dataset.feed_for(samples_x, user)
+        return FileSource(user, x), x, ctx.dataset.feed_for(ctx.calibration_set, user)
     source = _Source(ctx, framework)
-    layout = source.artifact.layout
-    return source, ctx.dataset.in_layout(samples_x, layout), ctx.dataset.in_layout(ctx.calibration_set, layout)
+    return source, ctx.dataset.feed_for(samples_x, source.artifact), ctx.dataset.feed_for(ctx.calibration_set,
+                                                                                       source.artifact)
 
 
 def _measure_cut(ctx: RunContext, converter: convert.Converter, c: Combo, cut: tuple[Any, ...], calib: Any,
@@ -223,7 +223,7 @@ def _measure_cut(ctx: RunContext, converter: convert.Converter, c: Combo, cut: t
             entry.status, entry.reason = "wrong", f"output off by {entry.rel_error:.3g} of its range"
         if order:
             entry.reason = (entry.reason + "; " if entry.reason else "") + f"compared as {order}"
-        save_samples(cut_dir, x, one_array=art.signature is None)
+        save_samples(cut_dir, x)
         np.save(cut_dir / "expected.npy", ref.reshape(len(ref), -1))
         np.save(cut_dir / "observed.npy", out)
         if reference:
@@ -244,8 +244,8 @@ def localize(ctx: RunContext, result: Result, converter: convert.Converter, samp
     user, samples_x = ctx.user_artifact, ctx.dataset.x_test[idx]
     if user is not None and _traced_in_place(user, result):
         assert result.artifact is not None  # a row with no file is not traced
-        return _localize_by_trace(ctx, result, loc, ctx.dataset.in_layout(samples_x, user.layout),
-                                  ctx.dataset.in_layout(samples_x, result.artifact.layout), stop_at_first)
+        return _localize_by_trace(ctx, result, loc, ctx.dataset.feed_for(samples_x, user),
+                                  ctx.dataset.feed_for(samples_x, result.artifact), stop_at_first)
     source, x, calib = _cut_source(ctx, c.framework, samples_x)
     reference = _reference_target(c.target, convert.artifact_format(c.format))
     work = loc.work_dir = Path(tempfile.mkdtemp(prefix="deploytool-localize-"))
@@ -339,7 +339,7 @@ def _write_onnx_minimal(folder: Path, user: Artifact, art: Artifact, tensor: str
     for name, model in (("source", user), ("converted", art)):
         (folder / name).mkdir(parents=True)
         _onnx_cut(Path(model.path), tensor, folder / name / "cut.onnx")
-    save_samples(folder, x, one_array=user.signature is None)
+    save_samples(folder, x)
     np.save(folder / "expected.npy", expected.reshape(len(x), -1))
     np.save(folder / "observed.npy", observed.reshape(len(x), -1))
 

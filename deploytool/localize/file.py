@@ -206,8 +206,7 @@ class FileSource:
             path = out_dir / "cut.keras"
             keras.Model(model.inputs, model.get_layer(point.name).output).save(path)
         sig = self.artifact.signature  # the source's inputs, and the cut's one value as its output
-        cut_sig = None if sig is None else Signature(sig.inputs, (output_spec(point.name, "float32",
-                                                                             [None, *ref.shape[1:]]),))
+        cut_sig = Signature(sig.inputs, (output_spec(point.name, "float32", [None, *ref.shape[1:]]),))
         art = Artifact(path=path, format=self.artifact.format, framework=self.artifact.framework,
                        layout=self.artifact.layout, input_shape=tuple(self.artifact.input_shape),
                        num_outputs=int(np.prod(ref.shape[1:])), converter=f"deploytool.localize cut at {point.name}",

@@ -103,7 +103,7 @@ def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
                     for runtime in _runtimes(chosen, offered):
                         for pos in target.positions(ctx.target_options[name], ctx.preflight[name], artifact_format):
                             combos.append(Combo(fw, fmt, q, name, pos.device, pos.backend, runtime))
-    _refuse_if_nothing_possible(combos, ctx.spec.signature)
+    _refuse_if_nothing_possible(combos, ctx.signature)
     if not combos:
         raise UnknownOption("the request names no combination to run; check --format/--quantize/--target/--runtime")
     return combos
@@ -112,11 +112,10 @@ def plan_matrix(ctx: RunContext, targets: list[str]) -> list[Combo]:
 LARGE_OUTPUTS_BYTES = 1 << 30  # a run storing more says so before it starts
 
 
-def stored_outputs_bytes(sig: Signature | None, classes: int, samples: int, rows: int,
-                         baselines: int = 0) -> tuple[int, str]:
+def stored_outputs_bytes(sig: Signature, samples: int, rows: int, baselines: int = 0) -> tuple[int, str]:
     """About how many bytes `rows` rows and `baselines` baselines of `samples` samples keep as outputs (float32,
     every output side by side; a dimension the model leaves open counted as 1), and how that was counted."""
-    values = (sum(prod(d or 1 for d in t.sample_shape) for t in sig.outputs) if sig is not None else classes) or 1
+    values = sum(prod(d or 1 for d in t.sample_shape) for t in sig.outputs) or 1
     kept = f"{rows} row(s)" + (f" and {baselines} baseline(s)" if baselines else "")
     return (rows + baselines) * samples * values * 4, f"{kept} x {samples} samples x {values:,} float32 values a sample"
 
@@ -131,7 +130,7 @@ def _runtimes(chosen: list[str], offered: list[str]) -> list[str]:
     return picked or [""]
 
 
-def _refuse_if_nothing_possible(combos: list[Combo], sig: Signature | None) -> None:
+def _refuse_if_nothing_possible(combos: list[Combo], sig: Signature) -> None:
     """A request whose every combination is impossible is a user mistake (exit 2), not a run of empty rows: int8-io
     for a model whose inputs are integers already (whatever the format; said first), or a quantization a route
     lacks."""
@@ -284,8 +283,7 @@ class _Run:
         what it will take."""
         ctx = self.ctx
         frameworks = {c.framework for c in todo} - set(ctx.sources)  # baselines not measured yet keep theirs too
-        need, how = stored_outputs_bytes(ctx.spec.signature, len(ctx.spec.labels), len(ctx.dataset.x_test),
-                                         len(todo), len(frameworks))
+        need, how = stored_outputs_bytes(ctx.signature, len(ctx.dataset.x_test), len(todo), len(frameworks))
         free = shutil.disk_usage(ctx.ws.root).free
         if need > free:
             raise WorkspaceError(f"this run would store about {need / 2**30:,.1f} GiB of outputs ({how}) but the "

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from deploytool.modelfiles.signature import canonical_name
+from deploytool.modelfiles.signature import TensorSpec, canonical_name
 from deploytool.value import value
 
 
@@ -21,6 +21,12 @@ class TensorQuant:
     shape: tuple[int, ...]
     scale: float  # 0.0 when the tensor is not quantized
     zero_point: int
+    dims: tuple[int | None, ...] = ()  # the file's shape signature: None where it leaves a dimension open
+
+    def spec(self) -> TensorSpec:
+        """The tensor as a signature describes one (its open dimensions None, its quantization if any)."""
+        return TensorSpec(self.name, self.dtype, self.dims or tuple(self.shape),
+                          quantization=(self.scale, self.zero_point) if self.quantized else None)
 
     @property
     def quantized(self) -> bool:
@@ -52,7 +58,10 @@ def quantization_notes(inputs: Iterable[TensorQuant], outputs: Iterable[TensorQu
 
 def tensor_quant(d: dict) -> TensorQuant:
     scale, zp = d.get("quantization", (0.0, 0))
-    return TensorQuant(d["name"], np.dtype(d["dtype"]).name, tuple(int(s) for s in d["shape"]), float(scale), int(zp))
+    shape = tuple(int(s) for s in d["shape"])
+    open_ = d.get("shape_signature")
+    dims = tuple(None if int(s) < 0 else int(s) for s in open_) if open_ is not None and len(open_) else shape
+    return TensorQuant(d["name"], np.dtype(d["dtype"]).name, shape, float(scale), int(zp), dims)
 
 
 def io_of(interpreter: Any) -> tuple[list[TensorQuant], list[TensorQuant]]:

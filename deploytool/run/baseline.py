@@ -132,7 +132,7 @@ def run_baseline(model_name: str, artifact: Artifact, dataset: Dataset, *, warmu
         if b is not None:
             return b
     meta.parent.mkdir(parents=True, exist_ok=True)
-    x = dataset.in_layout(dataset.x_test, artifact.layout)
+    x = dataset.feed_for(dataset.x_test, artifact)
     # Measured like every host row, in the runtime's own worker, so memory ratios compare like with like.
     out: Outputs = load_and_run("pc", artifact.format, "", artifact, x, warmup_runs=warmup_runs,
                                 latency_samples=latency_samples, threads=threads)

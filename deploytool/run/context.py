@@ -16,10 +16,11 @@ from typing import Any, Iterator, NoReturn
 
 import numpy as np
 
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, implied_signature
 from deploytool.data import Dataset, load_dataset
 from deploytool.data.feed import feed_sha256
 from deploytool.errors import BadModelFile, DataError, DeploytoolError, Raised, StageFailed, first_line_of
+from deploytool.modelfiles.signature import Signature
 from deploytool.result import Combo
 from deploytool.run import usermodel
 from deploytool.run.baseline import Baseline, run_baseline
@@ -146,6 +147,15 @@ class RunContext:
         from deploytool.train import train_key  # the zoo's training machinery: loaded for a zoo model only
 
         return train_key(self.spec, framework, self.dataset, self.req.epochs or self.spec.train.epochs)
+
+    @property
+    def signature(self) -> Signature:
+        """The model's inputs and outputs before a source exists: a user's file's own (read where it entered), else
+        the one a zoo model's sample shape and classes imply (its layout is each framework's; the dtypes and the
+        output's size, what planning asks of it, are the same)."""
+        if self.user_artifact is not None:
+            return self.user_artifact.signature
+        return implied_signature(self.spec.model_input_shape, self.spec.num_classes)
 
     def source_model(self, framework: str) -> Artifact:
         """The source model alone (trained once, cached), without its baseline: what conversions start from."""

@@ -62,7 +62,7 @@ def convert_cached(ctx: RunContext, converter: convert.Converter, source: Artifa
         if convert.plan(source.format, combo.format, combo.quantize).steps == ("passthrough",):
             # A user's file already in the asked format is copied: no framework to isolate, no worker to start.
             return convert.convert(source, combo.format, combo.quantize, out, None)
-        calib = ctx.dataset.in_layout(ctx.calibration_set, source.layout)
+        calib = ctx.dataset.feed_for(ctx.calibration_set, source)
         return converter.convert(source, combo.format, combo.quantize, out, calib)
 
     return made_once(out, make)  # cached, or made now (a second run on this workspace waits, then finds it made)
@@ -94,7 +94,7 @@ def conversions_ahead(ctx: RunContext, combos: list[Combo], framework: str, sour
         if steps == ("passthrough",) or (out / "artifact.json").exists():
             continue
         seen.add((c.format, c.quantize))
-        jobs.append((c.format, c.quantize, out, ctx.dataset.in_layout(ctx.calibration_set, source.layout)))
+        jobs.append((c.format, c.quantize, out, ctx.dataset.feed_for(ctx.calibration_set, source)))
     return jobs
 
 
@@ -178,9 +178,9 @@ def pair_with_baseline(ctx: RunContext, combo: Combo, artifact: Artifact,
         return None, "an untimed run"
     ref_options = {"threads": req.threads, "warmup_runs": req.warmup_runs}
     try:
-        return paired_latency(cls, options, artifact, ctx.dataset.in_layout(ctx.dataset.x_test, artifact.layout),
+        return paired_latency(cls, options, artifact, ctx.dataset.feed_for(ctx.dataset.x_test, artifact),
                               ref_cls, ref_options, src.artifact,
-                              ctx.dataset.in_layout(ctx.dataset.x_test, src.artifact.layout),
+                              ctx.dataset.feed_for(ctx.dataset.x_test, src.artifact),
                               f"the PC baseline ({src.framework})"), ""
     except PairingTooLong as e:  # a model too slow to time in blocks within a row's budget
         return None, f"{e}: timed alone"
@@ -279,11 +279,10 @@ def _judged(ctx: RunContext, r: Result, outputs: Outputs, src: Source, paired: P
     assert r.artifact is not None
     t = time.perf_counter()
     try:
-        sig = ctx.spec.signature
         quantized = judged_quantized(r.combo, src)
         r.comparison, r.measurement = judge(outputs, src.reference, ctx.dataset.y_test, r.tolerances,
                                             r.artifact.size_bytes, ctx.spec.task, paired, ctx.spec.scored_output,
-                                            sig.integer_outputs if sig is not None else (), quantized)
+                                            r.artifact.signature.integer_outputs, quantized)
         if r.comparison.agreement_uninformative:  # the limits it was judged by, as the row keeps them
             r.tolerances = weak_set_tolerances(r.tolerances, quantized)
     except ValueError as e:
@@ -317,7 +316,7 @@ def run_combination(ctx: RunContext, converter: convert.Converter, combo: Combo,
                           "ratio 1 by definition")
         else:
             outputs = load_and_run(combo.target, r.artifact.format, combo.runtime, r.artifact,
-                                   ctx.dataset.in_layout(ctx.dataset.x_test, r.artifact.layout),
+                                   ctx.dataset.feed_for(ctx.dataset.x_test, r.artifact),
                                    **ctx.runtime_options(combo))
             paired, not_paired = pair_with_baseline(ctx, combo, r.artifact, src)
         r.times.runtime = time.perf_counter() - t

@@ -246,7 +246,7 @@ def resolve(path: Path, opts: UserModelOptions, ws: Workspace) -> tuple[ModelSpe
     name, digest, dest_dir, dest = _copy_in(path, digest, ws)
     artifact = Artifact(path=dest, format=fmt, framework=fmt, layout=layout, input_shape=sample,
                         num_outputs=num_outputs, converter="user-supplied", options=_options(path, signature),
-                        sha256=digest, size_bytes=size_on_disk(dest))
+                        sha256=digest, size_bytes=size_on_disk(dest), signature=signature)
     artifact.save(dest_dir / "artifact.json")
     spec = ModelSpec(
         name=name, architecture="user", frameworks=(fmt,), dataset="npz", input_shape=hwc, layout=layout,

@@ -38,7 +38,7 @@ from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import quantization_notes, read_io, tflite_tensors
 from deploytool.runtimes import tflite_twin
-from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions
+from deploytool.runtimes.base import Outputs, Runtime, RuntimeOptions, check_file_inputs
 from deploytool.runtimes.measure import LOAD_CHECK_S, busy_fraction_between, busy_note, load_environment
 from deploytool.value import value
 
@@ -168,17 +168,11 @@ class AndroidRuntime(Runtime):
             self._in, self._out = read_io(str(artifact.path))
         except (ValueError, RuntimeError) as e:
             raise StageFailed("runtime_failed", f"LiteRT cannot read {artifact.path.name} on the host: {e}") from e
-        if artifact.signature is None and len(self._in) != 1:
-            raise StageFailed("unsupported", f"{artifact.path.name} has {len(self._in)} inputs; "
-                              "the android target feeds single-input models")
         self._bind(artifact)
         bad = [t.name for t in self._in if "," in t.name]
         if bad:
             raise StageFailed("unsupported", f"input name {bad[0]!r} contains ',' which "
                               "benchmark_model's --input_layer cannot express")
-        if artifact.signature is None and tuple(self._in[0].shape[1:]) != tuple(artifact.input_shape):
-            raise StageFailed("unsupported", f"{artifact.path.name} takes {self._in[0].shape}, the artifact "
-                              f"says one sample is {tuple(artifact.input_shape)}")
         explicit = self._explicit_binary()
         serial = select_devices(self.options.serial)[0]
         self.device = AndroidDevice(serial)
@@ -212,15 +206,19 @@ class AndroidRuntime(Runtime):
 
     def _bind(self, artifact: Artifact) -> None:
         """Which of the file's tensors (in its own order, as benchmark_model takes and writes them) is which of the
-        artifact's named inputs and outputs (Artifact.io_signature: a single-array model's implied one pairs its
-        file's one input and output whatever they are called). The one load path."""
-        sig = artifact.io_signature
+        artifact's named inputs and outputs (Artifact.signature; match_names pairs a model's one input and output
+        whatever they are called), its inputs checked against the signature's (check_file_inputs)."""
+        sig = artifact.signature
         named = tflite_tensors(str(artifact.path))
         try:
             ins = match_names(sig.input_names, list(named.inputs))
             outs = match_names(sig.output_names, list(named.outputs))
         except KeyError as e:
             raise StageFailed("load_failed", f"{artifact.path.name}: {e.args[0]}") from None
+        if len(ins) != len(self._in):
+            raise StageFailed("unsupported", f"{artifact.path.name} takes {len(self._in)} inputs; the artifact's "
+                                             f"signature names {len(ins)} ({', '.join(sig.input_names)})")
+        check_file_inputs(sig, ins, {m: t.spec() for m, t in named.inputs.items()})
         by_tensor_in = {named.inputs[m].name: src for src, m in ins.items()}
         by_tensor_out = {named.outputs[m].name: src for src, m in outs.items()}
         self._sources = [by_tensor_in[t.name] for t in self._in]
@@ -318,7 +316,7 @@ class AndroidRuntime(Runtime):
     def _named_outputs(self, flat: np.ndarray) -> Feed:
         """The file's outputs (side by side, in its order) by the source's names, in the source's order."""
         assert self.artifact is not None
-        sig = self.artifact.io_signature
+        sig = self.artifact.signature
         parts, at = {}, 0
         for t, src in zip(self._out, self._out_sources):
             size = int(np.prod(t.shape[1:])) if len(t.shape) > 1 else 1

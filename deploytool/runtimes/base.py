@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import field, fields
-from typing import Any, ClassVar, Mapping, Self, cast
+from typing import Any, ClassVar, Mapping, Self
 
 import numpy as np
 
 from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed
 from deploytool.data.ondisk import OnDisk
+from deploytool.modelfiles.signature import Signature, TensorSpec, match_names
 from deploytool.data.feed import (CHANNELS_LAST_OUTPUTS, Feed, OutputLayout, as_feed, layout_of, pad_batch,
                                   restore_channels_first, split)
 from deploytool.runtimes.measure import (
@@ -34,6 +35,41 @@ from deploytool.value import value
 
 # Fewer latency samples than this are a quick untimed run (localize's cuts): no CPU-load check.
 MIN_TIMED_SAMPLES = 10
+
+
+def _fitted(t: TensorSpec, a: Any) -> Any:
+    """One input's samples checked against its tensor's fixed sample dimensions, float data as its float dtype
+    (float32 for a quantized tensor) and C-contiguous; an OnDisk set (a large test set in a file) in float32 as it is."""
+    want = t.sample_shape
+    given = tuple(a.shape[1:])
+    if len(given) != len(want) or any(d is not None and d != g for d, g in zip(want, given)):
+        expected = tuple("?" if d is None else d for d in want)
+        raise ValueError(f"inputs {t.name} have shape {given}, the model expects {expected}")
+    if not t.is_float or a.dtype.kind not in "fiub":
+        return a if isinstance(a, OnDisk) else np.ascontiguousarray(a)
+    dtype = np.dtype(t.dtype if t.quantization is None else np.float32)
+    if isinstance(a, OnDisk) and a.dtype == dtype:
+        return a
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def check_file_inputs(sig: Signature, pairs: dict[str, str], file_inputs: dict[str, TensorSpec]) -> None:
+    """A model file's inputs against the artifact's signature, before anything runs (`pairs`: each signature input's
+    name -> the file's, as the runtime bound them): float data needs a float or quantized tensor, and every
+    dimension both fix must agree. StageFailed naming the first difference: unsupported, load_failed."""
+    for t in sig.inputs:
+        f = file_inputs[pairs[t.name]]
+        if t.is_float and not f.is_float:
+            raise StageFailed("unsupported", f"tensor {f.name} is {f.dtype} without quantization parameters; "
+                                             f"input {t.name} is float data")
+        want, got = t.sample_shape, f.sample_shape
+        if len(got) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(got, want)):
+            raise StageFailed("load_failed", f"the model's input {f.name} is {_dims(f.shape)} but the artifact "
+                                             f"says one sample is {_dims(want)}")
+
+
+def _dims(shape: tuple[int | None, ...]) -> list[int | str]:
+    return ["?" if d is None else d for d in shape]
 
 
 def per_sample(name: str, value: Any) -> np.ndarray:
@@ -182,36 +218,25 @@ class Runtime:
             raise RuntimeError("load() an artifact before run()")
         return self._finish(self._run(self.feed_of(as_feed(inputs))))
 
-    def _single(self, inputs: np.ndarray) -> Any:
-        """A single-array model's samples checked against the artifact's sample shape, as float32; a large test set in
-        a file (OnDisk) as it is: the runtimes only take slices of it (measure.time_batch1, run_batched), each read
-        then, never the whole."""
-        assert self.artifact is not None
-        expected = tuple(self.artifact.input_shape)
-        if tuple(inputs.shape[1:]) != expected:
-            raise ValueError(f"inputs have shape {inputs.shape[1:]}, model expects {expected}")
-        if isinstance(inputs, OnDisk) and inputs.dtype == np.float32:
-            return inputs
-        return np.ascontiguousarray(inputs, dtype=np.float32)
-
     def feed_of(self, inputs: Feed) -> Feed:
-        """The named inputs as the artifact binds them (Artifact.io_signature), each contiguous: a model's own as
-        they come; a single-array model's one input checked against its sample shape, as float32 (`_single`)."""
+        """The given inputs as the artifact's signature names them, each checked and contiguous: paired with the
+        signature's inputs by name (match_names: the same name, the same without a converter's decorations, or by
+        position when the counts agree), of the sample shape its fixed dimensions say, float data as the input's
+        float dtype (a quantized input takes float32: the runtime quantizes it). A test set in a file (OnDisk) as it
+        is: the runtimes only take slices of it (measure.time_batch1, run_batched), each read then, never the whole."""
         assert self.artifact is not None
-        if self.artifact.signature is not None:
-            return inputs.contiguous()
-        if len(inputs.names) != 1:
-            raise ValueError(f"a single-array model takes one input, given {len(inputs.names)} "
-                             f"({', '.join(inputs.names)})")
-        # a test set in a file (OnDisk) stands in for its array: it slices like one and reads its own batches
-        return Feed.one(self.artifact.io_signature.inputs[0].name, cast(np.ndarray, self._single(inputs.first)))
+        sig = self.artifact.signature
+        try:
+            if len(inputs.names) != len(sig.inputs):
+                raise KeyError(f"given {len(inputs.names)}")
+            pairs = match_names(sig.input_names, list(inputs.names))
+        except KeyError:
+            raise ValueError(f"the model takes {len(sig.inputs)} input(s) ({', '.join(sig.input_names)}), given "
+                             f"{len(inputs.names)} ({', '.join(inputs.names)})") from None
+        return Feed({t.name: _fitted(t, inputs[pairs[t.name]]) for t in sig.inputs})
 
-    def _as_row(self, out: Feed) -> tuple[Any, OutputLayout | None]:
-        """A run's named outputs as a row stores them: a single-array model's one output as (N, C) float32 and no
-        layout, as it always was; every other model's outputs side by side (Feed.flat) with their layout."""
-        assert self.artifact is not None
-        if self.artifact.signature is None:
-            return np.asarray(out.first, dtype=np.float32).reshape(len(out), -1), None
+    def _as_row(self, out: Feed) -> tuple[np.ndarray, OutputLayout]:
+        """A run's named outputs as a row stores them: side by side as float32 (Feed.flat), with their layout."""
         return out.flat(), layout_of(out)
 
     def _restore_layouts(self, out: Outputs) -> Outputs:
@@ -219,7 +244,7 @@ class Runtime:
         source's channels-first ones, here for every runtime."""
         art = self.artifact
         names = list((art.options.get(CHANNELS_LAST_OUTPUTS) or []) if art is not None else [])
-        if not names or art is None or art.signature is None or out.output_layout is None:
+        if not names or art is None or out.output_layout is None:
             return out
         shapes = {t.name: tuple(int(d or 0) for d in t.sample_shape) for t in art.signature.outputs}
         fixed = restore_channels_first(split(out.outputs, out.output_layout), names, shapes)
@@ -255,14 +280,12 @@ class Runtime:
             raise ValueError(f"{len(x)} samples given to a model with a fixed batch of {fixed}")
         return pad_batch(x, fixed)
 
-    def predict(self, x: Feed | np.ndarray) -> np.ndarray | Feed:
-        """One batch through the loaded model, untimed, for a caller that times batches itself (the sweep): its
-        outputs as `run` gives them (a single-array model's (N, C) array, else the named outputs).
+    def predict(self, x: Feed | np.ndarray) -> Feed:
+        """One batch through the loaded model, untimed, for a caller that times batches itself: its named outputs.
         In-process runtimes only: the browser and the phone run whole sets (`run`)."""
         if self.artifact is None:
             raise RuntimeError("load() an artifact before predict()")
-        out = self._predict(self.feed_of(as_feed(x)))
-        return out if self.artifact.signature is not None else self._as_row(out)[0]
+        return self._predict(self.feed_of(as_feed(x)))
 
     def predict_feed(self, x: Feed) -> Feed:
         """One batch of named inputs (`feed_of`) through the loaded model, as the measuring loops call it: nothing
@@ -321,7 +344,7 @@ class Runtime:
         raise NotImplementedError
 
     def _predict(self, x: Feed) -> Feed:
-        """One batch of the artifact's named inputs (Artifact.io_signature) to its named outputs: an in-process
+        """One batch of the artifact's named inputs (Artifact.signature) to its named outputs: an in-process
         runtime's one path, whatever the model."""
         raise NotImplementedError(f"the {self.name} runtime runs whole sets only")
 

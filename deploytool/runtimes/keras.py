@@ -61,10 +61,9 @@ class KerasRuntime(Runtime):
         check_graph_def(self._fn.get_concrete_function().graph.as_graph_def(), str(artifact.path))
 
     def _bind(self, artifact: Artifact, model: Any) -> None:  # a keras.Model (untyped), or None: a SavedModel
-        """One traced function taking every named input of the artifact's signature (Artifact.io_signature) at
-        its dtype (open dimensions stay open) and returning every output by the source's names. The one load path:
-        a single-array model binds its implied signature (its file's first output, as it always was)."""
-        tf, sig = self._tf, artifact.io_signature
+        """One traced function taking every named input of the artifact's signature (Artifact.signature) at
+        its dtype (open dimensions stay open) and returning every output by the source's names. The one load path."""
+        tf, sig = self._tf, artifact.signature
         specs = {t.name: tf.TensorSpec([None, *t.sample_shape], tf.as_dtype(t.dtype), name=t.name) for t in sig.inputs}
         if model is not None:
             # source names, in the model's input order (one input needs no pairing: a model not yet built has none)
@@ -78,8 +77,7 @@ class KerasRuntime(Runtime):
         else:
             serving = serving_signature(self._loaded, str(artifact.path))
             feeds = match_names(sig.input_names, list(serving.structured_input_signature[1]))
-            outputs = list(serving.structured_outputs)
-            fetches = match_names(sig.output_names, outputs if artifact.signature is not None else outputs[:1])
+            fetches = match_names(sig.output_names, list(serving.structured_outputs))
 
             def call(**x: Any) -> Any:
                 out = serving(**{feeds[n]: v for n, v in x.items()})

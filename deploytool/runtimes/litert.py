@@ -17,12 +17,9 @@ from deploytool.artifact import Artifact
 from deploytool.errors import StageFailed, first_line_of
 from deploytool.data.feed import Feed
 from deploytool.modelfiles.signature import match_names
-from deploytool.modelfiles.tflite_io import TensorQuant, io_of, quantization_notes, signature_names, tensor_quant
-from deploytool.runtimes.base import HostOptions, Outputs, Runtime
+from deploytool.modelfiles.tflite_io import TensorQuant, quantization_notes, signature_names, tensor_quant
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime, check_file_inputs
 from deploytool.value import value
-
-_FLOATS = ("float32", "float16")
-
 
 def _version() -> str:
     try:
@@ -73,33 +70,15 @@ class LiteRTRuntime(Runtime):
         self._threads = self.options.threads
         try:
             self._it = self._interpreter(str(artifact.path), self._threads)
-            ins, outs = io_of(self._it)
         except Exception as e:  # a corrupt flatbuffer: this combination's (final) result
             raise self._failed(e, "load_failed") from e
-        if artifact.signature is None:  # one array in, one out: what the artifact's fields say it takes
-            self._check_single(artifact, ins, outs)
         self._bind(artifact)
 
-    def _check_single(self, artifact: Artifact, ins: list[TensorQuant], outs: list[TensorQuant]) -> None:
-        """A single-array model's file: one input and one output, float or quantized, its input of the artifact's
-        sample shape."""
-        if len(ins) != 1 or len(outs) != 1:
-            raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
-                                             "deploytool runs one-input, one-output models")
-        for t in (ins[0], outs[0]):
-            if t.dtype not in _FLOATS and not t.quantized:
-                raise StageFailed("unsupported", f"tensor {t.name} is {t.dtype} without quantization parameters; "
-                                                 "deploytool feeds float or quantized tensors only")
-        shape = tuple(int(s) for s in self._it.get_input_details()[0]["shape"])
-        if shape[1:] != tuple(artifact.input_shape):
-            raise StageFailed("load_failed", f"the model's input is {list(shape)} but the artifact says one "
-                                                f"sample is {list(artifact.input_shape)} ({artifact.layout})")
-
     def _bind(self, artifact: Artifact) -> None:
-        """Each named input of the artifact's signature (Artifact.io_signature) at its tensor (quantized where the
+        """Each named input of the artifact's signature (Artifact.signature) at its tensor (quantized where the
         tensor is), resized to each batch's shape (a sequence length the data decides); every output dequantized,
-        by the source's names. The one load path: a single-array model binds its implied signature."""
-        signature = artifact.io_signature
+        by the source's names, its inputs checked against the signature's (check_file_inputs). The one load path."""
+        signature = artifact.signature
         names = signature_names(self._it)
         ins, outs = self._it.get_input_details(), self._it.get_output_details()
         by_name_in = {names.get(int(d["index"]), d["name"]): d for d in ins}
@@ -112,6 +91,8 @@ class LiteRTRuntime(Runtime):
         except KeyError as e:
             raise StageFailed("load_failed", f"{self.name} {self._version()}: {e.args[0]}") from None
         self._quant = {int(d["index"]): tensor_quant(d) for d in (*ins, *outs)}
+        check_file_inputs(signature, {src: str(d["name"]) for src, d in self._feeds.items()},
+                          {str(d["name"]): self._quant[int(d["index"])].spec() for d in ins})
         # what each call does, worked out once (a timed call spends nothing on it): per input, its source name, tensor
         # index, dtype and quantization (None: fed as it is); per output, its source name, index and quantization
         self._in_plan = [(src, index, np.dtype(q.dtype), q if q.quantized else None)

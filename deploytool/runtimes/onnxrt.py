@@ -14,8 +14,8 @@ import numpy as np
 from deploytool.artifact import Artifact
 from deploytool.data.feed import Feed
 from deploytool.errors import StageFailed, first_line_of
-from deploytool.modelfiles.signature import match_names
-from deploytool.runtimes.base import HostOptions, Outputs, Runtime, per_sample
+from deploytool.modelfiles.signature import match_names, spec_of
+from deploytool.runtimes.base import HostOptions, Outputs, Runtime, check_file_inputs, per_sample
 from deploytool.value import value
 
 _FLOAT_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
@@ -83,30 +83,12 @@ class OnnxRuntime(Runtime):
         except Exception as e:  # a corrupt model or an op it lacks: this combination's (final) result
             raise _failed(self._version, e, "load_failed") from e
         ins, outs = self._sess.get_inputs(), self._sess.get_outputs()
-        if artifact.signature is None:  # one array in, one out: what the artifact's fields say it takes
-            self._check_single(artifact, ins, outs)
         self._bind(artifact, ins, outs)
 
-    def _check_single(self, artifact: Artifact, ins: list, outs: list) -> None:
-        """A single-array model's file: one float input of the artifact's sample shape (symbolic dims are strings
-        or None: only fixed ones can disagree), one output."""
-        if len(ins) != 1 or len(outs) != 1:
-            raise StageFailed("unsupported", f"the model has {len(ins)} inputs and {len(outs)} outputs; "
-                                             "deploytool runs one-input, one-output models")
-        if ins[0].type not in _FLOAT_TYPES:
-            raise StageFailed("unsupported", f"input {ins[0].name} is {ins[0].type}; deploytool feeds "
-                                             "float tensors only")
-        dims = list(ins[0].shape)
-        per_sample = dims[1:]
-        if len(per_sample) != len(artifact.input_shape) or any(
-                isinstance(d, int) and d != s for d, s in zip(per_sample, artifact.input_shape)):
-            raise StageFailed("load_failed", f"the model's input is {dims} but the artifact says one sample "
-                                                f"is {list(artifact.input_shape)} ({artifact.layout})")
-
     def _bind(self, artifact: Artifact, ins: list, outs: list) -> None:
-        """Every named input of the artifact's signature (Artifact.io_signature) fed as its own dtype, every output
-        returned by the source's names. The one load path: a single-array model binds its implied signature."""
-        sig = artifact.io_signature
+        """Every named input of the artifact's signature (Artifact.signature) fed as its own dtype, every output
+        returned by the source's names, its inputs checked against the signature's. The one load path."""
+        sig = artifact.signature
         try:
             self._inputs = match_names(sig.input_names, [i.name for i in ins])
             self._outputs = match_names(sig.output_names, [o.name for o in outs])
@@ -117,6 +99,8 @@ class OnnxRuntime(Runtime):
             raise StageFailed("unsupported", f"input {odd[0].name} is {odd[0].type}; deploytool feeds float, "
                                              "integer and bool tensors")
         self._dtypes = {i.name: _TYPES[i.type] for i in ins}
+        check_file_inputs(sig, self._inputs, {i.name: spec_of(i.name, self._dtypes[i.name], [
+            d if isinstance(d, int) else None for d in (i.shape or ())], kind="") for i in ins})
         # what each call does, worked out once: (source name, the model's input, its dtype) per input
         self._in_plan = [(src, model, self._dtypes[model]) for src, model in self._inputs.items()]
         self._wanted = list(self._outputs.values())

@@ -42,7 +42,7 @@ class TorchRuntime(Runtime):
         program = load_program(str(artifact.path))
         self._module = program.module()
         self._fixed_batch = fixed_batch(program)  # exported at one batch size (torch.export's default)
-        sig = artifact.io_signature  # its named inputs, in the program's order, and outputs
+        sig = artifact.signature  # its named inputs, in the program's order, and outputs
         self._in_names, self._out_names = list(sig.input_names), list(sig.output_names)
 
     def _predict(self, x: Feed) -> Feed:

@@ -46,7 +46,7 @@ from deploytool.errors import BadModelFile, StageFailed, UnknownOption
 from deploytool.modelfiles.onnx_external import external_locations
 from deploytool.modelfiles.signature import match_names
 from deploytool.modelfiles.tflite_io import NamedTensors, quantization_notes, tflite_tensors
-from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions
+from deploytool.runtimes.base import MIN_TIMED_SAMPLES, Outputs, Runtime, RuntimeOptions, check_file_inputs
 from deploytool.runtimes.measure import LATENCY_BUDGET_S, MIN_READINGS, cpu_busy_fraction, load_environment
 from deploytool.runtimes.web_backends import BACKENDS, FORMAT_BACKENDS
 from deploytool.runtimes.web_gpu import adapter_label, is_software_adapter, ort_placement
@@ -187,7 +187,7 @@ class WebRuntime(Runtime):
         self._facts: dict[str, Any] = {}
         self._timings_ms: dict[str, float] = {}
         # a TFLite file's tensors by the source's names (their quantization), and the page's names for the
-        # artifact's named inputs and outputs (Artifact.io_signature)
+        # artifact's named inputs and outputs (Artifact.signature)
         self._tensors: NamedTensors | None = None
         self._in_names: dict[str, str] = {}
         self._out_names: list[str] = []
@@ -285,19 +285,20 @@ class WebRuntime(Runtime):
         return routes, f"{prefix}{name}"
 
     def _bind(self, artifact: Artifact, facts: dict[str, Any]) -> None:
-        """The page's input and output names for the artifact's named ones (Artifact.io_signature; a single-array
-        model's implied one pairs its file's one input and output): a TFLite file's own tensor names, read with
-        LiteRT; a TF.js model's by its model.json signature; otherwise the names the page's library gives. The one
-        load path, whatever the model."""
-        sig = artifact.io_signature
-        if artifact.signature is None and len(facts.get("output_names") or ()) > 1:
-            raise StageFailed("unsupported", f"the model has {len(facts['output_names'])} outputs; a single-array "
-                                             "model gives one output vector per sample")
+        """The page's input and output names for the artifact's named ones (Artifact.signature; match_names pairs a
+        model's one input and output whatever they are called): a TFLite file's own tensor names, read with LiteRT
+        (its inputs checked against the signature's, check_file_inputs); a TF.js model's by its model.json
+        signature; otherwise the names the page's library gives. The one load path, whatever the model."""
+        sig = artifact.signature
         tfjs_sig = _tfjs_signature(Path(artifact.path)) if artifact.format == "tfjs_graph" else ({}, {})
         try:
             if self._tensors is not None:
                 ins = match_names(sig.input_names, list(self._tensors.inputs))
                 outs = match_names(sig.output_names, list(self._tensors.outputs))
+                if len(ins) != len(self._tensors.inputs):
+                    raise StageFailed("unsupported", f"the TFLite model takes {len(self._tensors.inputs)} inputs; "
+                                                     f"the artifact's signature names {len(ins)}")
+                check_file_inputs(sig, ins, {m: t.spec() for m, t in self._tensors.inputs.items()})
                 self._tensors = NamedTensors({src: self._tensors.inputs[m] for src, m in ins.items()},
                                              {src: self._tensors.outputs[m] for src, m in outs.items()})
                 self._in_names = {src: q.name for src, q in self._tensors.inputs.items()}
@@ -315,21 +316,11 @@ class WebRuntime(Runtime):
             raise StageFailed("load_failed", f"browser: {e.args[0]}") from None
 
     def _tflite_tensors(self, artifact: Artifact) -> NamedTensors:
-        """A TFLite file's tensors, read with LiteRT (a file it cannot read will not load in the page either); a
-        single-array model's file has one input and one output, float or quantized."""
+        """A TFLite file's tensors, read with LiteRT (a file it cannot read will not load in the page either)."""
         try:
-            tensors = tflite_tensors(str(artifact.path))
+            return tflite_tensors(str(artifact.path))
         except Exception as e:
             raise StageFailed("load_failed", f"cannot read TFLite model: {_one_line(e)}") from e
-        if artifact.signature is None:
-            ins, outs = list(tensors.inputs.values()), list(tensors.outputs.values())
-            if len(ins) != 1 or len(outs) != 1:
-                raise StageFailed("unsupported", f"the TFLite model has {len(ins)} inputs and {len(outs)} "
-                                                 "outputs; a single-array model has one of each")
-            if ins[0].dtype not in ("float32", "int8", "uint8"):
-                raise StageFailed("unsupported", f"TFLite input type {ins[0].dtype} is not supported in the web "
-                                                 "harness")
-        return tensors
 
     # ---- run
     def _blobs(self, inputs: Feed) -> tuple[list[str], dict[str, Any]]:
@@ -457,7 +448,7 @@ class WebRuntime(Runtime):
     def _collect(self, res: dict[str, Any], n: int) -> tuple[Feed, np.ndarray]:
         """Every output the page posted, dequantized where the TFLite tensor is int8, by the source's names."""
         assert self.artifact is not None
-        sig = self.artifact.io_signature
+        sig = self.artifact.signature
         out = {}
         for k, name in enumerate(sig.output_names):
             raw = self._server.take_result(f"output_{k}")
@@ -472,7 +463,7 @@ class WebRuntime(Runtime):
             values = q.dequantize(values) if q is not None and q.quantized else values
             dims = sig.outputs[k].sample_shape
             fixed = tuple(d for d in dims if d is not None)
-            if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) != size and self.artifact.signature is None:
+            if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) != size:
                 raise StageFailed("runtime_failed", f"the model gives {size} outputs per sample in the browser, "
                                                     f"the artifact says {int(np.prod(fixed or (1,)))}")
             shape = fixed if len(fixed) == len(dims) and int(np.prod(fixed or (1,))) == size else (size,)

@@ -99,7 +99,7 @@ def pc_baseline(ctx: Any, framework: str, artifact: Any, dataset: Any, out_dir: 
     out_dir.mkdir(parents=True, exist_ok=True)
     with make_runtime("pc", artifact.format, warmup_runs=0, latency_samples=1, threads=ctx.req.threads) as rt:
         rt.load(artifact)
-        out = rt.run(dataset.in_layout(dataset.x_test, artifact.layout))
+        out = rt.run(dataset.feed_for(dataset.x_test, artifact))
     npy, lat = out_dir / f"pc-{framework}.npy", out_dir / f"pc-{framework}.latency.npy"
     np.save(npy, out.outputs)
     np.save(lat, out.latency_ms)

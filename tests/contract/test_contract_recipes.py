@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploytool import runtimes
-from deploytool.artifact import Artifact
+from deploytool.artifact import Artifact, implied_signature
 from deploytool.bugs.bundle import RECIPE_MARK, RECIPE_TEMPLATE
 from deploytool.convert.registry import STEPS, _ROUTES
 from deploytool.modelfiles.signature import Signature, TensorSpec
@@ -26,7 +26,7 @@ def test_every_step_has_a_recipe_for_each_of_its_modes_that_compiles_in_the_temp
     if step.copies:  # a copy of the user's own file: nothing to reproduce
         return
     assert step.recipe is not None and step.owner, step_name
-    for signature in (None, SIG):
+    for signature in (implied_signature((8, 8, 1), 10), SIG):
         source = Artifact(path=Path("model/m"), format=source_format, framework=source_format, layout="NHWC",
                           input_shape=(8, 8, 1), num_outputs=10, signature=signature)
         for quantize in step.modes:

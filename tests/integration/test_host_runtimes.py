@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from deploytool import convert as C
+from deploytool.artifact import implied_signature
 from deploytool.errors import StageFailed
 from deploytool.runtimes import runtime_class
 from deploytool.runtimes.keras import KerasRuntime
@@ -168,12 +169,13 @@ def test_corrupt_model_is_a_final_load_failure(runtime, fmt, suffix, artifacts, 
 
 @pytest.mark.parametrize("runtime,fmt", [(LiteRTRuntime, "tflite"), (OnnxRuntime, "onnx")])
 def test_layout_comes_from_the_artifact_and_is_checked(runtime, fmt, artifacts):
-    # A Keras-born (NHWC) model described as NCHW: the runtime must refuse, not guess.
+    # A Keras-born (NHWC) model described as NCHW (its signature says one sample is (1, 8, 8)): the runtime must
+    # refuse, not guess.
     art = artifacts[("keras", fmt, "none")]
-    wrong = replace(art, layout="NCHW", input_shape=(1, 8, 8))
+    wrong = replace(art, layout="NCHW", input_shape=(1, 8, 8), signature=implied_signature((1, 8, 8), 10))
     with pytest.raises(StageFailed) as e:
         runtime().load(wrong)
-    assert e.value.status == "load_failed" and "NCHW" in e.value.reason
+    assert e.value.status == "load_failed" and "the artifact says one sample is [1, 8, 8]" in e.value.reason
 
 
 @pytest.mark.parametrize("key", [("torch", "onnx", "none"), ("keras", "tflite", "int8-io")])
@@ -204,23 +206,29 @@ def test_a_test_set_past_the_stream_size_reaches_the_worker_as_a_file_and_gives_
 @pytest.mark.parametrize("runtime,fmt", [(LiteRTRuntime, "tflite"), (OnnxRuntime, "onnx"), (KerasRuntime, "keras")])
 def test_a_single_array_model_binds_through_its_implied_signature_on_the_one_load_path(runtime, fmt, sources,
                                                                                       artifacts):
-    """A model without a signature of its own (an image classifier, a zoo twin) is bound by the signature its
-    artifact's fields imply (Artifact.io_signature: one float32 input, one output, paired with the file's by
-    position whatever the file names them), on the load path every model takes: its outputs are those of the
-    same file described by that signature explicitly, and an artifact whose input shape is not the file's is
-    refused before anything runs."""
+    """A model made here from one array (a zoo twin) carries the signature its artifact's fields imply
+    (implied_signature: one float32 input, one output, paired with the file's by position whatever the file names
+    them) and is bound by it on the load path every model takes; its row is laid out as every row is; a
+    signature whose input shape is not the file's is refused before anything runs, and data of another shape
+    than the signature's before anything is fed."""
     src = sources["keras" if fmt == "keras" else "torch"]
     art = src.artifact if fmt == "keras" else artifacts[("torch", fmt, "none")]
-    implied = art.io_signature
-    assert art.signature is None and implied.input_names == ("input",) and implied.output_names == ("output",)
+    implied = art.signature
+    assert implied == implied_signature(art.input_shape, 10) and "signature" not in art.to_json()
+    assert implied.input_names == ("input",) and implied.output_names == ("output",)
     assert implied.inputs[0].shape == (None, *art.input_shape) and implied.outputs[0].shape == (None, 10)
-    plain = run(runtime(), art, src.x_test)
-    named = run(runtime(), replace(art, signature=implied), src.x_test)
-    assert plain.output_layout is None and named.output_layout == (("output", (10,)),)
-    np.testing.assert_array_equal(plain.outputs, named.outputs)
-    if fmt == "keras":  # a traced function takes the artifact's shape: a wrong one fails at the first call
+    out = run(runtime(), art, src.x_test)
+    assert out.output_layout == (("output", (10,)),) and out.outputs.shape == (len(src.x_test), 10)
+    with runtime() as rt:
+        rt.load(art)
+        with pytest.raises(ValueError, match="the model expects"):
+            rt.run(src.x_test[:, :-1])
+    if fmt == "keras":  # a traced function takes the signature's shape: a wrong one fails at the first call
         return
-    wrong = replace(art, input_shape=(art.input_shape[0] + 1, *art.input_shape[1:]))
+    shape = (art.input_shape[0] + 1, *art.input_shape[1:])
+    wrong = replace(art, input_shape=shape, signature=implied_signature(shape, 10))
     with pytest.raises(StageFailed) as e, runtime() as rt:
         rt.load(wrong)
     assert e.value.status == "load_failed" and "but the artifact says one sample is" in e.value.reason
+
+

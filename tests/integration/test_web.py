@@ -177,11 +177,14 @@ def test_tflite_int8_io_is_quantized_and_dequantized(models):
 
 
 def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_checks(models, tmp_path):
-    """Issue 37, one data path: a single-array model (no signature) runs through the page's one protocol, its one
-    input and output paired with the file's whatever their names; what such a model may not be is still said: a
-    file of two outputs is unsupported at load, an output of another size than the artifact's fails the run."""
+    """Issue 37, one data path: a model made from one array (its artifact's implied signature) runs through the
+    page's one protocol, its one input and output paired with the file's whatever their names, its row laid out
+    as every row is; what its signature does not say is refused: a file of two outputs fails at load, an output
+    of another size than the signature's fails the run."""
     import onnx
     from onnx import TensorProto, helper
+
+    from deploytool.artifact import implied_signature
 
     x = helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["n", *web_models.INPUT_SHAPE])
     outs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 64]) for name in ("flat", "negated")]
@@ -189,15 +192,17 @@ def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_check
     for k, graph_outputs in ((1, outs[:1]), (2, outs)):
         graph = helper.make_graph(nodes[:k], "g", [x], graph_outputs)
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{k}.onnx"))
-    one = dataclasses.replace(models.onnx, path=tmp_path / "1.onnx", num_outputs=64)
+    one = dataclasses.replace(models.onnx, path=tmp_path / "1.onnx", num_outputs=64,
+                              signature=implied_signature(models.onnx.input_shape, 64))
     out = _run(one, models.inputs, warmup_runs=0, latency_samples=2)
     assert np.array_equal(out.outputs, models.inputs.reshape(len(models.inputs), -1))  # Flatten, by the page
-    assert out.output_layout is None  # a single-array model's row: one (N, C) output, as it always was
+    assert out.output_layout == (("output", (64,)),)  # its one output under its implied signature's name
     with pytest.raises(StageFailed) as err:
         _run(dataclasses.replace(one, path=tmp_path / "2.onnx"), models.inputs, warmup_runs=0)
-    assert err.value.status == "unsupported" and "2 outputs" in err.value.reason
+    assert err.value.status == "load_failed" and "no tensor for output" in err.value.reason, err.value.reason
     with pytest.raises(StageFailed) as err:
-        _run(dataclasses.replace(one, num_outputs=10), models.inputs, warmup_runs=0)
+        _run(dataclasses.replace(one, num_outputs=10, signature=implied_signature(one.input_shape, 10)),
+             models.inputs, warmup_runs=0)
     assert err.value.status == "runtime_failed" and "64 outputs per sample" in err.value.reason, err.value.reason
 
 

@@ -71,7 +71,7 @@ def test_an_array_handed_in_becomes_the_one_input_of_a_single_array_model_and_a_
     # the name a single-array model's implied signature gives its one input: what runtimes bind the array by
     art = Artifact(path=Path("m.onnx"), format="onnx", framework="keras", layout="NHWC", input_shape=(4, 4, 1),
                    num_outputs=3)
-    assert art.io_signature.input_names == (IMPLIED_INPUT,)
+    assert art.signature.input_names == (IMPLIED_INPUT,)
 
 
 def test_contiguous_leaves_an_on_disk_array_unread(tmp_path):
@@ -87,10 +87,10 @@ def test_samples_for_a_maintainer_are_one_array_or_named_arrays(tmp_path):
 
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     (tmp_path / "one").mkdir()
-    assert save_samples(tmp_path / "one", Feed.one("input", x), one_array=True) == "inputs.npy"
+    assert save_samples(tmp_path / "one", Feed.one("input", x)) == "inputs.npy"
     assert np.array_equal(np.load(tmp_path / "one" / "inputs.npy"), x)
     (tmp_path / "named").mkdir()
-    assert save_samples(tmp_path / "named", _feed(), one_array=False) == "inputs.npz"
+    assert save_samples(tmp_path / "named", _feed()) == "inputs.npz"
     with np.load(tmp_path / "named" / "inputs.npz") as z:
         assert z.files == ["input_ids", "mask", "x"] and z["mask"].dtype == np.int32
 

@@ -55,18 +55,20 @@ def test_the_tf2onnx_reproducer_keeps_its_savedmodel_and_checks_what_the_convers
     compile(code, "recipe", "exec")  # the body is valid Python
 
 
-def test_a_runs_stored_outputs_are_counted_from_the_signature_or_the_classes():
-    """GPT-2's next-token logits at 128 positions (50,257 a position) are 412 MB a row at 16 samples; an image
-    classifier's are its classes; a dimension the model leaves open counts as 1 (the estimate says 'about')."""
+def test_a_runs_stored_outputs_are_counted_from_the_signature():
+    """GPT-2's next-token logits at 128 positions (50,257 a position) are 412 MB a row at 16 samples; a zoo image
+    classifier's (its implied signature) are its classes; a dimension the model leaves open counts as 1 (the
+    estimate says 'about')."""
+    from deploytool.artifact import implied_signature
     from deploytool.migrate import stored_outputs_bytes
     from deploytool.modelfiles.signature import Signature, TensorSpec
 
     gpt2 = Signature((TensorSpec("input_ids", "int64", (None, 128), "tokens"),),
                      (TensorSpec("logits", "float32", (None, 128, 50257)),))
-    need, how = stored_outputs_bytes(gpt2, 0, 16, 1)
+    need, how = stored_outputs_bytes(gpt2, 16, 1)
     assert need == 16 * 128 * 50257 * 4 == 411_705_344 and how == "1 row(s) x 16 samples x 6,432,896 float32 values a sample"
-    assert stored_outputs_bytes(None, 10, 1000, 20, 2) == (22 * 1000 * 10 * 4, "20 row(s) and 2 baseline(s) x 1000 "
+    assert stored_outputs_bytes(implied_signature((28, 28, 1), 10), 1000, 20, 2) == (22 * 1000 * 10 * 4, "20 row(s) and 2 baseline(s) x 1000 "
                                                            "samples x 10 float32 values a sample")
     open_length = Signature((TensorSpec("x", "float32", (None, None, 4)),),
                             (TensorSpec("a", "float32", (None, None, 3)), TensorSpec("b", "int64", (None,))))
-    assert stored_outputs_bytes(open_length, 0, 5, 2)[0] == 2 * 5 * (3 + 1) * 4
+    assert stored_outputs_bytes(open_length, 5, 2)[0] == 2 * 5 * (3 + 1) * 4
