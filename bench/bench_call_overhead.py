@@ -53,6 +53,7 @@ def main() -> None:
     import numpy as np
 
     from deploytool.artifact import Artifact
+    from deploytool.data.feed import as_feed
     from deploytool.runtimes.litert import LiteRTRuntime
     from deploytool.runtimes.onnxrt import OnnxRuntime
     from tests.integration.test_usermodel import onnx_model
@@ -83,9 +84,9 @@ def main() -> None:
 
         cases.append(("LiteRT", bare_litert, lite))
         for label, bare, rt in cases:
-            feeds = [rt.feed_of(r) for r in rows]  # as the latency loops hold them: converted once, before timing
+            feeds = [rt.feed_of(as_feed(r)) for r in rows]  # as the latency loops hold them: converted once, before timing
             ours: Callable[[Any], Any] = rt.predict_feed
-            assert np.allclose(np.asarray(bare(rows[0]))[:1].reshape(1, -1), rt.predict(rows[0]), atol=1e-5)
+            assert np.allclose(np.asarray(bare(rows[0]))[:1].reshape(1, -1), rt.predict(rows[0]).flat(), atol=1e-5)
             b_times, o_times = [], []
             for _ in range(args.rounds):
                 b_times.append(per_call_us(bare, rows))

@@ -27,6 +27,7 @@ from deploytool.data.named import load_feeds
 from deploytool.data.raw import DATASETS, RawData, register_dataset
 from deploytool.errors import DataError, ShapeError
 from deploytool.kinds import get_kind
+from deploytool.modelfiles.signature import Signature
 from deploytool.spec import ModelSpec, Preprocess
 from deploytool.value import value
 
@@ -167,8 +168,8 @@ def load_dataset(spec: ModelSpec, data_dir: Path | None = None, test_npz: Path |
                  data_layout: str | None = None) -> Dataset:
     """The manifest's dataset (or a user's test .npz), shape-checked and preprocessed, held in the
     model's layout. `data_layout`: how a user's .npz stores x (None: NHWC, or NCHW when unambiguous)."""
-    if spec.signature is not None:
-        return _load_named(spec, test_npz, limit_test)
+    if spec.signature is not None:  # a test set of one array per named input, not of images
+        return _load_named(spec, spec.signature, test_npz, limit_test)
     if test_npz is not None:
         raw = npz.load(test_npz, spec.input_name)
         name = f"npz:{Path(test_npz).name}"
@@ -222,13 +223,12 @@ def spread_indices(total: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(0, total - 1, num=n).round().astype(np.int64))
 
 
-def _load_named(spec: ModelSpec, test_npz: Path | None, limit_test: int | None) -> Dataset:
+def _load_named(spec: ModelSpec, sig: Signature, test_npz: Path | None, limit_test: int | None) -> Dataset:
     """A model described by its signature (deploytool.data.named): one array per input, dtypes kept."""
-    assert spec.signature is not None
     if test_npz is None:
         raise DataError(f"{spec.source}: a model file needs its test set: pass --data test.npz with one array per "
-                        f"input ({', '.join(spec.signature.input_names)}) and, optionally, labels y")
-    x_test, y_test, x_train, y_train = load_feeds(Path(test_npz), spec.signature, spec.preprocess)
+                        f"input ({', '.join(sig.input_names)}) and, optionally, labels y")
+    x_test, y_test, x_train, y_train = load_feeds(Path(test_npz), sig, spec.preprocess)
     if spec.labels and len(y_test) and y_test.dtype.kind in "iu" and (y_test.min() < 0 or y_test.max() >= len(spec.labels)):
         raise DataError(f"{test_npz}: labels must be in 0..{len(spec.labels) - 1} (the model's first output has "
                         f"{len(spec.labels)} classes), found {y_test.min()}..{y_test.max()}")

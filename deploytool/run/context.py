@@ -59,6 +59,27 @@ def check_labels_fit(task: str, y: np.ndarray, scored_shape: tuple[int, ...], wh
     get_task(task).check_labels(y, int(np.prod(scored_shape)) if scored_shape else 1, where)
 
 
+def model_signature(spec: ModelSpec, user_artifact: Artifact | None) -> Signature:
+    """The model's inputs and outputs before a source exists: a user's file's own (read where it entered), else the
+    one a zoo model's sample shape and classes imply (its layout is each framework's; the dtypes and the output's
+    size, what planning and judging ask of it, are the same)."""
+    if user_artifact is not None:
+        return user_artifact.signature
+    return implied_signature(spec.model_input_shape, spec.num_classes)
+
+
+def _task_decided(spec: ModelSpec, dataset: Dataset, sig: Signature, where: str) -> ModelSpec:
+    """The spec with its task and tolerances, now that the labels are seen: a task the spec leaves open (a user's
+    model without --task) is inferred from the labels and the scored output (deploytool.tasks), labels that cannot
+    mean what the task does are refused in one line, and tolerances the spec leaves open are the task's (the
+    quantized ones for a model computing in integers). A zoo model's manifest names both."""
+    first = tuple(d or 0 for d in sig.scored_output(spec.scored_output or None).sample_shape)
+    task = spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None, first)
+    check_labels_fit(task, dataset.y_test, first, where)
+    return replace(spec, task=task,
+                   tolerances=spec.tolerances or source_tolerances(get_task(task).tolerances, sig.quantized))
+
+
 def _refuse_non_finite(model: str, framework: str, out: np.ndarray) -> None:
     """A user's model whose own outputs on the PC hold NaN or infinity gives every row nothing to be compared with:
     one line naming the samples, before any row is judged (and a finding filed) against them."""
@@ -121,15 +142,9 @@ class RunContext:
         else:  # a user's npz without a training split: calibrate on test samples, and say so
             calib = dataset.x_test[:CALIBRATION_FROM_TEST]
             note = (f"int8 calibrated on the first {CALIBRATION_FROM_TEST} test samples: the .npz has no x_train; "
-                    "add x_train/y_train to calibrate on data the model is not scored on")
-        if spec.signature is not None:  # the task, now that the labels are seen; tolerances by task
-            first = spec.signature.scored_output(spec.scored_output or None).sample_shape
-            task = req.task or spec.task or infer_task(dataset.y_test if len(dataset.y_test) else None,
-                                                        tuple(d or 0 for d in first))
-            check_labels_fit(task, dataset.y_test, tuple(d or 0 for d in first), str(req.test_npz))
-            spec = replace(spec, task=task, tolerances=spec.tolerances or source_tolerances(
-                get_task(task).tolerances, spec.signature.quantized))
-            note = note.replace("x_train/y_train", "<input>_train arrays (or x_train)")
+                    "add x_train (or <input>_train for each named input) and y_train to calibrate on data the model "
+                    "is not scored on")
+        spec = _task_decided(spec, dataset, model_signature(spec, user_artifact), str(req.test_npz or spec.dataset))
         tolerances = {g: {**spec.tolerance_for(g), **req.tolerances} for g in ("none", "quantized")}
         return cls(req, spec, dataset, ws, user_artifact, options, preflight, calib,
                    feed_sha256(calib), note, tolerances, progress)
@@ -150,12 +165,8 @@ class RunContext:
 
     @property
     def signature(self) -> Signature:
-        """The model's inputs and outputs before a source exists: a user's file's own (read where it entered), else
-        the one a zoo model's sample shape and classes imply (its layout is each framework's; the dtypes and the
-        output's size, what planning asks of it, are the same)."""
-        if self.user_artifact is not None:
-            return self.user_artifact.signature
-        return implied_signature(self.spec.model_input_shape, self.spec.num_classes)
+        """The model's inputs and outputs before a source exists (model_signature)."""
+        return model_signature(self.spec, self.user_artifact)
 
     def source_model(self, framework: str) -> Artifact:
         """The source model alone (trained once, cached), without its baseline: what conversions start from."""

@@ -47,7 +47,10 @@ def _fitted(t: TensorSpec, a: Any) -> Any:
         raise ValueError(f"inputs {t.name} have shape {given}, the model expects {expected}")
     if not t.is_float or a.dtype.kind not in "fiub":
         return a if isinstance(a, OnDisk) else np.ascontiguousarray(a)
-    dtype = np.dtype(t.dtype if t.quantization is None else np.float32)
+    try:
+        dtype = np.dtype(t.dtype if t.quantization is None else np.float32)
+    except TypeError:  # a float type numpy does not name (bfloat16): float32, which the runtime casts
+        dtype = np.dtype(np.float32)
     if isinstance(a, OnDisk) and a.dtype == dtype:
         return a
     return np.ascontiguousarray(a, dtype=dtype)

@@ -99,8 +99,8 @@ class LiteRTRuntime(Runtime):
                          for src, index, q in self._plan(self._feeds)]
         self._out_plan = [(src, index, q if q.quantized else None) for src, index, q in self._plan(self._fetches)]
         first = next(iter(self._feeds.values()))
-        sig = first.get("shape_signature")
-        self._resizable = sig is not None and len(sig) > 0 and int(sig[0]) == -1
+        open_shape = first.get("shape_signature")  # -1 where the file leaves a dimension open
+        self._resizable = open_shape is not None and len(open_shape) > 0 and int(open_shape[0]) == -1
         self._fixed_batch = None if self._resizable else int(first["shape"][0])
         self._shapes: list[tuple[int, ...]] = []  # each input's shape the interpreter is allocated for now
         self._in, self._out = self._quant[self._in_plan[0][1]], self._quant[self._out_plan[0][1]]
