@@ -215,9 +215,6 @@ class AndroidRuntime(Runtime):
             outs = match_names(sig.output_names, list(named.outputs))
         except KeyError as e:
             raise StageFailed("load_failed", f"{artifact.path.name}: {e.args[0]}") from None
-        if len(ins) != len(self._in):
-            raise StageFailed("unsupported", f"{artifact.path.name} takes {len(self._in)} inputs; the artifact's "
-                                             f"signature names {len(ins)} ({', '.join(sig.input_names)})")
         check_file_inputs(sig, ins, {m: t.spec() for m, t in named.inputs.items()})
         by_tensor_in = {named.inputs[m].name: src for src, m in ins.items()}
         by_tensor_out = {named.outputs[m].name: src for src, m in outs.items()}

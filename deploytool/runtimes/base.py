@@ -57,9 +57,13 @@ def _fitted(t: TensorSpec, a: Any) -> Any:
 
 
 def check_file_inputs(sig: Signature, pairs: dict[str, str], file_inputs: dict[str, TensorSpec]) -> None:
-    """A model file's inputs against the artifact's signature, before anything runs (`pairs`: each signature input's
-    name -> the file's, as the runtime bound them): float data needs a float or quantized tensor, and every
-    dimension both fix must agree. StageFailed naming the first difference: unsupported, load_failed."""
+    """A model file's inputs (`file_inputs`: every one, by the file's names) against the artifact's signature, before
+    anything runs (`pairs`: each signature input's name -> the file's, as the runtime bound them): the file takes
+    no input the signature does not name, float data needs a float or quantized tensor, and every dimension both
+    fix must agree. StageFailed naming the first difference: unsupported, load_failed."""
+    if len(file_inputs) != len(sig.inputs):
+        raise StageFailed("unsupported", f"the model file takes {len(file_inputs)} inputs ({', '.join(file_inputs)}); "
+                                         f"its signature names {len(sig.inputs)} ({', '.join(sig.input_names)})")
     for t in sig.inputs:
         f = file_inputs[pairs[t.name]]
         if t.is_float and not f.is_float:

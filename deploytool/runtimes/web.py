@@ -295,9 +295,6 @@ class WebRuntime(Runtime):
             if self._tensors is not None:
                 ins = match_names(sig.input_names, list(self._tensors.inputs))
                 outs = match_names(sig.output_names, list(self._tensors.outputs))
-                if len(ins) != len(self._tensors.inputs):
-                    raise StageFailed("unsupported", f"the TFLite model takes {len(self._tensors.inputs)} inputs; "
-                                                     f"the artifact's signature names {len(ins)}")
                 check_file_inputs(sig, ins, {m: t.spec() for m, t in self._tensors.inputs.items()})
                 self._tensors = NamedTensors({src: self._tensors.inputs[m] for src, m in ins.items()},
                                              {src: self._tensors.outputs[m] for src, m in outs.items()})

@@ -47,8 +47,11 @@ def test_what_cannot_be_inferred_is_asked_for(tmp_path):
     ambiguous = onnx_model(tmp_path / "a.onnx", [None, 3, 8, 3])
     with pytest.raises(ShapeError, match="--layout"):
         resolve(ambiguous, UserModelOptions(), ws)
-    spec, _ = resolve(ambiguous, UserModelOptions(layout="NCHW"), ws)
+    spec, image = resolve(ambiguous, UserModelOptions(layout="NCHW"), ws)
     assert spec.input_shape == (8, 3, 3)
+    # an image classifier keeps the signature read where it entered: its runtimes bind the file's own names
+    assert image.signature.input_names == ("x",) and image.signature.output_names == ("y",)
+    assert image.signature.inputs[0].shape == (None, 3, 8, 3) and image.input_shape == (3, 8, 3)
     with pytest.raises(DataError, match="--labels names 2 classes"):
         resolve(onnx_model(tmp_path / "b.onnx", [None, 8, 8, 1]), UserModelOptions(labels=("a", "b")), ws)
     # a model that is not one image in and class scores out is read by its signature (issue 24), not refused

@@ -71,4 +71,7 @@ def test_a_files_inputs_are_held_to_the_signature_alike_for_every_model():
         check_file_inputs(sig, pairs, {**ok, "serving_x:0": TensorSpec("serving_x:0", "float32", (1, 8, 9, 1))})
     assert e.value.status == "load_failed"
     assert "input serving_x:0 is [1, 8, 9, 1] but the artifact says one sample is [8, 8, 1]" in e.value.reason
+    with pytest.raises(StageFailed) as e:  # an input the signature does not name could not be fed
+        check_file_inputs(sig, pairs, {**ok, "extra": TensorSpec("extra", "float32", (None, 3))})
+    assert e.value.status == "unsupported" and "takes 3 inputs" in e.value.reason and "names 2 (x, ids)" in e.value.reason
 
