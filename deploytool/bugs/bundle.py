@@ -167,7 +167,8 @@ def write_bundle(result: Result, out_dir: Path, *, x_test: Feed, baseline_output
             "error": result.raised.name if result.raised is not None else "",
             "sample_indices": idx.tolist(), "layout": (art or {}).get("layout") or source.layout,
             "metrics": result.metrics, "artifact": art, "environment": env, "versions": versions,
-            "inputs_file": inputs_file,
+            "inputs_file": inputs_file, "inputs": {n: {"dtype": a.dtype.name, "shape": [int(d) for d in a.shape]}
+                                                   for n, a in x_test[idx].items()},
             "output_layout": [[n, list(s)] for n, s in result.output_layout] if result.output_layout else None}
     meta["has_observed"] = (bundle / "observed.npy").exists()
     meta["web_reproducer"] = None if converting else \
@@ -264,6 +265,16 @@ def _web_io(art: Artifact, feed: Feed) -> tuple[list[dict[str, Any]], list[dict[
                        "shape": [int(d) for d in a.shape[1:]]})
         arrays.append(data)
     return inputs, outputs, arrays
+
+
+def _one_input(meta: dict[str, Any]) -> str:
+    """`float32 [16, 28, 28, 1], layout NHWC`: what a bundle's inputs.npy holds (an older bundle.json, which does not
+    list its inputs, held float32 images)."""
+    given = next(iter((meta.get("inputs") or {}).values()), None)
+    if given is None:
+        return f"float32, layout {meta['layout']}"
+    what = f"{given['dtype']} {given['shape']}"
+    return what + (f", layout {meta['layout']}" if len(given["shape"]) == 4 else "")
 
 
 def _page_names(art: Artifact) -> tuple[list[str], list[str]]:
@@ -364,8 +375,8 @@ def _readme(meta: dict[str, Any], command: str) -> str:
     lines += ["## Files (attached)", "",
               f"- `model/{meta['model_file']}`: " + ("the model given to the converter step that failed"
                                                      if failed_conversion else "the converted model that misbehaves"),
-              (f"- `inputs.npy`: {len(meta['sample_indices'])} test samples, float32, preprocessed, "
-               f"layout {meta['layout']} (the samples whose prediction changed come first)"
+              (f"- `inputs.npy`: {len(meta['sample_indices'])} test samples of the model's one input, "
+               f"{_one_input(meta)}, preprocessed (the samples whose prediction changed come first)"
                if meta.get("inputs_file", "inputs.npy") == "inputs.npy" else
                f"- `inputs.npz`: {len(meta['sample_indices'])} test samples, one array per model input named "
                "after it, each in its own dtype (the samples whose prediction changed come first)"),

@@ -75,3 +75,13 @@ def test_a_files_inputs_are_held_to_the_signature_alike_for_every_model():
         check_file_inputs(sig, pairs, {**ok, "extra": TensorSpec("extra", "float32", (None, 3))})
     assert e.value.status == "unsupported" and "takes 3 inputs" in e.value.reason and "names 2 (x, ids)" in e.value.reason
 
+
+
+def test_a_bundles_readme_says_what_its_one_input_holds_whatever_the_model():
+    from deploytool.bugs.bundle import _one_input
+
+    image = {"layout": "NHWC", "inputs": {"input": {"dtype": "float32", "shape": [4, 28, 28, 1]}}}
+    assert _one_input(image) == "float32 [4, 28, 28, 1], layout NHWC"
+    tokens = {"layout": "NHWC", "inputs": {"input_ids": {"dtype": "int64", "shape": [4, 16]}}}
+    assert _one_input(tokens) == "int64 [4, 16]"  # a sequence of ids has no image layout
+    assert _one_input({"layout": "NCHW"}) == "float32, layout NCHW"  # a bundle.json written before inputs were listed
