@@ -28,6 +28,38 @@ ENV_EXECUTABLE = "DEPLOYTOOL_CHROMIUM"
 # extensions, which we do not want in a measurement.
 DEFAULT_EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 
+# A browser's config home (its XDG_CONFIG_HOME) is a temporary folder named after the process that launched it:
+# `deploytool-chromium-config-<pid>-<random>`, removed when the browser closes
+CONFIG_PREFIX = "deploytool-chromium-config-"
+
+
+def sweep_stale_config_homes() -> list[Path]:
+    """Remove the config homes of browsers whose deploytool process died without closing them (killed with SIGKILL,
+    or by the kernel's OOM killer: nothing of it ran to remove its folder), before a browser is launched: a folder
+    whose launching process is gone and which no live process names (Chromium's crash handler outlives its browser
+    for a moment). A folder of a live process, or one of an older version (no pid in its name), is left alone.
+    Returns the folders removed."""
+    import psutil
+
+    stale = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{CONFIG_PREFIX}*-*"):
+        pid = folder.name[len(CONFIG_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.is_dir():
+            stale.append(folder)
+    if not stale:
+        return []
+    named: set[Path] = set()
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            named.update(f for f in stale if any(str(f) in a for a in p.info["cmdline"] or ()))
+        except (psutil.Error, OSError):
+            pass
+    removed = [f for f in stale if f not in named]
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
 CHROMIUM_FLAGS = (
     "--no-sandbox",  # we run as root in a container; the sandbox needs user namespaces
     "--disable-gpu",
@@ -204,7 +236,8 @@ class Chromium:
             # Nothing of the browser's outside its own temporary folders: its config home (crashpad's "Crash
             # Reports" database goes there, not to ~/.config/chromium) and GLib settings in memory (no
             # ~/.cache/dconf); both removed with the browser.
-            self._config_home = tempfile.mkdtemp(prefix="deploytool-chromium-config-")
+            sweep_stale_config_homes()
+            self._config_home = tempfile.mkdtemp(prefix=f"{CONFIG_PREFIX}{os.getpid()}-")
             self._context = driver.chromium.launch_persistent_context(
                 "",
                 executable_path=str(self.executable),

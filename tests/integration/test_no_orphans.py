@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import numpy as np
 import psutil
 import pytest
 
+from deploytool.devices.browser import CONFIG_PREFIX, sweep_stale_config_homes
 from tests.conftest import ROOT
 from tests.integration.tiny_models import build_keras, digits
 
@@ -210,5 +212,13 @@ def test_kill_9_of_migrate_during_a_web_row_leaves_no_process_behind(tiny, tmp_p
         while any(Path(p).exists() for p in profiles) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(Path(p).exists() for p in profiles), f"the killed run's browser profile is left: {profiles}"
+        # its browser's config home, which the killed process could not remove, goes at the next launch
+        homes = list(Path(tempfile.gettempdir()).glob(f"{CONFIG_PREFIX}{fam.proc.pid}-*"))
+        assert len(homes) == 1, homes
+        deadline = time.monotonic() + GONE_WITHIN_S  # a crash handler still naming it keeps it a moment longer
+        while homes[0].exists() and time.monotonic() < deadline:
+            sweep_stale_config_homes()
+            time.sleep(0.05)
+        assert not homes[0].exists(), f"the killed run's browser config home is left: {homes[0]}"
     finally:
         fam.clean_up()
