@@ -10,7 +10,8 @@ package fills the registry; there is no list of names to keep in step with the m
 
 A module outside deploytool registers the same way; naming it in $DEPLOYTOOL_PLUGINS (comma-separated module
 names) imports it in every deploytool process, the child processes that convert and measure included: any
-registry's first lookup imports them (`load_plugins`). Each package keeps its own words for an unknown name.
+registry's first lookup imports them (`load_plugins`). `lookup(name)` refuses an unknown name in one line naming the
+registered ones; a package that means something else by a name it lacks keeps its own words.
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         return tuple(self)
+
+    def lookup(self, name: str) -> T:
+        """The entry of `name`, or UnknownOption naming the registered ones: `unknown task 'x'; tasks are ...`."""
+        if name not in self:
+            raise UnknownOption(f"unknown {self.what} {name!r}; {self.what}s are {', '.join(self)}")
+        return self[name]
 
     def registered_so_far(self, name: str) -> bool:
         """`name` is registered already, the plugins left unimported: for a check made while modules are still

@@ -48,16 +48,24 @@ def sweep_stale_config_homes() -> list[Path]:
             stale.append(folder)
     if not stale:
         return []
-    named: set[Path] = set()
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            named.update(f for f in stale if any(str(f) in a for a in p.info["cmdline"] or ()))
-        except (psutil.Error, OSError):
-            pass
-    removed = [f for f in stale if f not in named]
+    named = _naming([str(f) for f in stale])
+    removed = [f for f in stale if not named[str(f)]]
     for folder in removed:
         shutil.rmtree(folder, ignore_errors=True)
     return removed
+
+
+def _naming(folders: list[str]) -> dict[str, list[Any]]:
+    """Each folder -> the live processes (psutil.Process) whose command line names it."""
+    import psutil
+
+    named: dict[str, list[Any]] = {f: [] for f in folders}
+    for p in psutil.process_iter(["cmdline"]):
+        args = p.info["cmdline"] or ()
+        for f in folders:
+            if any(f in a for a in args):
+                named[f].append(p)
+    return named
 
 
 CHROMIUM_FLAGS = (
@@ -368,11 +376,10 @@ class Chromium:
 
         if not self._config_home:
             return
-        for p in psutil.process_iter(["cmdline"]):
+        for p in _naming([self._config_home])[self._config_home]:
             try:
-                if any(self._config_home in a for a in p.info["cmdline"] or ()):
-                    p.kill()
-                    p.wait(3)
+                p.kill()
+                p.wait(3)
             except (psutil.Error, OSError):
                 pass
         shutil.rmtree(self._config_home, ignore_errors=True)

@@ -38,9 +38,7 @@ def names() -> tuple[str, ...]:
 
 
 def get_kind(name: str) -> InputKind:
-    if name not in KINDS:
-        raise UnknownOption(f"unknown input kind {name!r}; input kinds are {', '.join(KINDS)}")
-    return KINDS[name]
+    return KINDS.lookup(name)
 
 
 def infer_kind(dtype: str, shape: tuple[int | None, ...], quantized: bool = False) -> str:

@@ -48,9 +48,7 @@ def names() -> tuple[str, ...]:
 
 
 def get_task(name: str) -> Task:
-    if name not in TASKS:
-        raise UnknownOption(f"unknown task {name!r}; tasks are {', '.join(TASKS)}")
-    return TASKS[name]
+    return TASKS.lookup(name)
 
 
 def infer_task(y: np.ndarray | None, scored_shape: tuple[int, ...]) -> str:

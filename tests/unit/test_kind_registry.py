@@ -86,6 +86,9 @@ def test_an_unknown_kind_or_layout_is_refused_by_name():
                                             "input kinds are tokens, image, sequence, features"):
         plans.register_architecture("never_registered", reads="pixels")
     assert "never_registered" not in zoo.ARCHITECTURES
+    with pytest.raises(UnknownOption, match="^unknown input kind 'pixels'; input kinds are tokens, image, sequence, "
+                                            "features$"):
+        get_kind("pixels")  # the registry's one refusal (Registry.lookup), as for an unknown task
 
     class Sideways(InputKind):
         name = "sideways"
