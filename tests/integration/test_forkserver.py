@@ -65,3 +65,30 @@ def test_a_dead_worker_is_replaced_and_a_dead_server_started_again(monkeypatch):
             w.call(_facts)
         third = w.call(_facts)
     assert third["parent"] not in (first["parent"], os.getpid()) and third["torch_at_start"] is True
+
+
+def _modules_held_back() -> dict:
+    """In a TensorFlow worker: which of the packages TensorFlow imports only when installed it holds, then whether
+    the worker can still import them itself (pandas, the lightest) and use TensorFlow's Keras."""
+    import numpy as np
+
+    from deploytool.proc.quiet import DEFERRED_AT_IMPORT
+
+    held = sorted(name for name in DEFERRED_AT_IMPORT if name in sys.modules)
+    import keras
+    import pandas
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    out = model.predict(np.ones((4, 3), np.float32), verbose=0)
+    return {"held": held, "tensorflow": "tensorflow" in sys.modules, "frame": pandas.DataFrame({"a": [1]}).shape,
+            "predicted": out.shape}
+
+
+def test_a_tensorflow_server_imports_it_without_the_packages_it_only_probes_for(monkeypatch):
+    """proc.quiet.import_tensorflow: JAX, pandas and scikit-learn, which importing TensorFlow 2.19 loads only because
+    they are installed (1.5 of its 4.2 CPU-s), are left out of the server's import, and a worker that wants one
+    imports it."""
+    monkeypatch.setenv("TF_DEPLOYTOOL_TEST_KIND", "deferred")  # a server of its own
+    with Worker(_note_start, preload=("tensorflow",)) as w:
+        facts = w.call(_modules_held_back)
+    assert facts == {"held": [], "tensorflow": True, "frame": (1, 1), "predicted": (4, 2)}
