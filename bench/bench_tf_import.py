@@ -4,6 +4,10 @@ conversion's worker server, a CLI run: dozens in a `make test`), through proc.qu
 for features deploytool does not use; import_tensorflow holds them back. Prints the median CPU seconds (user + sys)
 of each, run interleaved in fresh interpreters, and their ratio (import_tensorflow / bare; lower is better).
 
+Then what a full garbage collection costs a worker forked from a server that imported TensorFlow and PyTorch (each
+measured row runs one, runtimes.measure.release_free_memory): with what the server imported frozen (gc.freeze, as
+proc.forkserver.serve does) and without; their ratio.
+
     .venv/bin/python bench/bench_tf_import.py [--repeats 7]
 """
 
@@ -33,6 +37,18 @@ def _cpu_of(code: str) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+GC = """
+import gc, time
+from deploytool.proc.quiet import import_tensorflow
+import_tensorflow(); import torch
+def full():
+    t = time.process_time(); gc.collect(); return time.process_time() - t
+print(min(full() for _ in range(3)), end=" ")
+gc.freeze()
+print(min(full() for _ in range(3)))
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
@@ -46,6 +62,11 @@ def main() -> None:
         print(f"{name:32s} median {m:.2f} CPU-s  (min {min(seen[name]):.2f}, max {max(seen[name]):.2f})")
     ratio = medians["proc.quiet.import_tensorflow"] / medians["bare import tensorflow"]
     print(f"ratio import_tensorflow / bare: {ratio:.2f}x")
+    out = subprocess.run([sys.executable, "-c", GC], cwd=ROOT, check=True, capture_output=True, text=True,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout.split()
+    before, after = float(out[-2]), float(out[-1])
+    print(f"full gc.collect() with TensorFlow and PyTorch imported: {before * 1e3:.0f} ms of CPU; with them frozen: "
+          f"{after * 1e3:.1f} ms (ratio {after / before:.3f}x)")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ def _note_start() -> None:
 
 
 def _facts() -> dict:
+    import gc
+
     return {"pid": os.getpid(), "parent": os.getppid(), "torch_at_start": _SEEN.get("torch_at_start"),
+            "frozen": gc.get_freeze_count(),
             "probe": os.environ.get("DEPLOYTOOL_TEST_PROBE"), "default": os.environ.get("DEPLOYTOOL_TEST_DEFAULT")}
 
 
@@ -43,12 +46,14 @@ def test_workers_forked_by_one_server_start_with_its_framework_and_their_callers
         with Worker(_note_start, env=env, preload=("torch",)) as two:
             b = two.call(_facts)
     assert a["torch_at_start"] is True and b["torch_at_start"] is True  # imported by the server, not the worker
+    # what the server imported is frozen: out of the collector's reach in the workers (~100,000 objects for torch)
+    assert a["frozen"] > 50_000 and b["frozen"] > 50_000, (a["frozen"], b["frozen"])
     assert a["parent"] == b["parent"] != os.getpid() and a["pid"] != b["pid"]
     assert (a["probe"], a["default"]) == ("first", "from the worker's env")
     assert (b["probe"], b["default"]) == ("second", "the caller's own")
     with Worker(_note_start) as spawned:  # no preload: spawned by us, as before
         c = spawned.call(_facts)
-    assert c["parent"] == os.getpid() and c["torch_at_start"] is False
+    assert c["parent"] == os.getpid() and c["torch_at_start"] is False and c["frozen"] == 0
 
 
 def test_a_dead_worker_is_replaced_and_a_dead_server_started_again(monkeypatch):
