@@ -1,6 +1,7 @@
 """Tiny TFLite models for the Android tests, made with the real
 tf.lite.TFLiteConverter from a small Keras classifier trained for a few
-seconds on scikit-learn's 8x8 digits. Imports TensorFlow: call only from tests.
+seconds on scikit-learn's 8x8 digits, and kept between sessions (tests/kept.py).
+Imports TensorFlow: call only from tests.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ class TinyModels:
 
 
 def build(out_dir: Path, n_test: int = 240) -> TinyModels:
+    """The models in `out_dir`: built once and kept between sessions (tests/kept.py: keyed by this file and the
+    versions of the packages that make them), then copied there."""
+    import shutil
+
+    from tests.kept import kept_build
+
+    kept = kept_build(f"phone-models-test{n_test}", lambda folder: _make(folder, n_test), Path(__file__))
+    shutil.copytree(kept, out_dir, dirs_exist_ok=True)
+    arrays = np.load(out_dir / "arrays.npz")
+    return TinyModels(arrays["x_test"], arrays["y_test"], arrays["keras_probs"], out_dir / "digits_fp32.tflite",
+                      out_dir / "digits_int8.tflite", out_dir / "digits_fixed_batch.tflite")
+
+
+def _make(out_dir: Path, n_test: int) -> None:
     import tensorflow as tf
     from sklearn.datasets import load_digits
 
@@ -70,4 +85,4 @@ def build(out_dir: Path, n_test: int = 240) -> TinyModels:
     fixed_batch = out_dir / "digits_fixed_batch.tflite"
     fixed_batch.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions(
         [fixed.get_concrete_function()], fixed).convert())
-    return TinyModels(x_test, y_test, keras_probs, fp32, int8, fixed_batch)
+    np.savez(out_dir / "arrays.npz", x_test=x_test, y_test=y_test, keras_probs=keras_probs)

@@ -3,7 +3,7 @@ Keras CNN on 8x8x1 inputs, exported as a SavedModel and converted to a TF.js
 graph model (tensorflowjs), ONNX (tf2onnx) and TFLite (TFLiteConverter, fp32
 and full int8 with int8 I/O). The Keras model's own outputs are the baseline.
 Deliberately independent of deploytool.convert: these tests check the browser
-runtimes, not our converters.
+runtimes, not our converters. Built once and kept between sessions (tests/kept.py).
 """
 
 from __future__ import annotations
@@ -36,6 +36,25 @@ def _artifact(path: Path, fmt: str, converter: str, quantize: str = "none") -> A
 
 
 def build(out: Path, n: int = 64, seed: int = 0) -> WebModels:
+    """The models in `out`: built once and kept between sessions (tests/kept.py: keyed by this file and the
+    versions of the packages that make them), then copied there."""
+    import shutil
+
+    from tests.kept import kept_build
+
+    kept = kept_build(f"web-models-n{n}-seed{seed}", lambda folder: _make(folder, n, seed), Path(__file__))
+    shutil.copytree(kept, out, dirs_exist_ok=True)
+    arrays = np.load(out / "arrays.npz")
+    return WebModels(
+        inputs=arrays["inputs"], keras_outputs=arrays["keras_outputs"],
+        tfjs=_artifact(out / "tfjs", "tfjs_graph", "tensorflowjs"),
+        onnx=_artifact(out / "model.onnx", "onnx", "tf2onnx"),
+        tflite=_artifact(out / "model.tflite", "tflite", "tflite"),
+        tflite_int8=_artifact(out / "model_int8.tflite", "tflite", "tflite", quantize="int8-io"),
+    )
+
+
+def _make(out: Path, n: int, seed: int) -> None:
     import keras
     import tensorflow as tf
 
@@ -98,14 +117,7 @@ def build(out: Path, n: int = 64, seed: int = 0) -> WebModels:
     conv.inference_output_type = tf.int8
     int8_path = out / "model_int8.tflite"
     int8_path.write_bytes(conv.convert())
-
-    return WebModels(
-        inputs=x, keras_outputs=y,
-        tfjs=_artifact(tfjs_dir, "tfjs_graph", "tensorflowjs"),
-        onnx=_artifact(onnx_path, "onnx", "tf2onnx"),
-        tflite=_artifact(tflite_path, "tflite", "tflite"),
-        tflite_int8=_artifact(int8_path, "tflite", "tflite", quantize="int8-io"),
-    )
+    np.savez(out / "arrays.npz", inputs=x, keras_outputs=y)
 
 
 def litert_outputs(artifact: Artifact, x: np.ndarray) -> np.ndarray:
