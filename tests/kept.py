@@ -9,7 +9,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 # Where kept things live, read once when the tests start: a fixture that moves $HOME (the phone's, for its adb keys)
 # must not move the cache with it.
@@ -107,6 +107,15 @@ def kept_build(name: str, build: Callable[[Path], None], *code: Path) -> Path:
     h = hashlib.sha256(_code_sha256(*code).encode())
     h.update(f"{inspect.getsource(build)}{sorted(_versions().items())}".encode())
     return fill_once(CACHE_HOME / f"{name}-{h.hexdigest()[:16]}", build)
+
+
+def copy_kept(name: str, build: Callable[[Path], None], out: Path, code: Path) -> Any:
+    """kept_build(name, build, code) copied into `out` (the caller's to write in), and the arrays its build saved
+    beside the models (`arrays.npz`), loaded."""
+    import numpy as np
+
+    shutil.copytree(kept_build(name, build, code), out, dirs_exist_ok=True)
+    return np.load(out / "arrays.npz")
 
 
 def fill_once(kept: Path, fill: Callable[[Path], None]) -> Path:

@@ -52,7 +52,7 @@ def import_tensorflow() -> ModuleType:
             raise
         finally:
             for name in held:
-                if name in sys.modules and sys.modules[name] is None:
+                if sys.modules.get(name, name) is None:  # still our marker: not imported since
                     del sys.modules[name]
             sys.stderr.flush()
             os.dup2(saved, 2)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.kept import copy_kept
+
 
 @dataclass
 class TinyModels:
@@ -25,13 +27,7 @@ class TinyModels:
 def build(out_dir: Path, n_test: int = 240) -> TinyModels:
     """The models in `out_dir`: built once and kept between sessions (tests/kept.py: keyed by this file and the
     versions of the packages that make them), then copied there."""
-    import shutil
-
-    from tests.kept import kept_build
-
-    kept = kept_build(f"phone-models-test{n_test}", lambda folder: _make(folder, n_test), Path(__file__))
-    shutil.copytree(kept, out_dir, dirs_exist_ok=True)
-    arrays = np.load(out_dir / "arrays.npz")
+    arrays = copy_kept(f"phone-models-test{n_test}", lambda folder: _make(folder, n_test), out_dir, Path(__file__))
     return TinyModels(arrays["x_test"], arrays["y_test"], arrays["keras_probs"], out_dir / "digits_fp32.tflite",
                       out_dir / "digits_int8.tflite", out_dir / "digits_fixed_batch.tflite")
 

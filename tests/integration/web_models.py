@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from deploytool.artifact import Artifact
+from tests.kept import copy_kept
 
 INPUT_SHAPE = (8, 8, 1)
 NUM_CLASSES = 10
@@ -38,13 +39,7 @@ def _artifact(path: Path, fmt: str, converter: str, quantize: str = "none") -> A
 def build(out: Path, n: int = 64, seed: int = 0) -> WebModels:
     """The models in `out`: built once and kept between sessions (tests/kept.py: keyed by this file and the
     versions of the packages that make them), then copied there."""
-    import shutil
-
-    from tests.kept import kept_build
-
-    kept = kept_build(f"web-models-n{n}-seed{seed}", lambda folder: _make(folder, n, seed), Path(__file__))
-    shutil.copytree(kept, out, dirs_exist_ok=True)
-    arrays = np.load(out / "arrays.npz")
+    arrays = copy_kept(f"web-models-n{n}-seed{seed}", lambda folder: _make(folder, n, seed), out, Path(__file__))
     return WebModels(
         inputs=arrays["inputs"], keras_outputs=arrays["keras_outputs"],
         tfjs=_artifact(out / "tfjs", "tfjs_graph", "tensorflowjs"),
