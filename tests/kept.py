@@ -1,5 +1,5 @@
 """What the integration tier builds once and keeps between sessions (and clean clones) under
-~/.cache/deploytool/tests: the trained LeNet-5 twins, and converted artifacts of the models it migrates. Every
+~/.cache/deploytool/tests: the trained LeNet-5 and LeNet-1 twins, and converted artifacts of the models it migrates. Every
 folder is keyed by the code that makes what it holds, so nothing stale is used; each entry inside is written whole,
 then renamed."""
 
@@ -16,20 +16,22 @@ from typing import Any, Callable, Iterator
 CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deploytool" / "tests"
 
 
-def kept_models() -> Path:
-    """The trained LeNet-5 twins kept between sessions (and clones), keyed by the code that makes them: the model
-    zoo, the input kinds, the trainer, the manifest. Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data
-    loader that changes the bytes trains again; one that does not, does not), the epochs, the seed and the
-    framework versions. lenet1's training test always trains for real."""
+def kept_models(model: str = "lenet5") -> Path:
+    """The trained twins of a zoo `model` (LeNet-5; LeNet-1 for its training test) kept between sessions (and
+    clones), keyed by the code that makes them: the model zoo, the input kinds, the trainer, the model's manifest.
+    Inside, the trainer's own cache key adds the data's sha256 (so an edit to a data loader that changes the bytes
+    trains again; one that does not, does not), the epochs, the seed and the framework versions. Training itself
+    runs for real in every session all the same: `study frameworks` trains LeNet-1's twins over two seeds
+    (test_study_frameworks.py), its key holding the seed and sample counts, and nothing of it is kept."""
     import hashlib
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for f in sorted([root / "models" / "lenet5.toml", root / "deploytool" / "spec.py",
+    for f in sorted([root / "models" / f"{model}.toml", root / "deploytool" / "spec.py",
                      root / "deploytool" / "proc" / "threads.py", *(root / "deploytool" / "train").glob("*.py"),
                      *(root / "deploytool" / "zoo").glob("*.py"), *(root / "deploytool" / "kinds").glob("*.py")]):
         h.update(f.name.encode() + f.read_bytes())
-    return CACHE_HOME / f"lenet5-trained-{h.hexdigest()[:16]}"
+    return CACHE_HOME / f"{model}-trained-{h.hexdigest()[:16]}"
 
 
 def _converter_code_hash(h) -> None:
