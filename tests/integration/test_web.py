@@ -43,15 +43,49 @@ def _assert_all_gone(pids: set[int]) -> None:
     assert alive == [], f"Chromium processes outlived close(): {alive}"
 
 
-def _run(artifact, inputs, **options):
-    rt = WebRuntime(**options)
+def _run(artifact, inputs, session=None, **options):
+    """One row: in the module's shared browser (`session`: a fresh page of its own, as a row of a run gets), or in
+    a browser of its own that must be gone, every process of it, once the runtime is closed."""
+    rt = WebRuntime(session=session, **options)
     try:
         rt.load(artifact)
         out = rt.run(inputs)
     finally:
         rt.close()
-    _assert_all_gone(rt.last_process_ids)
+    if session is None:
+        _assert_all_gone(rt.last_process_ids)
     return out
+
+
+_SHARED: list[WebSession] = []  # the module's shared session while it is open
+
+
+@pytest.fixture(scope="module")
+def _session():
+    """One Chromium for the tests of what a row computes and measures (about 2 s of CPU a launch with its driver,
+    and the libraries' compiled code kept in its profile for the next page); the tests of a browser's own life
+    (a launch timed, a crash, a timeout, everything gone at close) launch their own, after `own_browser`. It is
+    never relaunched: the tests that share it come first in the file."""
+    session = WebSession()
+    _SHARED.append(session)
+    yield session
+    _SHARED.clear()
+    session.close()
+    _assert_all_gone(session.process_ids)
+    assert session.launches == 1
+
+
+@pytest.fixture
+def shared(_session):
+    return _session
+
+
+@pytest.fixture
+def own_browser():
+    """For a test that launches a browser of its own: Playwright's sync API allows one driver per thread, so the
+    shared session, if open, is closed first."""
+    for session in _SHARED:
+        session.close()
 
 
 def _check_common(out, n, backend, threads):
@@ -75,8 +109,8 @@ def _check_common(out, n, backend, threads):
         # What ran is reported, and the difference is said in the notes.
         assert 1 <= env["threads"] < threads
         assert any(f"{env['threads']} wasm thread(s) although {threads}" in n for n in out.notes)
-    t = env["timings_ms"]
-    assert t["browser_launch"] > 0 and t["inference"] > 0 and t["inputs_fetch"] >= 0
+    t = env["timings_ms"]  # a launch is timed by the row that paid it (test_onnx_on_onnxruntime_web_matches_keras)
+    assert t["browser_launch"] >= 0 and t["inference"] > 0 and t["inputs_fetch"] >= 0
 
 
 def _check_fp32(out, models):
@@ -86,8 +120,8 @@ def _check_fp32(out, models):
 
 
 @pytest.mark.parametrize("backend, threads", [("wasm", 2), ("cpu", 1), ("webgl", 1)])
-def test_tfjs_graph_matches_keras(models, backend, threads):
-    out = _run(models.tfjs, models.inputs, backend=backend, threads=threads, warmup_runs=3)
+def test_tfjs_graph_matches_keras(models, shared, backend, threads):
+    out = _run(models.tfjs, models.inputs, shared, backend=backend, threads=threads, warmup_runs=3)
     _check_fp32(out, models)
     _check_common(out, len(models.inputs), backend, threads)
     assert out.environment["runtime"] == "tfjs" and out.environment["library"] == "@tensorflow/tfjs"
@@ -103,23 +137,12 @@ def test_tfjs_graph_matches_keras(models, backend, threads):
         assert out.memory_bytes["gpu_process_peak_rss_bytes"] > 0
 
 
-def test_onnx_on_onnxruntime_web_matches_keras(models):
-    out = _run(models.onnx, models.inputs, threads=2, warmup_runs=3)
-    _check_fp32(out, models)
-    _check_common(out, len(models.inputs), "wasm", 2)
-    assert out.environment["runtime"] == "onnxruntime-web"
-    assert out.environment["whole_set_batch_size"] > 1  # tf2onnx keeps the batch free
-    assert out.environment["outputs_from_timed_pass"] == 0  # batched outputs come from the batched pass
-    # the load the page's timing began under, as host rows record it (the lab judges latency against it)
-    assert 0 <= out.environment["cpu_busy_fraction_before_timing"] <= 1 and out.environment["cpu_count"] >= 1
-
-
-def test_nchw_onnx_from_torch_with_fixed_batch(models, tmp_path):
+def test_nchw_onnx_from_torch_with_fixed_batch(models, shared, tmp_path):
     t = web_models.build_torch_onnx(tmp_path, models.inputs)
     # torch.onnx.export (dynamo) keeps the weights in a file beside the model:
     # the page must hand it to onnxruntime-web as external data.
     assert (tmp_path / "torch_model.onnx.data").is_file()
-    out = _run(t.onnx, t.inputs, warmup_runs=3)
+    out = _run(t.onnx, t.inputs, shared, warmup_runs=3)
     assert np.abs(out.outputs - t.torch_outputs).max() < FP32_MAX_ABS_DIFF
     assert np.array_equal(out.outputs.argmax(1), t.torch_outputs.argmax(1))
     assert out.environment["whole_set_batch_size"] == 1  # the model's batch is fixed at 1
@@ -128,28 +151,28 @@ def test_nchw_onnx_from_torch_with_fixed_batch(models, tmp_path):
     assert out.environment["outputs_from_timed_pass"] == len(t.inputs)
 
 
-def test_tflite_on_tfjs_tflite_matches_keras(models):
-    out = _run(models.tflite, models.inputs, warmup_runs=3)
+def test_tflite_on_tfjs_tflite_matches_keras(models, shared):
+    out = _run(models.tflite, models.inputs, shared, warmup_runs=3)
     _check_fp32(out, models)
     _check_common(out, len(models.inputs), "tflite-wasm", 1)
     assert (out.environment["runtime"], out.environment["library"]) == ("tfjs-tflite", "@tensorflow/tfjs-tflite")
     assert out.environment["outputs_from_timed_pass"] == len(models.inputs)
 
 
-def test_batch1_model_timing_fewer_samples_still_gives_every_output(models):
+def test_batch1_model_timing_fewer_samples_still_gives_every_output(models, shared):
     # the first 5 outputs come from the timed pass, the others from the whole-set pass: all must be right
-    out = _run(models.tflite, models.inputs, warmup_runs=1, latency_samples=5)
+    out = _run(models.tflite, models.inputs, shared, warmup_runs=1, latency_samples=5)
     _check_fp32(out, models)
     assert out.latency_ms.shape == (5,)
     assert out.environment["outputs_from_timed_pass"] == 5
 
 
-def test_with_no_count_asked_the_timing_stops_at_its_budget_and_every_output_still_comes(models):
+def test_with_no_count_asked_the_timing_stops_at_its_budget_and_every_output_still_comes(models, shared):
     # a real-size model takes seconds an inference in wasm: the page times batch 1 until the budget is spent (its
     # minimum of readings kept), then runs the rest of the set for its outputs only
     reps = -(-(MIN_READINGS + 30) // len(models.inputs))
     x = np.concatenate([models.inputs] * reps)
-    out = _run(models.tflite, x, warmup_runs=1, latency_budget_s=1e-6)
+    out = _run(models.tflite, x, shared, warmup_runs=1, latency_budget_s=1e-6)
     assert out.latency_ms.shape == (MIN_READINGS,) and len(x) > MIN_READINGS
     assert out.environment["outputs_from_timed_pass"] == MIN_READINGS
     diff = np.abs(out.outputs - np.concatenate([models.keras_outputs] * reps)).max()
@@ -159,8 +182,8 @@ def test_with_no_count_asked_the_timing_stops_at_its_budget_and_every_output_sti
         WebRuntime(latency_budget_s=0)
 
 
-def test_tflite_int8_io_is_quantized_and_dequantized(models):
-    out = _run(models.tflite_int8, models.inputs, warmup_runs=3)
+def test_tflite_int8_io_is_quantized_and_dequantized(models, shared):
+    out = _run(models.tflite_int8, models.inputs, shared, warmup_runs=3)
     _check_common(out, len(models.inputs), "tflite-wasm", 1)
     assert out.environment["input_type"] == "int8" and out.environment["output_type"] == "int8"
     # Against the same int8 model on the host's LiteRT: the same integer
@@ -176,7 +199,7 @@ def test_tflite_int8_io_is_quantized_and_dequantized(models):
     assert (out.outputs.argmax(1) == models.keras_outputs.argmax(1)).mean() >= 0.95
 
 
-def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_checks(models, tmp_path):
+def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_checks(models, shared, tmp_path):
     """Issue 37, one data path: a model made from one array (its artifact's implied signature) runs through the
     page's one protocol, its one input and output paired with the file's whatever their names, its row laid out
     as every row is; what its signature does not say is refused: a file of two outputs fails at load, an output
@@ -194,16 +217,47 @@ def test_a_single_array_model_binds_by_its_implied_signature_and_keeps_its_check
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{k}.onnx"))
     one = dataclasses.replace(models.onnx, path=tmp_path / "1.onnx", num_outputs=64,
                               signature=implied_signature(models.onnx.input_shape, 64))
-    out = _run(one, models.inputs, warmup_runs=0, latency_samples=2)
+    out = _run(one, models.inputs, shared, warmup_runs=0, latency_samples=2)
     assert np.array_equal(out.outputs, models.inputs.reshape(len(models.inputs), -1))  # Flatten, by the page
     assert out.output_layout == (("output", (64,)),)  # its one output under its implied signature's name
     with pytest.raises(StageFailed) as err:
-        _run(dataclasses.replace(one, path=tmp_path / "2.onnx"), models.inputs, warmup_runs=0)
+        _run(dataclasses.replace(one, path=tmp_path / "2.onnx"), models.inputs, shared, warmup_runs=0)
     assert err.value.status == "load_failed" and "no tensor for output" in err.value.reason, err.value.reason
     with pytest.raises(StageFailed) as err:
         _run(dataclasses.replace(one, num_outputs=10, signature=implied_signature(one.input_shape, 10)),
-             models.inputs, warmup_runs=0)
+             models.inputs, shared, warmup_runs=0)
     assert err.value.status == "runtime_failed" and "64 outputs per sample" in err.value.reason, err.value.reason
+
+
+def test_a_test_set_sent_in_chunks_gives_the_outputs_of_one_piece_and_times_the_first(models, shared):
+    """The page gets the test set a chunk at a time (its renderer's memory then does not grow with the set):
+    every sample's outputs, in order, equal one piece's; latency is timed at batch 1 in the first chunk only,
+    which holds at least the samples asked to be timed."""
+    per_sample, chunk_samples = models.inputs[:1].nbytes, 7  # and a last chunk of fewer
+    whole = _run(models.onnx, models.inputs, shared, warmup_runs=1, latency_samples=5)
+    cut = _run(models.onnx, models.inputs, shared, warmup_runs=1, latency_samples=5, chunk_bytes=chunk_samples * per_sample)
+    n = len(models.inputs)
+    assert cut.outputs.shape == whole.outputs.shape == (n, web_models.NUM_CLASSES)
+    np.testing.assert_array_equal(cut.outputs, whole.outputs)
+    assert cut.latency_ms.shape == (5,) and np.all(cut.latency_ms > 0)
+    assert cut.environment["chunks"] == 1 + -(-(n - 7) // chunk_samples) and "chunks" not in whole.environment
+    assert any(f"{cut.environment['chunks']} chunks of {chunk_samples} samples" in m for m in cut.notes)
+    few = _run(models.onnx, models.inputs, shared, warmup_runs=1, latency_samples=12, chunk_bytes=chunk_samples * per_sample)
+    np.testing.assert_array_equal(few.outputs, whole.outputs)
+    assert few.latency_ms.shape == (12,)  # the first chunk grows to hold the samples asked to be timed
+    assert cut.memory_bytes["renderer_peak_rss_bytes"] > 20e6 and cut.throughput_sps > 0
+
+
+def test_onnx_on_onnxruntime_web_matches_keras(models, own_browser):
+    out = _run(models.onnx, models.inputs, threads=2, warmup_runs=3)
+    _check_fp32(out, models)
+    _check_common(out, len(models.inputs), "wasm", 2)
+    assert out.environment["timings_ms"]["browser_launch"] > 0  # its own browser, launched for it and timed
+    assert out.environment["runtime"] == "onnxruntime-web"
+    assert out.environment["whole_set_batch_size"] > 1  # tf2onnx keeps the batch free
+    assert out.environment["outputs_from_timed_pass"] == 0  # batched outputs come from the batched pass
+    # the load the page's timing began under, as host rows record it (the lab judges latency against it)
+    assert 0 <= out.environment["cpu_busy_fraction_before_timing"] <= 1 and out.environment["cpu_count"] >= 1
 
 
 def _get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, bytes, dict]:
@@ -283,7 +337,7 @@ def test_server_serves_only_its_roots_on_loopback(tmp_path):
         assert srv.requests_refused == len(refused) + 1
 
 
-def test_corrupt_model_becomes_stage_failed_and_browser_is_gone(models, tmp_path):
+def test_corrupt_model_becomes_stage_failed_and_browser_is_gone(models, own_browser, tmp_path):
     broken = tmp_path / "tfjs"
     shutil.copytree(models.tfjs.path, broken)
     (broken / "model.json").write_text('{"format": "graph-model", "modelTopology": ')
@@ -298,7 +352,7 @@ def test_corrupt_model_becomes_stage_failed_and_browser_is_gone(models, tmp_path
     rt.close()  # closing again is harmless
 
 
-def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
+def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models, own_browser):
     rt = WebRuntime(backend="cpu", warmup_runs=0, timeout_s=60)
     rt.load(models.tfjs)
     pids = rt.browser_process_ids
@@ -316,7 +370,7 @@ def test_run_past_timeout_becomes_stage_failed_and_browser_is_gone(models):
     rt.close()
 
 
-def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models):
+def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models, own_browser):
     # 400 chunks of one sample: each a page job of tens of ms (fetch, run, post, polling), so each alone is far
     # within 2 s and all of them together far beyond
     per_sample = models.inputs[:1].nbytes
@@ -333,7 +387,7 @@ def test_the_timeout_holds_for_the_whole_set_however_many_chunks_it_takes(models
         rt.close()
 
 
-def test_a_run_that_cannot_finish_in_time_stops_when_its_pace_shows_it_and_keeps_the_browser(models):
+def test_a_run_that_cannot_finish_in_time_stops_when_its_pace_shows_it_and_keeps_the_browser(models, own_browser):
     """Issue 38: a row whose pace shows it cannot finish by its limit stops then, with its pace in the reason,
     instead of running on to the limit (a real-size int8 row in tfjs-tflite took its whole 900 s). The page's own
     check, within a chunk: about 8 s of batch-1 inferences on the cpu backend, 4 s allowed. The page is healthy, so
@@ -357,7 +411,7 @@ def test_a_run_that_cannot_finish_in_time_stops_when_its_pace_shows_it_and_keeps
         assert out.outputs.shape == (len(models.inputs), web_models.NUM_CLASSES)
 
 
-def test_between_chunks_a_run_stops_when_the_chunks_pace_shows_the_rest_cannot_finish(models):
+def test_between_chunks_a_run_stops_when_the_chunks_pace_shows_the_rest_cannot_finish(models, own_browser):
     """Issue 38, the same between chunks: 40 chunks of 100 samples at batch 1 on webgl (SwiftShader: milliseconds a
     sample, so a chunk takes well under the page's one-second window), 4 s allowed for about 10 s of work: the
     first chunk's pace stops the run."""
@@ -375,7 +429,7 @@ def test_between_chunks_a_run_stops_when_the_chunks_pace_shows_the_rest_cannot_f
         rt.close()
 
 
-def test_crashed_renderer_becomes_stage_failed(models):
+def test_crashed_renderer_becomes_stage_failed(models, own_browser):
     rt = WebRuntime(timeout_s=60)
     rt.load(models.onnx)
     # A real crash: the renderer processes of our own browser die by SIGKILL.
@@ -413,22 +467,3 @@ def test_backend_option_applies_to_tfjs_only(models):
         WebRuntime(backend="webgl").load(models.onnx)
     assert err.value.status == "unsupported"
     assert "wasm" in err.value.reason
-
-
-def test_a_test_set_sent_in_chunks_gives_the_outputs_of_one_piece_and_times_the_first(models):
-    """The page gets the test set a chunk at a time (its renderer's memory then does not grow with the set):
-    every sample's outputs, in order, equal one piece's; latency is timed at batch 1 in the first chunk only,
-    which holds at least the samples asked to be timed."""
-    per_sample, chunk_samples = models.inputs[:1].nbytes, 7  # and a last chunk of fewer
-    whole = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=5)
-    cut = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=5, chunk_bytes=chunk_samples * per_sample)
-    n = len(models.inputs)
-    assert cut.outputs.shape == whole.outputs.shape == (n, web_models.NUM_CLASSES)
-    np.testing.assert_array_equal(cut.outputs, whole.outputs)
-    assert cut.latency_ms.shape == (5,) and np.all(cut.latency_ms > 0)
-    assert cut.environment["chunks"] == 1 + -(-(n - 7) // chunk_samples) and "chunks" not in whole.environment
-    assert any(f"{cut.environment['chunks']} chunks of {chunk_samples} samples" in m for m in cut.notes)
-    few = _run(models.onnx, models.inputs, warmup_runs=1, latency_samples=12, chunk_bytes=chunk_samples * per_sample)
-    np.testing.assert_array_equal(few.outputs, whole.outputs)
-    assert few.latency_ms.shape == (12,)  # the first chunk grows to hold the samples asked to be timed
-    assert cut.memory_bytes["renderer_peak_rss_bytes"] > 20e6 and cut.throughput_sps > 0
