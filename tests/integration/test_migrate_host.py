@@ -19,8 +19,13 @@ import pytest
 
 from deploytool.runtimes.measure import PAIR_BLOCKS, PAIR_FIRST_BLOCKS, PAIR_MAX_BLOCKS, pair_blocks
 from tests.conftest import ROOT, run_cli
+from tests.kept import conversions_kept, kept_models
 
 pytestmark = pytest.mark.slow
+
+# The conversions of the CLI runs on the trained twins given as the user's files, kept between sessions like the
+# matrix's (tests/kept.py; each entry keyed by the file's sha256, the format, the quantization and its calibration set)
+USER_FILES = f"{kept_models().name}-user-files"
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +205,10 @@ def test_users_own_model_file(lenet5_workspace, tmp_path):
     npz = tmp_path / "test.npz"
     np.savez(npz, x=raw.x_test[:500, ..., None], y=raw.y_test[:500], x_train=raw.x_train[:300, ..., None],
              y_train=raw.y_train[:300])
-    r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
-                "--std", "0.3081", "--format", "tflite", "--quantize", "none,int8", "--workspace", str(tmp_path / "ws"),
-                "--quiet", "--latency-samples", "100")
+    with conversions_kept(tmp_path / "ws", USER_FILES):
+        r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
+                    "--std", "0.3081", "--format", "tflite", "--quantize", "none,int8", "--workspace",
+                    str(tmp_path / "ws"), "--quiet", "--latency-samples", "100")
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("keras")]
     assert len(lines) == 2 and all("pass" in line for line in lines), r.stdout
@@ -260,9 +266,10 @@ def test_users_own_model_of_every_kind(lenet5_workspace, host_run, tmp_path, kin
     npz = tmp_path / "test.npz"
     np.savez(npz, x=raw.x_test[:300, ..., None], y=raw.y_test[:300])
     target_format = {"pt2": "onnx", "onnx-nchw": "onnx", "tflite": "tflite"}[kind]
-    r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
-                "--std", "0.3081", "--format", target_format, "--quantize", "none", "--workspace",
-                str(tmp_path / "ws"), "--quiet", "--latency-samples", "5")  # untimed: file kinds are the subject
+    with conversions_kept(tmp_path / "ws", USER_FILES):
+        r = run_cli("migrate", "--model", str(model), "--data", str(npz), "--scale", str(1 / 255), "--mean", "0.1307",
+                    "--std", "0.3081", "--format", target_format, "--quantize", "none", "--workspace",
+                    str(tmp_path / "ws"), "--quiet", "--latency-samples", "5")  # untimed: file kinds are the subject
     assert r.returncode == 0, r.stdout + r.stderr
     row = [line for line in r.stdout.splitlines() if " host " in line]
     assert len(row) == 1 and "100.00%" in row[0] and "pass" in row[0], r.stdout
