@@ -34,7 +34,9 @@ python: $(STAMP)
 # halves compileall (63 s -> 32 s on 2 cores, 25,600 -> 17,700 files); a module left out still imports, compiled
 # in memory. Nor the packages and subpackages that came with the pins but that no test, command or worker imported in
 # a whole `make test` (the .pyc files a clean clone's run never read, by their access times): 2,900 files fewer,
-# compileall 40 -> 35 s beside a busy core.
+# compileall 40 -> 35 s beside a busy core. scripts/site_bytecode.py runs it, and keeps what it wrote for the next venv
+# of the very same files (uv installs hard links into its cache: a clean clone's venv holds the same files, with the
+# same times, which timestamp .pyc files name): a clean clone links them in (about 1 s) instead of compiling.
 UNUSED_PACKAGES := xdsl orbax tensorboard skl2onnx kagglesdk kagglehub flax optax pydantic mypyc ydf markdown_it \
   markdown grpc treescope werkzeug fsspec lark typer wheel fire sympy/physics sympy/stats dask/dataframe dask/array \
   huggingface_hub/inference huggingface_hub/cli numpy/distutils setuptools/_distutils sqlalchemy/testing \
@@ -42,11 +44,11 @@ UNUSED_PACKAGES := xdsl orbax tensorboard skl2onnx kagglesdk kagglehub flax opta
 empty :=
 space := $(empty) $(empty)
 NOT_COMPILED := (/tests?/|_test\.py$$|/site-packages/(transformers|$(subst $(space),|,$(strip $(UNUSED_PACKAGES))))/)
-$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml scripts/install_python.sh
+$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml scripts/install_python.sh scripts/site_bytecode.py
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "deploytool needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	scripts/install_python.sh $(VENV)
-	$(BIN)/python -m compileall -qq -j 0 -x '$(NOT_COMPILED)' $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
+	$(BIN)/python scripts/site_bytecode.py '$(NOT_COMPILED)'
 	touch $(STAMP)
 
 web: $(WEB_STAMP)
