@@ -1,13 +1,14 @@
 """Compile the venv's site-packages to bytecode (`make python` runs this with the venv's Python), or link in the
 bytecode an earlier setup compiled from the very same files.
 
-PYTHONDONTWRITEBYTECODE is set on this kind of machine, so nothing is compiled at import: without .pyc files every
-process would compile TensorFlow's and PyTorch's sources again. compileall takes ~33 s of a 50 s setup on 2 cores
+PYTHONDONTWRITEBYTECODE is set on this kind of machine, so what an import compiles is never written: without .pyc
+files every process would compile TensorFlow's and PyTorch's sources again. compileall takes ~33 s of a 50 s setup on 2 cores
 (17,700 files). The files uv installs are hard links into its cache, so a fresh venv (a clean clone's) holds the
 same files with the same modification times as the last one: the .pyc files compileall wrote for them are valid
 there too (a timestamp .pyc names its source's mtime and size, and Python checks both at every import). They are
 kept in ~/.cache/deploytool/site-bytecode/<key> and hard-linked into a fresh venv; the key is the Python version,
-the excluded pattern and the path, mtime and size of every source file, so any other install compiles again.
+the excluded pattern and the path, mtime and size of every source file uv linked in, so any other install compiles
+again (pip's fallback links nothing: everything is compiled, as before).
 Usage: site_bytecode.py EXCLUDE_REGEX
 """
 

@@ -1,7 +1,7 @@
 """What the integration tier builds once and keeps between sessions (and clean clones) under
-~/.cache/deploytool/tests: the trained LeNet-5 and LeNet-1 twins, and converted artifacts of the models it migrates. Every
-folder is keyed by the code that makes what it holds, so nothing stale is used; each entry inside is written whole,
-then renamed."""
+~/.cache/deploytool/tests: the trained LeNet-5 and LeNet-1 twins, and converted artifacts of the models it migrates.
+Every folder is keyed by the code that makes what it holds, so nothing stale is used; each entry inside is written
+whole, then renamed."""
 
 from __future__ import annotations
 
