@@ -34,6 +34,25 @@ def kept_models(model: str = "lenet5") -> Path:
     return CACHE_HOME / f"{model}-trained-{h.hexdigest()[:16]}"
 
 
+def kept_twin(model: str, framework: str, scratch: Path) -> Path:
+    """The `models` folder holding zoo `model`'s trained `framework` twin: trained once in a workspace under
+    `scratch`, under its own file lock (xdist workers and other sessions wait for it), or the kept copy of an
+    earlier session (kept_models)."""
+    from deploytool.data import load_dataset
+    from deploytool.spec import load_spec
+    from deploytool.train import train
+    from deploytool.workspace import Workspace
+
+    def trained(folder: Path) -> None:
+        work = Workspace.open(scratch / f"train-ws-{model}-{framework}")
+        spec = load_spec(model)
+        train(spec, framework, load_dataset(spec), work, progress=False)
+        shutil.copytree(work.root / "models", folder / "models")
+
+    kept = kept_models(model)
+    return fill_once(kept.with_name(f"{kept.name}-{framework}"), trained) / "models"
+
+
 def _converter_code_hash(h) -> None:
     """Add to `h` the code that converts and names artifacts: the converters, the artifact and model-file modules,
     the input kinds a file's signature infers, and of the runner what names and makes an artifact (not how rows are

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from tests.kept import fill_once, keep_conversions_of, kept_lenet5_conversions, kept_models, seed_conversions
+from tests.kept import keep_conversions_of, kept_lenet5_conversions, kept_twin, seed_conversions
 
 
 class _Shared:
@@ -101,22 +101,7 @@ def _shared_models(lock_dir: Path) -> list[Path]:
     order = ["keras", "torch"]
     if os.environ.get("PYTEST_XDIST_WORKER", "gw0")[-1:] in "13579":
         order.reverse()
-    return [_shared_model(fw, lock_dir) for fw in order]
-
-
-def _shared_model(framework: str, lock_dir: Path) -> Path:
-    from deploytool.data import load_dataset
-    from deploytool.spec import load_spec
-    from deploytool.train import train
-    from deploytool.workspace import Workspace
-
-    def trained(folder: Path) -> None:
-        work = Workspace.open(lock_dir / f"train-ws-{framework}")
-        spec = load_spec("lenet5")
-        train(spec, framework, load_dataset(spec), work, progress=False)
-        shutil.copytree(work.root / "models", folder / "models")
-
-    return fill_once(kept_models().with_name(f"{kept_models().name}-{framework}"), trained) / "models"
+    return [kept_twin("lenet5", fw, lock_dir) for fw in order]
 
 
 @pytest.fixture

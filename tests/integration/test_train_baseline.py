@@ -4,7 +4,6 @@ exactly on the test set; training is cached; the PC baseline records what it
 promises."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ def test_lenet5_reaches_97_percent_in_both_frameworks(lenet5_workspace):
 
 def test_lenet1_reaches_95_percent_in_both_frameworks(tmp_path):
     """Trained side by side, each twin in its own spawned process pinned to one thread, as `migrate` trains them;
-    kept between sessions like LeNet-5's twins (tests/kept.py kept_models: an edit to the trainer, the zoo or the
+    kept between sessions like LeNet-5's twins (tests/kept.py kept_twin: an edit to the trainer, the zoo or the
     manifest trains them again here)."""
     import shutil
     from concurrent.futures import ThreadPoolExecutor
@@ -34,21 +33,16 @@ def test_lenet1_reaches_95_percent_in_both_frameworks(tmp_path):
     from deploytool.spec import load_spec
     from deploytool.train import train
     from deploytool.workspace import Workspace
-    from tests.kept import fill_once, kept_models
+    from tests.kept import kept_twin
 
+    frameworks = ("keras", "torch")
+    with ThreadPoolExecutor(2) as pool:
+        kept = list(pool.map(lambda fw: kept_twin("lenet1", fw, tmp_path / "train"), frameworks))
+    ws = Workspace.open(tmp_path / "ws")
+    for models in kept:
+        shutil.copytree(models, ws.root / "models", dirs_exist_ok=True)
     spec = load_spec("lenet1")
     ds = load_dataset(spec)
-    frameworks = ("keras", "torch")
-
-    def trained(folder: Path) -> None:
-        work = Workspace.open(folder / "ws")
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda fw: train(spec, fw, ds, work, progress=False), frameworks))
-        shutil.move(work.root / "models", folder / "models")
-        shutil.rmtree(work.root)
-
-    ws = Workspace.open(tmp_path)
-    shutil.copytree(fill_once(kept_models("lenet1"), trained) / "models", ws.root / "models", dirs_exist_ok=True)
     runs = {fw: train(spec, fw, ds, ws, progress=False) for fw in frameworks}  # found in the cache: nothing trains
     accuracy = {fw: r.test_accuracy for fw, r in runs.items()}
     assert min(accuracy.values()) >= 0.95, accuracy

@@ -61,7 +61,7 @@ _SHARED: list[WebSession] = []  # the module's shared session while it is open
 
 
 @pytest.fixture(scope="module")
-def _session():
+def shared():
     """One Chromium for the tests of what a row computes and measures (about 2 s of CPU a launch with its driver,
     and the libraries' compiled code kept in its profile for the next page); the tests of a browser's own life
     (a launch timed, a crash, a timeout, everything gone at close) launch their own, after `own_browser`. It is
@@ -73,11 +73,6 @@ def _session():
     session.close()
     _assert_all_gone(session.process_ids)
     assert session.launches == 1
-
-
-@pytest.fixture
-def shared(_session):
-    return _session
 
 
 @pytest.fixture
